@@ -1,0 +1,139 @@
+"""One measurement in a fresh interpreter: one engine, one workload, some repeats.
+
+    python benchmarks/child.py MODULE:CLASS WORKLOAD_SPEC --out FILE [--repeats N]
+        [--warmup N] [--budget SECONDS] [--opt KEY=VALUE]...
+
+The orchestrators (run.py, peers/run.py) start one of these per (engine, workload) so
+that every engine gets a clean process: its imports, caches and garbage do not leak into
+the next measurement, and ru_maxrss is the peak of this engine alone.  The result goes
+to FILE as JSON (not stdout, which engines are free to log to).
+
+An adapter is a class whose instances have:
+    engine: str; version() -> str; unsupported(workload) -> str | None;
+    build(workload) -> graph; and either run(graph) or async arun(graph).
+Optional: setup() / teardown() (sync or async), timings(graph) -> {phase: seconds},
+notes() -> str (configuration worth reporting, e.g. thread counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import json
+import resource
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+# Adapters live next to this file and in peers/; both must import by bare module name.
+for folder in (HERE, HERE / "peers"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+import workloads  # noqa: E402
+from workloads import Workload  # noqa: E402
+
+
+def make_workload(spec: str) -> Workload:
+    """`chain:100000` -> workloads.chain(100000); `unbalanced` -> workloads.unbalanced()."""
+    name, *args = spec.split(":")
+    factory = getattr(workloads, name)
+    workload: Workload = factory(*(int(a) for a in args))
+    return workload
+
+
+def load_adapter(target: str, options: dict[str, str]) -> Any:
+    module_name, _, class_name = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls(**options)
+
+
+def peak_rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _call(runner: asyncio.Runner, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call fn; if it is async, finish it on the runner's loop.  The loop is created only
+    when first needed and kept across calls, so sync engines never see an event loop and
+    async ones do not pay for a new loop per run."""
+    value = fn(*args)
+    return runner.run(value) if inspect.isawaitable(value) else value
+
+
+def _nothing() -> None:
+    return None
+
+
+def _measure(adapter: Any, workload: Workload, repeats: int, warmup: int, budget_s: float,
+             result: dict[str, Any]) -> None:
+    """Set up, build once, then time warmup + repeats runs of the same graph; stop
+    repeating early (keeping at least one measured run) once the measured runs have
+    used budget_s, so one slow engine cannot eat the whole benchmark's time."""
+    run = adapter.arun if hasattr(adapter, "arun") else adapter.run
+    with asyncio.Runner() as runner:
+        start = time.perf_counter()
+        _call(runner, getattr(adapter, "setup", _nothing))
+        result["setup_s"] = time.perf_counter() - start
+        try:
+            result["rss_before_build_mb"] = peak_rss_mb()
+            start = time.perf_counter()
+            graph = adapter.build(workload)
+            result["build_s"] = time.perf_counter() - start
+            if hasattr(adapter, "timings"):
+                result["phases"] = adapter.timings(graph)
+            walls: list[float] = result["walls"]  # filled in place: a later failure keeps them
+            for _ in range(warmup):
+                _call(runner, run, graph)
+            while len(walls) < repeats and not (walls and sum(walls) >= budget_s):
+                start = time.perf_counter()
+                _call(runner, run, graph)
+                walls.append(time.perf_counter() - start)
+            if hasattr(adapter, "notes"):
+                result["notes"] = adapter.notes()
+        finally:
+            _call(runner, getattr(adapter, "teardown", _nothing))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("adapter", help="MODULE:CLASS")
+    parser.add_argument("workload", help="workloads function and int args, e.g. chain:1000")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=0)
+    parser.add_argument("--budget", type=float, default=float("inf"),
+                        help="stop repeating once measured runs took this many seconds")
+    parser.add_argument("--opt", action="append", default=[], help="KEY=VALUE for the adapter")
+    args = parser.parse_args(argv)
+
+    options = dict(o.split("=", 1) for o in args.opt)
+    result: dict[str, Any] = {"adapter": args.adapter, "spec": args.workload, "walls": []}
+    try:
+        workload = make_workload(args.workload)
+        result.update(workload=workload.name, steps=workload.size, edges=workload.edges,
+                      critical_path_s=workload.critical_path())
+        adapter = load_adapter(args.adapter, options)
+        result.update(engine=adapter.engine, version=adapter.version())
+        reason = adapter.unsupported(workload)
+        if reason:
+            result["unsupported"] = reason
+        else:
+            _measure(adapter, workload, args.repeats, args.warmup, args.budget, result)
+            result["median_s"] = statistics.median(result["walls"])
+    except BaseException as exc:  # reported to the orchestrator, which decides what it means
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["traceback"] = traceback.format_exc(limit=8)
+    result["peak_rss_mb"] = peak_rss_mb()
+    args.out.write_text(json.dumps(result))
+    return 1 if "error" in result else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Apache Hamilton: the DAG as a module of functions whose parameters name their parents.
+
+That is Hamilton's model: a node is a function, an edge is a parameter named after
+another function.  The adapter writes that module's source for the Workload and loads it
+with `ad_hoc_utils.module_from_source`, then asks a driver for the sink nodes.
+
+- Sync driver: sleep steps `time.sleep`.  Its default executor runs one node at a time;
+  for the sleep workloads the adapter adds Hamilton's `FutureAdapter` (a thread pool) so
+  independent sleeps overlap.  That adapter submits every node at once and a node holds
+  its thread while it waits for its parents, so "enough threads" means one per node.
+- Async driver: `async def` nodes awaiting `asyncio.sleep`, awaited as asyncio tasks.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import version
+from types import ModuleType
+from typing import Any
+
+from hamilton import ad_hoc_utils, async_driver, driver
+from hamilton.plugins.h_threadpool import FutureAdapter
+
+from graph_shape import depth
+from workloads import Workload
+
+
+def module_source(workload: Workload, is_async: bool) -> str:
+    """One function per step: `def s1(s0: int) -> int`; the body sleeps or does nothing."""
+    lines = ["import asyncio", "import time", ""]
+    for step in workload.steps:
+        params = ", ".join(f"{p}: int" for p in workload.parents[step])
+        seconds = workload.duration.get(step, 0.0)
+        if is_async:
+            lines.append(f"async def {step}({params}) -> int:")
+            if seconds > 0:
+                lines.append(f"    await asyncio.sleep({seconds!r})")
+        else:
+            lines.append(f"def {step}({params}) -> int:")
+            if seconds > 0:
+                lines.append(f"    time.sleep({seconds!r})")
+        lines += ["    return 1", ""]
+    return "\n".join(lines)
+
+
+def sinks(workload: Workload) -> list[str]:
+    children = workload.children()
+    return [s for s in workload.steps if not children[s]]
+
+
+def _allow_recursion(workload: Workload) -> None:
+    # Hamilton walks the DAG recursively (several frames per node on the longest path).
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20 * depth(workload) + 1000))
+
+
+class HamiltonSyncAdapter:
+    engine = "Hamilton (sync driver)"
+
+    def __init__(self) -> None:
+        self.threads: int | None = None
+
+    def version(self) -> str:
+        return version("apache-hamilton")
+
+    def unsupported(self, workload: Workload) -> str | None:
+        return None
+
+    def build(self, workload: Workload) -> tuple[Any, list[str]]:
+        _allow_recursion(workload)
+        module: ModuleType = ad_hoc_utils.module_from_source(module_source(workload, False))
+        builder = driver.Builder().with_modules(module)
+        self.threads = workload.size if workload.sleeps else None
+        if self.threads:
+            builder = builder.with_adapters(FutureAdapter(max_workers=self.threads))
+        return builder.build(), sinks(workload)
+
+    def run(self, built: tuple[Any, list[str]]) -> None:
+        dr, outputs = built
+        dr.execute(outputs)
+
+    def notes(self) -> str:
+        return (f"FutureAdapter, {self.threads} threads" if self.threads
+                else "default executor (one node at a time)")
+
+
+class HamiltonAsyncAdapter:
+    engine = "Hamilton (async driver)"
+
+    def version(self) -> str:
+        return version("apache-hamilton")
+
+    def unsupported(self, workload: Workload) -> str | None:
+        return None
+
+    def build(self, workload: Workload) -> tuple[Any, list[str]]:
+        _allow_recursion(workload)
+        module = ad_hoc_utils.module_from_source(module_source(workload, True))
+        # build() is a coroutine (it initialises adapters); build_without_init + ainit in
+        # arun would do the same, but the driver must exist before timing starts.
+        dr = async_driver.Builder().with_modules(module).build_without_init()
+        return dr, sinks(workload)
+
+    async def arun(self, built: tuple[Any, list[str]]) -> None:
+        dr, outputs = built
+        if not getattr(dr, "_bench_ready", False):
+            await dr.ainit()
+            dr._bench_ready = True
+        await dr.execute(outputs)

@@ -1,0 +1,278 @@
+"""plait against the engines users would pick instead; writes benchmarks/peers/RESULTS.md.
+
+    bash benchmarks/peers/run.sh [--only plait,langgraph] [--skip-big] [--out FILE]
+
+(run.sh makes the peers' own venv and runs this file with it.)  Every (engine, workload)
+pair runs in a fresh interpreter through ../child.py: the peers with this venv's Python,
+plait and the raw asyncio floor with the project's venv (PLAIT_PYTHON overrides), so no
+peer is ever installed beside plait.  Each run has a timeout and a time budget for its
+repeats; the whole benchmark takes about 8-10 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from harness import (Job, Measurement, fmt_num, fmt_s, log, machine_header,  # noqa: E402
+                     measure, met, table)
+
+NOOP_SPECS = ("chain:1000", "fanout:1000", "random_layers")
+SLEEP_SPECS = ("unbalanced", "parallel_sleeps")
+BIG_SPEC = "chain:100000"
+BIG_STEPS = 100_000
+BIG_CAP_S = 60.0  # a peer whose estimated 100,000-chain run exceeds this is skipped
+
+NOOP_REPEATS, SLEEP_REPEATS, WARMUP = 5, 3, 1
+BUDGET_S = 30.0  # measured seconds per (engine, workload) before repeats stop early
+TIMEOUT_S = 300.0
+
+# Targets from the issue "benchmarks against the engines users would pick instead".
+MIN_GAIN = {"langgraph": 10.0, "prefect": 100.0}
+MAX_MAKESPAN_RATIO = 1.05
+LEVEL_BARRIER_RATIO = 1.5
+
+
+def project_python() -> str:
+    venv = HERE.parent.parent / ".venv" / "bin" / "python"
+    return os.environ.get("PLAIT_PYTHON") or (str(venv) if venv.exists() else sys.executable)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Engine:
+    key: str
+    label: str
+    adapter: str
+    python: str = sys.executable
+    level_by_level: bool = False  # runs the DAG in barriers: a step waits for its level
+
+
+def engines() -> list[Engine]:
+    own = project_python()
+    return [
+        Engine(key="plait", label="plait", adapter="plait_adapter:PlaitAdapter", python=own),
+        Engine(key="asyncio", label="raw asyncio", adapter="baseline:BaselineAdapter",
+               python=own),
+        Engine(key="langgraph", label="LangGraph", adapter="langgraph_adapter:LangGraphAdapter",
+               level_by_level=True),
+        Engine(key="prefect", label="Prefect", adapter="prefect_adapter:PrefectAdapter"),
+        Engine(key="hamilton", label="Hamilton (sync)",
+               adapter="hamilton_adapter:HamiltonSyncAdapter"),
+        Engine(key="hamilton-async", label="Hamilton (async)",
+               adapter="hamilton_adapter:HamiltonAsyncAdapter"),
+        Engine(key="dask", label="Dask (threads)", adapter="dask_adapter:DaskAdapter"),
+        Engine(key="dbos", label="DBOS (SQLite)", adapter="dbos_adapter:DbosAdapter",
+               level_by_level=True),
+        Engine(key="graphlib", label="graphlib + threads",
+               adapter="graphlib_adapter:GraphlibAdapter"),
+    ]
+
+
+Results = dict[tuple[str, str], Measurement]  # (engine key, spec) -> measurement
+
+
+def job_for(eng: Engine, spec: str) -> Job:
+    noop = spec not in SLEEP_SPECS
+    return Job(adapter=eng.adapter, spec=spec, python=eng.python,
+               repeats=NOOP_REPEATS if noop else SLEEP_REPEATS,
+               warmup=WARMUP if noop else 0, timeout_s=TIMEOUT_S, budget_s=BUDGET_S)
+
+
+def run_one(eng: Engine, job: Job) -> Measurement:
+    log(f"  {eng.label:<22} {job.spec}")
+    m = measure(job)
+    log(f"    -> {m.problem or fmt_s(m.median_s)} ({m.elapsed_s:.0f} s)")
+    return m
+
+
+def big_skip_reason(eng: Engine, small: Measurement | None) -> str | None:
+    """Skip the 100,000-step chain when the 1,000-step chain says it would take too long."""
+    if small is None or not small.ok:
+        return "no 1,000-step chain result to extrapolate from"
+    estimate = small.per_step_us * BIG_STEPS / 1e6
+    if estimate > BIG_CAP_S:
+        return (f"skipped: estimated {estimate:,.0f} s per run from its 1,000-chain cost "
+                f"({small.per_step_us:,.0f} µs/step) exceeds the {BIG_CAP_S:.0f} s cap")
+    return None
+
+
+def measure_all(engs: list[Engine], big: bool) -> Results:
+    res: Results = {}
+    for spec in NOOP_SPECS + SLEEP_SPECS:
+        log(spec)
+        for eng in engs:
+            res[eng.key, spec] = run_one(eng, job_for(eng, spec))
+    if not big:
+        return res
+    log(BIG_SPEC)
+    for eng in engs:
+        reason = big_skip_reason(eng, res.get((eng.key, "chain:1000")))
+        if reason:
+            res[eng.key, BIG_SPEC] = Measurement(job=job_for(eng, BIG_SPEC),
+                                                 data={"unsupported": reason}, elapsed_s=0)
+            log(f"  {eng.label:<22} {reason}")
+            continue
+        job = Job(adapter=eng.adapter, spec=BIG_SPEC, python=eng.python, repeats=1,
+                  timeout_s=max(TIMEOUT_S, 4 * BIG_CAP_S))
+        res[eng.key, BIG_SPEC] = run_one(eng, job)
+    return res
+
+
+# --- report ------------------------------------------------------------------------------
+
+def workload_rows(res: Results, engs: list[Engine], spec: str) -> list[list[object]]:
+    plait = res.get(("plait", spec))
+    noop = spec not in SLEEP_SPECS
+    rows: list[list[object]] = []
+    for eng in engs:
+        m = res.get((eng.key, spec))
+        if m is None:
+            continue
+        if m.problem:
+            rows.append([eng.label, "", m.problem, "", "", "", "", ""])
+            continue
+        vs_plait = (f"{m.median_s / plait.median_s:,.1f}×"
+                    if plait is not None and plait.ok and eng.key != "plait" else "—")
+        rows.append([eng.label, len(m.data["walls"]), fmt_s(m.median_s),
+                     fmt_num(m.per_step_us) if noop else "—",
+                     "—" if noop else f"{m.makespan_ratio:.2f}",
+                     fmt_s(m.data.get("build_s")), fmt_num(m.peak_mb, 0), vs_plait])
+    return rows
+
+
+def target_rows(res: Results, engs: list[Engine]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for spec in NOOP_SPECS:
+        for key, gain in MIN_GAIN.items():
+            rows.append(_gain_row(res, spec, key, gain))
+    for spec in SLEEP_SPECS:
+        rows.append(_makespan_row(res, engs, spec))
+    return rows
+
+
+def _gain_row(res: Results, spec: str, key: str, gain: float) -> list[object]:
+    plait, peer = res.get(("plait", spec)), res.get((key, spec))
+    name = key.capitalize() if key != "langgraph" else "LangGraph"
+    label = f"{_workload_name(res, spec)}: per-step overhead ≥ {gain:g}× lower than {name}"
+    if plait is None or peer is None or not plait.ok or not peer.ok:
+        why = (plait.problem if plait is not None and not plait.ok
+               else peer.problem if peer is not None else "not measured")
+        return [label, f"no measurement ({why})", met(None)]
+    ratio = peer.per_step_us / plait.per_step_us
+    return [label, f"{name} {peer.per_step_us:,.0f} µs vs plait {plait.per_step_us:,.1f} µs "
+            f"= {ratio:,.1f}×", met(ratio >= gain)]
+
+
+def _makespan_row(res: Results, engs: list[Engine], spec: str) -> list[object]:
+    levelled = [f"{e.label} {res[e.key, spec].makespan_ratio:.2f}×" for e in engs
+                if e.level_by_level and (e.key, spec) in res and res[e.key, spec].ok]
+    label = (f"{_workload_name(res, spec)}: plait makespan ≤ {MAX_MAKESPAN_RATIO:g}× critical "
+             f"path (level-by-level engines: {', '.join(levelled) or 'none measured'})")
+    plait = res.get(("plait", spec))
+    if plait is None or not plait.ok:
+        return [label, f"no measurement ({plait.problem if plait else 'not run'})", met(None)]
+    return [label, f"{plait.makespan_ratio:.3f}×",
+            met(plait.makespan_ratio <= MAX_MAKESPAN_RATIO)]
+
+
+def _workload_name(res: Results, spec: str) -> str:
+    for (_, s), m in res.items():
+        if s == spec and "workload" in m.data:
+            return str(m.data["workload"])
+    return spec
+
+
+def notes(res: Results, engs: list[Engine]) -> list[str]:
+    lines = ["## Notes", ""]
+    for eng in engs:
+        found = [(spec, m) for (key, spec), m in res.items() if key == eng.key]
+        version = next((m.data["version"] for _, m in found if "version" in m.data), "?")
+        configs = sorted({f"{_workload_name(res, s)}: {m.data['notes']}"
+                          for s, m in found if m.data.get("notes")})
+        setup = max((m.data.get("setup_s", 0.0) for _, m in found), default=0.0)
+        extra = f"; setup before the first run up to {fmt_s(setup)}" if setup > 0.5 else ""
+        lines.append(f"- **{eng.label}** {version}{extra}"
+                     + ("".join(f"\n  - {c}" for c in _collapse(configs))))
+    return lines + [""] + EXPLANATIONS
+
+
+def _collapse(configs: list[str]) -> list[str]:
+    """Say once what is the same for every workload."""
+    kinds = {c.split(": ", 1)[1] for c in configs}
+    return [f"all workloads: {kinds.pop()}"] if len(kinds) == 1 else configs
+
+
+EXPLANATIONS = [
+    "How each engine runs the DAG (see the adapter modules for the code):",
+    "",
+    "- plait: `Workflow.add_step(id, async fn, depends_on=...)`, `run_async(db=\"memory://\")`.",
+    "- raw asyncio: a hand-written ready queue (counters of unfinished parents, a task per "
+    "ready step); the floor.",
+    "- LangGraph: StateGraph, one async node per step, waiting edges for joins, `Send` for "
+    "fan-outs (fanout-1-1000-1 and parallel-200-sleeps become one node sent N times), a "
+    "counter with an `operator.add` reducer, no checkpointer. Runs in supersteps, i.e. level "
+    "by level.",
+    "- Prefect: one `@task` run per step via `.submit(wait_for=parents)` in a `@flow`, "
+    "ephemeral local API on SQLite (started before timing). Sleep tasks are async.",
+    "- Hamilton: one function per step, parameters named after parents (module generated "
+    "from source). The sync driver runs one node at a time; on sleep workloads it gets the "
+    "FutureAdapter thread pool. The async driver awaits async nodes as tasks.",
+    "- Dask: `dask.delayed(pure=False)` per step, `dask.compute(scheduler=\"threads\")`; "
+    "sync steps (`time.sleep`).",
+    "- DBOS: `@DBOS.step` per step inside one `@DBOS.workflow`, SQLite system database. DBOS "
+    "needs a deterministic step start order for replay, so steps start level by level "
+    "(tasks created in order, then gathered): a level barrier.",
+    "- graphlib: `TopologicalSorter` + `ThreadPoolExecutor`, eager; sync steps.",
+    "",
+    "Every engine could express every standard workload. Thread-pool engines use sync "
+    "`time.sleep` steps with enough threads that no sleeper waits for one (counts above). "
+    "Per-step overhead = median wall / steps on no-op workloads; makespan ratio = median "
+    "wall / critical path on sleep workloads; 'vs plait' = engine's median wall / plait's. "
+    "Peak MB = ru_maxrss of the measuring process (interpreter, imports, graph, run); "
+    "Prefect's local API server runs in that process.",
+]
+
+
+def report(res: Results, engs: list[Engine]) -> str:
+    lines = machine_header("plait vs peer engines", [
+        f"repeats: median of up to {NOOP_REPEATS} no-op runs (after {WARMUP} warm-up) and "
+        f"{SLEEP_REPEATS} sleep runs, fewer once an engine's runs took {BUDGET_S:.0f} s "
+        "(the 'runs' column); each (engine, workload) in a fresh interpreter",
+    ])
+    lines += ["## Targets", ""]
+    lines += table(["target", "measured", "met?"], target_rows(res, engs))
+    specs = NOOP_SPECS + SLEEP_SPECS + ((BIG_SPEC,) if any(s == BIG_SPEC for _, s in res)
+                                        else ())
+    for spec in specs:
+        lines += [f"## {_workload_name(res, spec)}", ""]
+        lines += table(["engine", "runs", "median wall", "per step (µs)",
+                        "makespan / critical path", "graph build", "peak MB", "vs plait"],
+                       workload_rows(res, engs, spec))
+    return "\n".join(lines + notes(res, engs))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="plait vs peer engines")
+    parser.add_argument("--only", help="comma-separated engine keys (default: all)")
+    parser.add_argument("--skip-big", action="store_true", help="skip the 100,000-step chain")
+    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    args = parser.parse_args(argv)
+
+    engs = engines()
+    if args.only:
+        keep = set(args.only.split(","))
+        engs = [e for e in engs if e.key in keep]
+    res = measure_all(engs, big=not args.skip_big)
+    args.out.write_text(report(res, engs))
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The dependency graph of a workflow, indexed by integers.
+
+Every algorithm here is iterative (no recursion), so a 100,000-step chain cannot hit
+Python's recursion limit, and linear in steps + edges except where noted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Graph:
+    ids: tuple[str, ...]
+    index: dict[str, int]
+    parents: tuple[tuple[int, ...], ...]
+    children: tuple[tuple[int, ...], ...]
+    order: tuple[int, ...]  # topological order (empty when the graph has a cycle)
+    position: tuple[int, ...]  # position[i] = place of i in `order`
+
+    @property
+    def size(self) -> int:
+        return len(self.ids)
+
+    def is_ancestor(self, maybe: int, of: int) -> bool:
+        """True when ``maybe`` is reachable upward from ``of``.  Searches only nodes that
+        come after ``maybe`` in topological order, so near relatives are cheap."""
+        if maybe == of:
+            return False
+        floor = self.position[maybe]
+        if floor > self.position[of]:
+            return False
+        seen = {of}
+        todo = [of]
+        while todo:
+            node = todo.pop()
+            for parent in self.parents[node]:
+                if parent == maybe:
+                    return True
+                if parent not in seen and self.position[parent] > floor:
+                    seen.add(parent)
+                    todo.append(parent)
+        return False
+
+
+def build_graph(ids: Sequence[str], parents: Sequence[Sequence[str]]) -> Graph:
+    """Index a graph.  Unknown parent names must have been removed by the caller."""
+    index = {sid: i for i, sid in enumerate(ids)}
+    parent_idx = tuple(tuple(dict.fromkeys(index[p] for p in ps)) for ps in parents)
+    kids: list[list[int]] = [[] for _ in ids]
+    for child, ps in enumerate(parent_idx):
+        for p in ps:
+            kids[p].append(child)
+    children = tuple(tuple(k) for k in kids)
+    order = _topological(parent_idx, children)
+    position = [0] * len(ids)
+    for place, node in enumerate(order):
+        position[node] = place
+    return Graph(ids=tuple(ids), index=index, parents=parent_idx, children=children,
+                 order=order if len(order) == len(ids) else (), position=tuple(position))
+
+
+def _topological(parents: Sequence[Sequence[int]],
+                 children: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    waiting = [len(ps) for ps in parents]
+    ready = deque(i for i, n in enumerate(waiting) if n == 0)
+    order: list[int] = []
+    while ready:
+        node = ready.popleft()
+        order.append(node)
+        for child in children[node]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    return tuple(order)
+
+
+def find_cycles(graph: Graph) -> list[list[str]]:
+    """One cycle per strongly connected knot, each as a closed path ``[a, b, c, a]``
+    following dependency direction (a runs before b)."""
+    if graph.order:
+        return []
+    state = [0] * graph.size  # 0 new, 1 on stack, 2 done
+    cycles: list[list[str]] = []
+    for start in range(graph.size):
+        if state[start]:
+            continue
+        stack: list[tuple[int, int]] = [(start, 0)]
+        path: list[int] = [start]
+        state[start] = 1
+        while stack:
+            node, i = stack[-1]
+            kids = graph.children[node]
+            if i < len(kids):
+                stack[-1] = (node, i + 1)
+                nxt = kids[i]
+                if state[nxt] == 0:
+                    state[nxt] = 1
+                    stack.append((nxt, 0))
+                    path.append(nxt)
+                elif state[nxt] == 1:
+                    loop = path[path.index(nxt):] + [nxt]
+                    cycles.append([graph.ids[n] for n in loop])
+            else:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+    return cycles
+
+
+def depths(graph: Graph) -> list[int]:
+    """Longest number of steps from a root to each node, counting the node (roots: 1)."""
+    depth = [1] * graph.size
+    for node in graph.order:
+        for child in graph.children[node]:
+            if depth[node] + 1 > depth[child]:
+                depth[child] = depth[node] + 1
+    return depth
+
+
+def heights(graph: Graph, weight: Sequence[float] | None = None) -> list[float]:
+    """Longest remaining path from each node to a sink, including the node itself:
+    the critical-path priority (weights default to 1 per step)."""
+    w = weight if weight is not None else [1.0] * graph.size
+    height = [0.0] * graph.size
+    for node in reversed(graph.order):
+        best = 0.0
+        for child in graph.children[node]:
+            if height[child] > best:
+                best = height[child]
+        height[node] = best + w[node]
+    return height

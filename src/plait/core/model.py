@@ -1,0 +1,117 @@
+"""The workflow model: frozen values that every front end (YAML, JSON, Python) produces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+JSON: TypeAlias = None | bool | int | float | str | list["JSON"] | dict[str, "JSON"]
+JSONDict: TypeAlias = dict[str, JSON]
+
+Trigger = Literal["default", "all_success", "none_failed", "all_done", "one_failed"]
+TRIGGERS: tuple[str, ...] = ("default", "all_success", "none_failed", "all_done", "one_failed")
+OnFailure = Literal["continue", "fail_fast"]
+REDUCERS: tuple[str, ...] = ("append", "extend", "merge", "sum", "max", "min", "replace_last")
+
+DEFAULT_CONCURRENCY = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How a failed attempt is retried (SPEC 5).  ``max_retries`` counts retries, so a
+    step runs at most ``max_retries + 1`` attempts."""
+
+    max_retries: int = 3
+    initial_delay: float = 1.0
+    backoff: float = 2.0
+    max_delay: float = 60.0
+    jitter: float = 0.1
+    retry_on: tuple[str, ...] = ()
+    no_retry_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fallback:
+    """What a step does once its retries are spent: call a function or use an output."""
+
+    call: str | None = None
+    output: JSON = None
+    func: Callable[..., object] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CircuitBreakerSpec:
+    key: str
+    failure_threshold: int = 5
+    reset_after: float = 60.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rate:
+    """At most ``count`` starts in any window of ``period`` seconds."""
+
+    count: int
+    period: float
+
+    def __str__(self) -> str:
+        names = {1.0: "s", 60.0: "min", 3600.0: "h"}
+        unit = names.get(self.period)
+        return f"{self.count}/{unit}" if unit else f"{self.count}/{self.period:g}s"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolSpec:
+    name: str
+    concurrency: int | None = None
+    rate: Rate | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    max_steps: int = 100_000
+    max_depth: int = 1_000
+    max_map_items: int = 10_000
+    max_subworkflow_depth: int = 10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepSpec:
+    """One step.  ``config`` holds the fields of the step's type (``call``, ``with``,
+    ``url``...) as JSON; ``func`` is the callable of a step built in Python."""
+
+    id: str
+    type: str
+    config: Mapping[str, JSON] = field(default_factory=dict)
+    depends_on: tuple[str, ...] = ()
+    when: str | None = None
+    trigger: Trigger = "default"
+    retry: RetryPolicy = RetryPolicy()
+    timeout: float | None = None
+    fallback: Fallback | None = None
+    allow_failure: bool = False
+    outputs: tuple[str, ...] = ()
+    circuit_breaker: CircuitBreakerSpec | None = None
+    pool: str | None = None
+    description: str | None = None
+    then: tuple[str, ...] = ()
+    else_: tuple[str, ...] = ()
+    func: Callable[..., object] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowSpec:
+    name: str
+    steps: tuple[StepSpec, ...]
+    version: int | None = None
+    description: str | None = None
+    input_schema: JSONDict | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    on_failure: OnFailure = "continue"
+    timeout: float | None = None
+    sla: float | None = None
+    pools: Mapping[str, PoolSpec] = field(default_factory=dict)
+    reducers: Mapping[str, str] = field(default_factory=dict)
+    output: JSON = None
+    limits: Limits = Limits()
+    alerts: tuple[str, ...] = ()

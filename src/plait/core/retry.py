@@ -1,0 +1,54 @@
+"""Retry decisions: pure functions of the policy, the attempt and the error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import RetryPolicy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorInfo:
+    """What the core needs to know of an attempt's failure (built at the runtime edge)."""
+
+    type: str  # exception class name
+    message: str
+    names: tuple[str, ...] = ()  # class names along the exception's MRO
+    retryable: bool = True
+    retry_after: float | None = None  # seconds, e.g. from an HTTP Retry-After header
+    traceback: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+def retry_delay(policy: RetryPolicy, retry_number: int, rand: float) -> float:
+    """Seconds to wait before retry ``retry_number`` (1-based).
+
+    ``min(initial_delay * backoff**(n-1), max_delay)`` plus up to ``jitter`` of it, where
+    ``rand`` in [0, 1) says how much (passed in so the core stays deterministic)."""
+    base = min(policy.initial_delay * policy.backoff ** (retry_number - 1), policy.max_delay)
+    return base + base * policy.jitter * rand
+
+
+def should_retry(policy: RetryPolicy, attempts_made: int, error: ErrorInfo) -> bool:
+    """True when another attempt is allowed after ``attempts_made`` attempts failed."""
+    if attempts_made > policy.max_retries or not error.retryable:
+        return False
+    names = set(error.names) | {error.type}
+    if policy.no_retry_on and names & set(policy.no_retry_on):
+        return False
+    if policy.retry_on:
+        return bool(names & set(policy.retry_on))
+    return True
+
+
+def next_delay(policy: RetryPolicy, attempts_made: int, error: ErrorInfo,
+               rand: float) -> float | None:
+    """Delay before the next attempt, or None when the step's retries are spent."""
+    if not should_retry(policy, attempts_made, error):
+        return None
+    delay = retry_delay(policy, attempts_made, rand)
+    if error.retry_after is not None:
+        delay = max(delay, min(error.retry_after, max(policy.max_delay, delay)))
+    return delay

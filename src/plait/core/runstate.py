@@ -1,0 +1,402 @@
+"""The live state of one run: a driven state machine (graphlib-shaped).
+
+The run loop owns the clock, the randomness and the I/O.  It asks ``pop_ready()`` for
+the next step to start, reports what happened (``begin``, ``succeed``, ``fail_attempt``,
+``fail``, ``cancel``...), and drains ``changes`` to persist them before acting on them.
+Every rule of SPEC 5 (trigger rules, guards, ``when``, retries, fail-fast, the run's
+final status) is decided here.  Each event costs O(1) plus the step's children.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from ..errors import OutputError, TransitionError
+from . import expressions
+from .model import JSON, JSONDict, StepSpec
+from .reducers import reduce_value
+from .retry import ErrorInfo, next_delay
+from .states import (
+    FINAL_STEP_STATES,
+    STEP_TRANSITIONS,
+    RunStatus,
+    StepStatus,
+)
+from .validate import CheckedWorkflow
+
+S = StepStatus
+_FAILED_LIKE = frozenset({S.FAILED, S.UPSTREAM_FAILED, S.CANCELLED})
+
+
+@dataclass(slots=True)
+class StepRuntime:
+    """Everything stored about one step of one run (mutable; owned by RunState)."""
+
+    status: StepStatus = S.PENDING
+    attempts: int = 0
+    output: JSON = None
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    skip_reason: str | None = None
+    fallback_used: bool = False
+    next_attempt_at: float | None = None
+    worker: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepChange:
+    """One transition of one step, with the step's full row after it (what to store)."""
+
+    step: str
+    source: StepStatus
+    target: StepStatus
+    at: float
+    row: StepRuntime  # a copy taken at the time of the change
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptChange:
+    """An attempt started (``ended`` False) or ended, with its outcome."""
+
+    step: str
+    attempt: int
+    at: float
+    ended: bool
+    status: str  # running | completed | failed | cancelled
+    error: str | None = None
+    worker: str | None = None
+    fallback: bool = False
+
+
+class StepsView(Mapping[str, JSONDict]):
+    """``steps.<id>`` in templates: ``{"output", "status"}`` of any step of the run."""
+
+    __slots__ = ("_index", "_rows")
+
+    def __init__(self, rows: list[StepRuntime], index: dict[str, int]) -> None:
+        self._rows, self._index = rows, index
+
+    def __getitem__(self, key: str) -> JSONDict:
+        row = self._rows[self._index[key]]
+        output = row.output if row.status is S.COMPLETED else None
+        return {"output": output, "status": str(row.status)}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+class RunState:
+    def __init__(self, checked: CheckedWorkflow, *, run_id: str, input: JSON,
+                 secrets: Mapping[str, str] | None = None) -> None:
+        self.checked = checked
+        self.spec = checked.spec
+        self.graph = checked.graph
+        self.run_id = run_id
+        self.input = input
+        self.secrets: Mapping[str, str] = secrets or {}
+        self.state: JSONDict = {}
+        n = self.graph.size
+        self.rows = [StepRuntime() for _ in range(n)]
+        self._waiting_parents = [len(p) for p in self.graph.parents]
+        self._ready: list[tuple[float, int]] = []
+        self.running: set[int] = set()
+        self._unfinished = n
+        self.halting = False  # fail_fast tripped or run cancelled: start nothing new
+        self.cancelled = False
+        self.failure_reason: str | None = None
+        self.changes: list[StepChange | AttemptChange] = []
+        self.steps_view = StepsView(self.rows, self.graph.index)
+
+    # ----------------------------------------------------------------- queries
+
+    @property
+    def done(self) -> bool:
+        return self._unfinished == 0
+
+    def step(self, i: int) -> StepSpec:
+        return self.spec.steps[i]
+
+    def has_ready(self) -> bool:
+        return bool(self._ready)
+
+    def pop_ready(self) -> int | None:
+        """The queued step with the longest remaining path, or None."""
+        if not self._ready or self.halting:
+            return None
+        return heapq.heappop(self._ready)[1]
+
+    def push_back(self, i: int) -> None:
+        """Return a popped step that could not start yet (pool full, rate limited)."""
+        heapq.heappush(self._ready, (-self.checked.priority[i], i))
+
+    def context(self, i: int | None = None, **extra: object) -> dict[str, object]:
+        """The names templates see (SPEC 4)."""
+        ctx: dict[str, object] = {"input": self.input, "state": self.state,
+                                  "steps": self.steps_view, "run": {"id": self.run_id},
+                                  "secrets": self.secrets}
+        ctx.update(extra)
+        return ctx
+
+    def parent_outputs(self, i: int) -> JSONDict:
+        ids = self.graph.ids
+        return {ids[p]: (self.rows[p].output if self.rows[p].status is S.COMPLETED else None)
+                for p in self.graph.parents[i]}
+
+    def run_status(self) -> RunStatus:
+        """The run's final status once ``done`` (SPEC 5: failed if any step failed
+        without allow_failure; cancelled if cancelled)."""
+        if self.cancelled:
+            return RunStatus.CANCELLED
+        for i, row in enumerate(self.rows):
+            if row.status is S.FAILED and not self.spec.steps[i].allow_failure:
+                return RunStatus.FAILED
+        if self.failure_reason:
+            return RunStatus.FAILED
+        return RunStatus.COMPLETED
+
+    def default_output(self) -> JSONDict:
+        ids = self.graph.ids
+        return {ids[i]: self.rows[i].output for i in self.checked.sinks
+                if self.rows[i].status is S.COMPLETED}
+
+    def drain(self) -> list[StepChange | AttemptChange]:
+        out, self.changes = self.changes, []
+        return out
+
+    # ----------------------------------------------------------------- events
+
+    def start(self, now: float) -> None:
+        """Judge every step whose parents are all final (the roots, on a new run)."""
+        for i in range(self.graph.size):
+            if self.rows[i].status is S.PENDING and self._waiting_parents[i] == 0:
+                self._judge(i, now)
+
+    def begin(self, i: int, now: float, worker: str | None = None) -> int:
+        """The step's next attempt starts now; returns its number (1-based)."""
+        row = self.rows[i]
+        self._move(i, S.RUNNING, now)
+        row.attempts += 1
+        row.next_attempt_at = None
+        row.worker = worker
+        if row.started_at is None:
+            row.started_at = now
+        self.running.add(i)
+        self._record(i, S.QUEUED, S.RUNNING, now)
+        self.changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, False,
+                                          "running", worker=worker))
+        return row.attempts
+
+    def succeed(self, i: int, output: JSON, now: float, *, fallback: bool = False) -> None:
+        """The step completed with ``output`` (already checked to be JSON).
+
+        Raises OutputError, changing nothing, when declared output keys are missing."""
+        step = self.spec.steps[i]
+        writes = self._state_writes(step, output) if step.outputs else None
+        row = self.rows[i]
+        source = row.status
+        self._move(i, S.COMPLETED, now)
+        row.output, row.error, row.finished_at = output, None, now
+        row.fallback_used = fallback
+        self.running.discard(i)
+        if writes:
+            for key, value in writes.items():
+                self.state[key] = reduce_value(self.spec.reducers.get(key), key,
+                                               self.state.get(key), value)
+        self.changes.append(AttemptChange(step.id, row.attempts, now, True, "completed",
+                                          worker=row.worker, fallback=fallback))
+        self._record(i, source, S.COMPLETED, now)
+        self._finished(i, now)
+
+    def fail_attempt(self, i: int, error: ErrorInfo, now: float, rand: float) -> float | None:
+        """An attempt failed.  Returns the delay before the retry (the step is queued
+        again, due at ``now + delay``) or None when retries are spent: the loop then
+        runs the fallback or calls ``fail``."""
+        step, row = self.spec.steps[i], self.rows[i]
+        self.changes.append(AttemptChange(step.id, row.attempts, now, True, "failed",
+                                          error=str(error), worker=row.worker))
+        row.error = str(error)
+        delay = None if self.halting else next_delay(step.retry, row.attempts, error, rand)
+        if delay is None:
+            return None
+        self.running.discard(i)
+        row.next_attempt_at = now + delay
+        self._move(i, S.QUEUED, now)
+        self._record(i, S.RUNNING, S.QUEUED, now)
+        return delay
+
+    def retry_due(self, i: int) -> None:
+        """A retry's delay has passed: the step is ready again."""
+        heapq.heappush(self._ready, (-self.checked.priority[i], i))
+
+    def fail(self, i: int, error: str, now: float) -> None:
+        """The step failed for good (retries and fallback spent, or not retryable)."""
+        row = self.rows[i]
+        source = row.status
+        self._move(i, S.FAILED, now)
+        row.error, row.finished_at = error, now
+        self.running.discard(i)
+        self._record(i, source, S.FAILED, now)
+        step = self.spec.steps[i]
+        if self.spec.on_failure == "fail_fast" and not step.allow_failure:
+            self.halting = True
+            self.failure_reason = f"step {step.id!r} failed (on_failure: fail_fast)"
+        self._finished(i, now)
+
+    def wait(self, i: int, now: float) -> None:
+        """The step is parked (approval, long delay) and holds no concurrency slot."""
+        self._move(i, S.WAITING, now)
+        self.running.discard(i)
+        self._record(i, S.RUNNING, S.WAITING, now)
+
+    def cancel_step(self, i: int, now: float, reason: str) -> None:
+        row = self.rows[i]
+        if row.status in FINAL_STEP_STATES:
+            return
+        source = row.status
+        if source is S.RUNNING:
+            self.changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, True,
+                                              "cancelled", error=reason, worker=row.worker))
+        self._move(i, S.CANCELLED, now)
+        row.finished_at, row.skip_reason = now, reason
+        self.running.discard(i)
+        self._record(i, source, S.CANCELLED, now)
+        self._finished(i, now, propagate=False)
+
+    def halt(self, reason: str, *, cancelled: bool) -> None:
+        """Start nothing new (fail-fast, cancel, run timeout)."""
+        self.halting = True
+        self.cancelled = self.cancelled or cancelled
+        if not cancelled and self.failure_reason is None:
+            self.failure_reason = reason
+
+    def cancel_unstarted(self, now: float, reason: str) -> None:
+        """Once halting and nothing runs: every step not final is cancelled."""
+        for i, row in enumerate(self.rows):
+            if row.status not in FINAL_STEP_STATES and i not in self.running:
+                self.cancel_step(i, now, reason)
+        self._ready.clear()
+
+    # ----------------------------------------------------------------- rules
+
+    def _finished(self, i: int, now: float, *, propagate: bool = True) -> None:
+        self._unfinished -= 1
+        if not propagate:
+            return
+        waiting = self._waiting_parents
+        rows = self.rows
+        for child in self.graph.children[i]:
+            waiting[child] -= 1
+            if waiting[child] == 0 and rows[child].status is S.PENDING:
+                self._judge(child, now)
+
+    def _judge(self, i: int, now: float) -> None:
+        """All parents are final: queue, skip or mark upstream_failed (SPEC 5)."""
+        step = self.spec.steps[i]
+        verdict = self._trigger(i, step)
+        if verdict is None:
+            verdict = self._guard(i)
+        if verdict is None and step.when is not None:
+            verdict = self._when(i, step, now)
+            if verdict == "":
+                return  # the step was failed by its `when`
+        if verdict is None:
+            self._move(i, S.QUEUED, now)
+            self._record(i, S.PENDING, S.QUEUED, now)
+            heapq.heappush(self._ready, (-self.checked.priority[i], i))
+            return
+        target, reason = verdict
+        row = self.rows[i]
+        self._move(i, target, now)
+        row.skip_reason, row.finished_at = reason, now
+        self._record(i, S.PENDING, target, now)
+        self._finished(i, now)
+
+    def _trigger(self, i: int, step: StepSpec) -> tuple[StepStatus, str] | None:
+        parents = self.graph.parents[i]
+        if not parents or step.trigger == "all_done":
+            return None
+        completed = failed = skipped = 0
+        first_failed = first_skipped = ""
+        steps, rows = self.spec.steps, self.rows
+        for p in parents:
+            status = rows[p].status
+            if status is S.COMPLETED:
+                completed += 1
+            elif status is S.SKIPPED:
+                skipped += 1
+                first_skipped = first_skipped or steps[p].id
+            elif status is S.FAILED and steps[p].allow_failure and \
+                    step.trigger != "one_failed":
+                completed += 1  # a tolerated failure does not hold up its children
+            elif status in _FAILED_LIKE:
+                failed += 1
+                first_failed = first_failed or steps[p].id
+        rule = step.trigger
+        if rule == "one_failed":
+            return None if failed else (S.SKIPPED, "trigger one_failed: no parent failed")
+        if failed:
+            return (S.UPSTREAM_FAILED, f"parent {first_failed!r} did not complete")
+        if rule == "none_failed":
+            return None
+        if rule == "all_success" and skipped:
+            return (S.SKIPPED, f"trigger all_success: parent {first_skipped!r} was skipped")
+        if completed == 0:
+            return (S.SKIPPED, "all parents were skipped")
+        return None
+
+    def _guard(self, i: int) -> tuple[StepStatus, str] | None:
+        for cond, branch in self.checked.guards[i]:
+            row = self.rows[cond]
+            cid = self.spec.steps[cond].id
+            if row.status is not S.COMPLETED:
+                return (S.SKIPPED, f"condition {cid!r} did not complete")
+            result = row.output.get("result") if isinstance(row.output, dict) else None
+            if bool(result) is not branch:
+                side = "then" if branch else "else"
+                return (S.SKIPPED, f"condition {cid!r} was {bool(result)!s} and this step "
+                        f"is in its {side} branch")
+        return None
+
+    def _when(self, i: int, step: StepSpec, now: float) -> tuple[StepStatus, str] | str | None:
+        text = step.when or ""
+        try:
+            value = expressions.render(text, self.context(i)) \
+                if expressions.is_template(text) else text
+        except expressions.RenderError as exc:
+            self._move(i, S.QUEUED, now)
+            self._record(i, S.PENDING, S.QUEUED, now)
+            self.fail(i, f"TemplateError: step {step.id!r}, field 'when': {exc} in "
+                      f"template {text!r}", now)
+            return ""
+        if expressions.truthy(value):
+            return None
+        return (S.SKIPPED, f"when was false: {text}")
+
+    def _state_writes(self, step: StepSpec, output: JSON) -> JSONDict:
+        keys = step.outputs
+        if isinstance(output, dict) and all(k in output for k in keys):
+            return {k: output[k] for k in keys}
+        if len(keys) == 1:
+            return {keys[0]: output}
+        missing = [k for k in keys if not (isinstance(output, dict) and k in output)]
+        raise OutputError(f"step {step.id!r} declares outputs {list(keys)} but its output "
+                          f"has no key {missing[0]!r}", step=step.id, path=missing[0])
+
+    def _move(self, i: int, target: StepStatus, now: float) -> None:
+        row = self.rows[i]
+        if target not in STEP_TRANSITIONS[row.status]:
+            raise TransitionError(f"step {self.graph.ids[i]!r}", row.status, target)
+        row.status = target
+
+    def _record(self, i: int, source: StepStatus, target: StepStatus, now: float) -> None:
+        r = self.rows[i]
+        copy = StepRuntime(r.status, r.attempts, r.output, r.error, r.started_at,
+                           r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
+                           r.worker)
+        self.changes.append(StepChange(self.graph.ids[i], source, target, now, copy))

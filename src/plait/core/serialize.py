@@ -1,0 +1,109 @@
+"""The canonical dict form of a workflow and its fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import fields
+
+from .model import JSON, JSONDict, Limits, RetryPolicy, StepSpec, WorkflowSpec
+
+_RETRY_DEFAULT = RetryPolicy()
+_LIMITS_DEFAULT = Limits()
+
+
+def step_to_dict(step: StepSpec) -> JSONDict:
+    out: JSONDict = {"id": step.id, "type": step.type}
+    out.update(dict(step.config))
+    if step.type == "condition":
+        out["then"] = list(step.then)
+        out["else"] = list(step.else_)
+    if step.depends_on:
+        out["depends_on"] = list(step.depends_on)
+    if step.when is not None:
+        out["when"] = step.when
+    if step.trigger != "default":
+        out["trigger"] = step.trigger
+    retry = _retry_to_dict(step.retry)
+    if retry:
+        out["retry"] = retry
+    if step.timeout is not None:
+        out["timeout"] = step.timeout
+    if step.fallback is not None:
+        out["fallback"] = ({"call": step.fallback.call} if step.fallback.call
+                           else {"output": step.fallback.output})
+    if step.allow_failure:
+        out["allow_failure"] = True
+    if step.outputs:
+        out["outputs"] = list(step.outputs)
+    if step.circuit_breaker is not None:
+        cb = step.circuit_breaker
+        out["circuit_breaker"] = {"key": cb.key, "failure_threshold": cb.failure_threshold,
+                                  "reset_after": cb.reset_after}
+    if step.pool is not None:
+        out["pool"] = step.pool
+    if step.description:
+        out["description"] = step.description
+    return out
+
+
+def _retry_to_dict(retry: RetryPolicy) -> JSONDict:
+    out: JSONDict = {}
+    for f in fields(RetryPolicy):
+        value = getattr(retry, f.name)
+        if value != getattr(_RETRY_DEFAULT, f.name):
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def workflow_to_dict(spec: WorkflowSpec) -> JSONDict:
+    """The definition as plain JSON: loading it back gives an equal model."""
+    out: JSONDict = {"name": spec.name}
+    if spec.version is not None:
+        out["version"] = spec.version
+    if spec.description:
+        out["description"] = spec.description
+    if spec.input_schema is not None:
+        out["input"] = spec.input_schema
+    if spec.concurrency != WorkflowSpec.__dataclass_fields__["concurrency"].default:
+        out["concurrency"] = spec.concurrency
+    if spec.on_failure != "continue":
+        out["on_failure"] = spec.on_failure
+    if spec.timeout is not None:
+        out["timeout"] = spec.timeout
+    if spec.sla is not None:
+        out["sla"] = spec.sla
+    if spec.pools:
+        pools: JSONDict = {}
+        for name, pool in spec.pools.items():
+            body: JSONDict = {}
+            if pool.concurrency is not None:
+                body["concurrency"] = pool.concurrency
+            if pool.rate is not None:
+                body["rate"] = str(pool.rate)
+            pools[name] = body
+        out["pools"] = pools
+    if spec.reducers:
+        out["reducers"] = dict(spec.reducers)
+    if spec.output is not None:
+        out["output"] = spec.output
+    limits = {f.name: getattr(spec.limits, f.name) for f in fields(Limits)
+              if getattr(spec.limits, f.name) != getattr(_LIMITS_DEFAULT, f.name)}
+    if limits:
+        out["limits"] = dict(limits)
+    if spec.alerts:
+        out["alerts"] = list(spec.alerts)
+    out["steps"] = [step_to_dict(s) for s in spec.steps]
+    return out
+
+
+def canonical_json(value: JSON) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(spec: WorkflowSpec) -> str:
+    """First 12 hex digits of the SHA-256 of the canonical JSON (version excluded, so
+    stating a version does not change what the definition is)."""
+    body = workflow_to_dict(spec)
+    body.pop("version", None)
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()[:12]

@@ -1,0 +1,101 @@
+"""Parsing definition text (YAML or JSON) safely: duplicate keys are errors, YAML alias
+expansion is bounded, nothing but plain data is constructed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from ..errors import DefinitionError, Problem
+
+MAX_EXPANDED_NODES = 1_000_000
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
+                       deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    out: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if key in out:
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (line {mark.line + 1}, column "
+                f"{mark.column + 1})", mark)
+        out[key] = loader.construct_object(value_node, deep=deep)  # type: ignore[no-untyped-call]
+    return out
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                              _construct_mapping)
+
+
+def parse_text(text: str, *, source: str, fmt: str | None = None) -> object:
+    """The data in ``text``; DefinitionError naming ``source`` and the line otherwise.
+    ``fmt`` is 'json' or 'yaml' (guessed from ``source`` when None; YAML reads JSON)."""
+    kind = fmt or ("json" if source.endswith(".json") else "yaml")
+    try:
+        data = _json(text) if kind == "json" else yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - safe loader subclass
+    except yaml.YAMLError as exc:
+        raise DefinitionError([Problem(location="", message=f"YAML error: {_yaml_msg(exc)}")],
+                              source=source) from exc
+    except ValueError as exc:
+        raise DefinitionError([Problem(location="", message=f"JSON error: {exc}")],
+                              source=source) from exc
+    size = _expanded_size(data)
+    if size > MAX_EXPANDED_NODES:
+        raise DefinitionError([Problem(location="", message=(
+            f"the definition expands to over {MAX_EXPANDED_NODES} values (YAML aliases "
+            f"repeated too often)"))], source=source)
+    return data
+
+
+def _json(text: str) -> object:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"duplicate key {key!r}")
+            out[key] = value
+        return out
+    return json.loads(text, object_pairs_hook=pairs)
+
+
+def _yaml_msg(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return str(problem)
+
+
+def _expanded_size(data: object) -> int:
+    """Values in ``data`` counting every alias expansion; shared nodes are measured once
+    (iteratively, so deep documents cannot exhaust the stack)."""
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[object, bool]] = [(data, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        key = id(node)
+        if key in sizes:
+            continue
+        kids = list(node.values()) if isinstance(node, dict) else node
+        if not expanded:
+            if key in visiting:  # a recursive alias: infinite when expanded
+                return MAX_EXPANDED_NODES + 1
+            visiting.add(key)
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if isinstance(k, dict | list))
+            continue
+        total = 1 + sum(sizes.get(id(k), 1) for k in kids)
+        sizes[key] = min(total, MAX_EXPANDED_NODES + 1)
+    return sizes.get(id(data), 1)

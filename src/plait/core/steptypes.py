@@ -1,0 +1,40 @@
+"""What the core knows of step types: their names and how to check their fields.
+
+The runtime attaches the code that executes each type (``plait.steps``); the core only
+validates definitions, so it keeps the field checkers here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .model import JSON
+
+# A checker returns (location suffix, message) pairs for a step's type-specific fields.
+FieldChecker = Callable[[Mapping[str, JSON]], list[tuple[str, str]]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTypeInfo:
+    name: str
+    fields: frozenset[str]
+    required: frozenset[str] = frozenset()
+    check: FieldChecker | None = None
+    # fields whose strings are not templates (e.g. python `call`)
+    literal_fields: frozenset[str] = frozenset()
+
+
+_TYPES: dict[str, StepTypeInfo] = {}
+
+
+def register_type_info(info: StepTypeInfo) -> None:
+    _TYPES[info.name] = info
+
+
+def type_info(name: str) -> StepTypeInfo | None:
+    return _TYPES.get(name)
+
+
+def known_types() -> list[str]:
+    return sorted(_TYPES)

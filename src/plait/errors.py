@@ -1,0 +1,173 @@
+"""Every error plait raises, in one tree.
+
+::
+
+    PlaitError
+    ├── DefinitionError          a workflow definition is invalid (carries every Problem)
+    ├── InputError               a run's input is not JSON or fails the input schema
+    ├── RunError                 a run cannot be started, resumed or changed as asked
+    │   └── RunNotFound
+    ├── StoreError               a backend failed; driver errors are wrapped once, here
+    │   ├── TransitionError      a state change the transition table does not allow
+    │   ├── StaleWriteError      a write whose expected prior state no longer holds
+    │   ├── VersionConflict      name@version already stored with another fingerprint
+    │   ├── WorkflowNotFound
+    │   └── SchemaVersionError   a database written by a newer plait
+    └── StepError                why one attempt of a step failed (stored as its error)
+        ├── FatalError           raised by user code: fail now, never retry
+        ├── TemplateError        a template failed to render (never retried)
+        ├── OutputError          a step returned something that is not JSON (never retried)
+        ├── StepTimeout          the attempt ran past the step's timeout
+        ├── CircuitOpenError     the step's circuit breaker is open
+        └── HTTPStatusError      an http step got a status it did not expect
+
+Errors carry data (``DefinitionError.problems``, ``StepError.step``) so callers never
+parse messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class PlaitError(Exception):
+    """Base of every error plait raises on purpose."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem:
+    """One thing wrong with a definition: where, what, and (when known) the fix."""
+
+    location: str
+    message: str
+    hint: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.location}: {self.message}" if self.location else self.message
+        return f"{text} ({self.hint})" if self.hint else text
+
+
+class DefinitionError(PlaitError):
+    """A workflow definition is invalid; ``problems`` lists every problem found at once."""
+
+    def __init__(self, problems: Sequence[Problem], *, source: str | None = None) -> None:
+        self.problems = tuple(problems)
+        self.source = source
+        head = f"{source}: " if source else ""
+        count = len(self.problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"{head}invalid workflow definition ({count} {noun}):\n{lines}")
+
+
+class InputError(PlaitError):
+    """The input given to a run is not acceptable."""
+
+
+class RunError(PlaitError):
+    """A run cannot be started, resumed or changed as asked."""
+
+
+class RunNotFound(RunError):
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run with id {run_id!r}")
+
+
+class StoreError(PlaitError):
+    """A store backend failed."""
+
+
+class TransitionError(StoreError):
+    def __init__(self, what: str, source: str, target: str) -> None:
+        self.what, self.source, self.target = what, source, target
+        super().__init__(f"{what}: transition {source} -> {target} is not allowed")
+
+
+class StaleWriteError(StoreError):
+    """A write expected a prior state that no longer holds (another writer got there)."""
+
+
+class VersionConflict(StoreError):
+    def __init__(self, name: str, version: int, stored: str, given: str) -> None:
+        self.name, self.version, self.stored, self.given = name, version, stored, given
+        super().__init__(
+            f"workflow {name!r} version {version} is stored with fingerprint {stored}, "
+            f"but this definition has fingerprint {given}; a stored version never "
+            f"changes: remove `version:` to store it as the next version, or bump it"
+        )
+
+
+class WorkflowNotFound(StoreError):
+    def __init__(self, name: str, version: int | None = None) -> None:
+        self.name, self.version = name, version
+        what = f"{name}@{version}" if version is not None else name
+        super().__init__(f"no stored workflow {what!r}")
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by a newer plait than this one."""
+
+
+class StepError(PlaitError):
+    """Why an attempt of a step failed.  ``retryable`` False means: never retry."""
+
+    retryable: bool = True
+
+    def __init__(self, message: str, *, step: str | None = None) -> None:
+        self.step = step
+        super().__init__(message)
+
+
+class FatalError(StepError):
+    """Raise from a step to fail it at once, without retries (the fallback still runs)."""
+
+    retryable = False
+
+
+class TemplateError(StepError):
+    """A template failed to render: names the step, the field and the template."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, step: str | None = None, field: str | None = None,
+                 template: str | None = None) -> None:
+        self.field, self.template = field, template
+        parts = [f"step {step!r}" if step else None, f"field {field!r}" if field else None]
+        where = ", ".join(p for p in parts if p)
+        shown = f" in template {template!r}" if template is not None else ""
+        super().__init__(f"{where + ': ' if where else ''}{message}{shown}", step=step)
+
+
+class OutputError(StepError):
+    """A step's output is not JSON; ``path`` is the key path of the offending value."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, step: str | None = None, path: str = "") -> None:
+        self.path = path
+        super().__init__(message, step=step)
+
+
+class StepTimeout(StepError):
+    def __init__(self, seconds: float, *, step: str | None = None) -> None:
+        self.seconds = seconds
+        super().__init__(f"attempt timed out after {seconds:g}s", step=step)
+
+
+class CircuitOpenError(StepError):
+    retryable = False
+
+    def __init__(self, key: str, *, step: str | None = None) -> None:
+        self.key = key
+        super().__init__(f"circuit breaker {key!r} is open", step=step)
+
+
+class HTTPStatusError(StepError):
+    def __init__(self, status: int, url: str, *, retryable: bool, step: str | None = None,
+                 retry_after: float | None = None, body: str = "") -> None:
+        self.status, self.url, self.retry_after = status, url, retry_after
+        self.retryable = retryable
+        snippet = f": {body[:200]}" if body else ""
+        super().__init__(f"HTTP {status} from {url}{snippet}", step=step)

@@ -1,0 +1,1 @@
+"""Views of workflows and runs: graph export, metrics, Gantt charts."""

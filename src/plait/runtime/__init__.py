@@ -1,0 +1,1 @@
+"""The asyncio edge: exactly one run loop, the attempt runner, contexts and pools."""

@@ -1,0 +1,569 @@
+"""The engine: starts, executes, resumes and cancels runs against one Store.
+
+``_RunLoop`` is the one run loop.  It asks the core's RunState what may start, commits
+every change to the store *before* acting on it (a step is stored ``running`` with its
+attempt counted before its function is called), runs attempts as tasks in a TaskGroup
+the run owns, and feeds their outcomes back to the core.  Changes that happen together
+are committed together (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import os
+import random
+import socket
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from ..core import expressions
+from ..core.guards import CircuitBreaker
+from ..core.jsoncheck import ensure_json
+from ..core.model import JSON
+from ..core.retry import ErrorInfo
+from ..core.runstate import AttemptChange, RunState, StepChange
+from ..core.serialize import workflow_to_dict
+from ..core.states import FINAL_STEP_STATES, RunStatus, StepStatus
+from ..core.validate import CheckedWorkflow, validate_input
+from ..errors import (
+    CircuitOpenError,
+    FatalError,
+    InputError,
+    OutputError,
+    RunError,
+    StepError,
+    StepTimeout,
+    TemplateError,
+)
+from ..steps.registry import HTTPPolicy, Services, StepCall, get_step_type
+from ..store.base import RunChange, RunRecord, Store, WriteBatch
+from .binding import bind, import_call, invoke
+from .pools import PoolRegistry
+from .results import RunResult
+from .secrets import Secrets
+
+_CANCEL_POLL_S = 0.5
+_MISSING = object()
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    names = tuple(c.__name__ for c in type(exc).__mro__
+                  if c not in (object, BaseException, Exception))
+    retryable = bool(getattr(exc, "retryable", True)) if isinstance(exc, StepError) else True
+    retry_after = getattr(exc, "retry_after", None)
+    tb = "".join(traceback.format_exception(exc, limit=-8))[-4000:]
+    return ErrorInfo(type=type(exc).__name__, message=str(exc), names=names,
+                     retryable=retryable,
+                     retry_after=retry_after if isinstance(retry_after, int | float) else None,
+                     traceback=tb)
+
+
+class Engine:
+    """Runs workflows against a store.  One engine per process is typical; pools and
+    circuit breakers are shared by every run the engine executes."""
+
+    def __init__(self, store: Store, *, worker: str | None = None,
+                 http_policy: HTTPPolicy | None = None,
+                 clock: Callable[[], float] = time.time,
+                 rand: Callable[[], float] = random.random,
+                 max_threads: int = 64) -> None:
+        self.store = store
+        self.worker = worker or default_worker_id()
+        self.clock = clock
+        self.rand = rand
+        self.pools = PoolRegistry()
+        self.breakers: dict[str, CircuitBreaker] = {}
+        self._executor = ThreadPoolExecutor(max_workers=max_threads,
+                                            thread_name_prefix="plait-step")
+        self.services = Services(executor=self._executor,
+                                 http_policy=http_policy or HTTPPolicy())
+        self._loops: dict[str, _RunLoop] = {}
+
+    def close(self) -> None:
+        # Threads of abandoned (timed-out) sync steps are not waited for.
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ runs
+
+    async def submit(self, checked: CheckedWorkflow, input: JSON, *,
+                     run_id: str | None = None, retry_of: str | None = None,
+                     parent_run_id: str | None = None) -> RunRecord:
+        """Check the input, store the definition (versioning, SPEC 2) and a new run.
+        Raises InputError before anything is stored."""
+        problems = validate_input(checked, input)
+        if problems:
+            raise InputError("input does not match the workflow's input schema:\n  - "
+                             + "\n  - ".join(problems))
+        preflight(checked)
+        spec = checked.spec
+        stored = await self.store.save_workflow(spec.name, workflow_to_dict(spec),
+                                                checked.fingerprint, spec.version)
+        run = RunRecord(run_id=run_id or uuid.uuid4().hex, workflow=spec.name,
+                        version=stored.version, fingerprint=checked.fingerprint,
+                        status=RunStatus.PENDING, input=input, created_at=self.clock(),
+                        retry_of=retry_of, parent_run_id=parent_run_id, sla=spec.sla)
+        await self.store.create_run(run, checked.graph.ids)
+        return run
+
+    async def execute(self, checked: CheckedWorkflow, run: RunRecord,
+                      state: RunState | None = None) -> RunResult:
+        """Drive a stored run until it ends (or waits for a person)."""
+        secrets = Secrets()
+        if state is None:
+            state = RunState(checked, run_id=run.run_id, input=run.input, secrets=secrets)
+        loop = _RunLoop(self, checked, run, state, secrets)
+        self._loops[run.run_id] = loop
+        try:
+            await loop.run()
+        finally:
+            self._loops.pop(run.run_id, None)
+        return await self.result(run.run_id)
+
+    async def run(self, checked: CheckedWorkflow, input: JSON, **kwargs: str | None) -> RunResult:
+        run = await self.submit(checked, input, **kwargs)
+        return await self.execute(checked, run)
+
+    async def result(self, run_id: str) -> RunResult:
+        run = await self.store.get_run(run_id)
+        return RunResult.from_records(run, await self.store.get_steps(run_id))
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel a run: at once when this engine executes it, else through the store
+        (the process executing it notices within a second)."""
+        loop = self._loops.get(run_id)
+        await self.store.request_cancel(run_id)
+        if loop is not None:
+            loop.request_cancel("cancelled on request")
+
+    def breaker(self, key: str, spec: object) -> CircuitBreaker:
+        found = self.breakers.get(key)
+        if found is None:
+            found = self.breakers[key] = CircuitBreaker(spec)  # type: ignore[arg-type]
+        return found
+
+
+def preflight(checked: CheckedWorkflow) -> None:
+    """Before anything is stored: every python step's function must import."""
+    from ..errors import DefinitionError, Problem
+
+    problems = []
+    for i, step in enumerate(checked.spec.steps):
+        targets = []
+        if step.type == "python" and step.func is None:
+            targets.append(("call", step.config.get("call")))
+        if step.fallback is not None and step.fallback.call and step.fallback.func is None:
+            targets.append(("fallback.call", step.fallback.call))
+        for field, target in targets:
+            try:
+                import_call(str(target))
+            except ImportError as exc:
+                problems.append(Problem(location=f"steps[{i}].{field}",
+                                        message=f"step {step.id!r}: {exc}"))
+        get_step_type(step.type)
+    if problems:
+        raise DefinitionError(problems)
+
+
+class _RunLoop:
+    """The one run loop (see the module docstring)."""
+
+    def __init__(self, engine: Engine, checked: CheckedWorkflow, run: RunRecord,
+                 state: RunState, secrets: Secrets) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.checked = checked
+        self.spec = checked.spec
+        self.run_rec = run
+        self.state = state
+        self.secrets = secrets
+        self.clock = engine.clock
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.outcomes: list[tuple[int, str, object, bool]] = []  # (step, kind, value, fb)
+        self.timers: list[tuple[float, int, str, int]] = []  # (due, seq, kind, step)
+        self._timer_seq = 0
+        self._wake: asyncio.Future[None] | None = None
+        self._cancel_reason: str | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        self._last_cancel_poll = 0.0
+        self._declared = {k for s in self.spec.steps for k in s.outputs}
+        self._types = [get_step_type(s.type) for s in self.spec.steps]
+        self._pool_specs = self.spec.pools
+
+    # ------------------------------------------------------------- driving
+
+    async def run(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                await self._main()
+        except BaseExceptionGroup as group:
+            # Attempt tasks never raise (outcomes are reported), so the group holds only
+            # the loop's own error: surface it as itself.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        except asyncio.CancelledError:
+            await self._abort("cancelled (interrupted)")
+            raise
+
+    async def _main(self) -> None:
+        state, now = self.state, self.clock()
+        run_change = None
+        if self.run_rec.status is RunStatus.PENDING:
+            run_change = RunChange(source=RunStatus.PENDING, target=RunStatus.RUNNING, at=now)
+            self.run_rec.status = RunStatus.RUNNING
+        if self.spec.timeout is not None:
+            self._timer(now + self.spec.timeout, "run_timeout", -1)
+        state.start(now)
+        await self._flush(run_change)
+        while True:
+            starts = self._launch(self.clock())
+            await self._flush()
+            for i, call in starts:
+                self.tasks[i] = self._spawn(self._attempt(i, call, fallback=False))
+            if state.done:
+                break
+            if not self.tasks and not self.timers and not state.has_ready():
+                if state.halting:
+                    state.cancel_unstarted(self.clock(), self._halt_reason())
+                    continue
+                raise RunError(f"run {self.run_rec.run_id!r} cannot make progress")
+            await self._wait()
+            now = self.clock()
+            self._fire_timers(now)
+            self._process(now)
+            await self._poll_cancel(now)
+        await self._finish()
+
+    def _spawn(self, coro: object) -> asyncio.Task[None]:
+        assert self._tg is not None
+        return self._tg.create_task(coro)  # type: ignore[arg-type]
+
+    def _launch(self, now: float) -> list[tuple[int, StepCall]]:
+        """Begin as many ready steps as concurrency and pools allow."""
+        state = self.state
+        starts: list[tuple[int, StepCall]] = []
+        limit = self.spec.concurrency
+        while len(state.running) < limit:
+            i = state.pop_ready()
+            if i is None:
+                break
+            step = self.spec.steps[i]
+            if step.pool is not None and not self._take_pool(i, step.pool, now):
+                continue
+            attempt = state.begin(i, now, self.engine.worker)
+            call = self._call(i, attempt)
+            inline = self._types[i].inline
+            if inline is not None and step.fallback is None and step.timeout is None:
+                self._run_inline(i, inline, call, now)
+            else:
+                starts.append((i, call))
+        return starts
+
+    def _take_pool(self, i: int, name: str, now: float) -> bool:
+        pool = self.engine.pools.get(self._pool_specs[name])
+        if pool.full():
+            pool.waiters.append(lambda: self._requeue(i))
+            return False
+        if pool.window is not None:
+            wait = pool.window.wait(now)
+            if wait > 0:
+                self._timer(now + wait, "ready", i)
+                return False
+        pool.acquire(now)
+        return True
+
+    def _requeue(self, i: int) -> None:
+        self.state.push_back(i)
+        self._signal()
+
+    def _release_pool(self, i: int) -> None:
+        name = self.spec.steps[i].pool
+        if name is not None:
+            self.engine.pools.get(self._pool_specs[name]).release()
+
+    def _run_inline(self, i: int, inline: Callable[[StepCall], JSON], call: StepCall,
+                    now: float) -> None:
+        try:
+            value: object = ensure_json(inline(call), step=call.step.id)
+        except Exception as exc:  # noqa: BLE001 - the supervised step boundary
+            value, kind = exc, "error"
+        else:
+            kind = "ok"
+        self._release_pool(i)
+        self._handle(i, kind, value, False, now)
+
+    def _call(self, i: int, attempt: int) -> StepCall:
+        state = self.state
+        step = self.spec.steps[i]
+        call = StepCall(step=step, run_id=self.run_rec.run_id, attempt=attempt,
+                        input=state.input, state=state.state, services=self.engine.services,
+                        template_context=lambda: state.context(i),
+                        parent_outputs=lambda: state.parent_outputs(i),
+                        resolve=lambda name: self._resolve(call, name),
+                        started_at=state.rows[i].started_at or self.clock())
+        return call
+
+    def _resolve(self, call: StepCall, name: str) -> tuple[bool, object]:
+        state = self.state
+        if name == "input":
+            return True, state.input
+        if name == "ctx":
+            return True, call.context()
+        if name in self.checked.graph.index:
+            return True, state.steps_view[name]["output"]
+        if name in self._declared:
+            return True, state.state.get(name)
+        if isinstance(state.input, dict) and name in state.input:
+            return True, state.input[name]
+        return False, None
+
+    async def _attempt(self, i: int, call: StepCall, *, fallback: bool) -> None:
+        step = call.step
+        kind, value = "ok", None
+        try:
+            if step.circuit_breaker is not None and not fallback:
+                breaker = self.engine.breaker(step.circuit_breaker.key, step.circuit_breaker)
+                if not breaker.allow(self.clock()):
+                    raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
+            runner = self._fallback_call if fallback else self._types[i].run
+            if step.timeout is not None:
+                async with asyncio.timeout(step.timeout) as scope:
+                    try:
+                        value = await runner(call)
+                    except TimeoutError:
+                        if scope.expired():
+                            raise StepTimeout(step.timeout, step=step.id) from None
+                        raise
+            else:
+                value = await runner(call)
+            value = ensure_json(value, step=step.id)
+        except asyncio.CancelledError:
+            self._report(i, "cancelled", None, fallback)
+            raise
+        except Exception as exc:  # noqa: BLE001 - the supervised step boundary
+            kind, value = "error", exc
+        self._report(i, kind, value, fallback)
+
+    async def _fallback_call(self, call: StepCall) -> JSON:
+        fb = call.step.fallback
+        assert fb is not None
+        fn = fb.func or import_call(fb.call or "")
+        error = self.state.rows[self.checked.graph.index[call.step.id]].error
+
+        def resolve(name: str) -> tuple[bool, object]:
+            return (True, error) if name == "error" else self._resolve(call, name)
+
+        kwargs = bind(fn, {}, resolve, call.step.id)
+        return await invoke(fn, kwargs, self.engine.services.executor)  # type: ignore[return-value]
+
+    def _report(self, i: int, kind: str, value: object, fallback: bool) -> None:
+        self.outcomes.append((i, kind, value, fallback))
+        self._signal()
+
+    def _signal(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def _wait(self) -> None:
+        if self.outcomes:
+            return
+        loop = asyncio.get_running_loop()
+        self._wake = loop.create_future()
+        handle = None
+        if self.timers:
+            delay = max(0.0, self.timers[0][0] - self.clock())
+            handle = loop.call_later(delay, self._signal)
+        elif not isinstance(self.store, _memory_type()):
+            handle = loop.call_later(_CANCEL_POLL_S, self._signal)
+        try:
+            await self._wake
+        finally:
+            self._wake = None
+            if handle is not None:
+                handle.cancel()
+
+    def _timer(self, due: float, kind: str, i: int) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self.timers, (due, self._timer_seq, kind, i))
+
+    def _fire_timers(self, now: float) -> None:
+        while self.timers and self.timers[0][0] <= now:
+            _, _, kind, i = heapq.heappop(self.timers)
+            if kind == "retry" or kind == "ready":
+                if self.state.rows[i].status is StepStatus.QUEUED:
+                    self.state.retry_due(i)
+            elif kind == "run_timeout":
+                self._halt(f"run timed out after {self.spec.timeout:g}s", cancelled=False)
+
+    # ------------------------------------------------------------- outcomes
+
+    def _process(self, now: float) -> None:
+        outcomes, self.outcomes = self.outcomes, []
+        for i, kind, value, fallback in outcomes:
+            self.tasks.pop(i, None)
+            self._release_pool(i)
+            self._handle(i, kind, value, fallback, now)
+
+    def _handle(self, i: int, kind: str, value: object, fallback: bool, now: float) -> None:
+        state, step = self.state, self.spec.steps[i]
+        if kind == "cancelled":
+            state.cancel_step(i, now, self._cancel_reason or self._halt_reason())
+            return
+        if kind == "ok":
+            try:
+                state.succeed(i, self.secrets.redact(value), now,  # type: ignore[arg-type]
+                              fallback=fallback)
+            except (OutputError, TransitionError_) as exc:
+                kind, value = "error", exc
+            else:
+                if step.circuit_breaker is not None and not fallback:
+                    self.engine.breaker(step.circuit_breaker.key,
+                                        step.circuit_breaker).record_success()
+                return
+        exc = value if isinstance(value, BaseException) else RuntimeError(str(value))
+        info = error_info(exc)
+        info = ErrorInfo(type=info.type, message=self.secrets.redact_text(info.message) or "",
+                         names=info.names, retryable=info.retryable,
+                         retry_after=info.retry_after)
+        if fallback:
+            original = state.rows[i].error
+            state.fail(i, f"{original}; fallback failed: {info}", now)
+            self._after_failure()
+            return
+        if step.circuit_breaker is not None and not isinstance(exc, CircuitOpenError):
+            self.engine.breaker(step.circuit_breaker.key,
+                                step.circuit_breaker).record_failure(now)
+        delay = state.fail_attempt(i, info, now, self.engine.rand())
+        if delay is not None:
+            self._timer(now + delay, "retry", i)
+            return
+        if step.fallback is not None and not state.halting:
+            self._start_fallback(i, now)
+            return
+        state.fail(i, str(info), now)
+        self._after_failure()
+
+    def _start_fallback(self, i: int, now: float) -> None:
+        step = self.spec.steps[i]
+        assert step.fallback is not None
+        if step.fallback.call is None and step.fallback.func is None:
+            call = self._call(i, self.state.rows[i].attempts)
+            try:
+                value = ensure_json(call.render(step.fallback.output, "fallback.output"),
+                                    step=step.id)
+            except (TemplateError, OutputError) as exc:
+                self._handle(i, "error", exc, True, now)
+                return
+            self._handle(i, "ok", value, True, now)
+            return
+        call = self._call(i, self.state.rows[i].attempts)
+        self.tasks[i] = self._spawn(self._attempt(i, call, fallback=True))
+
+    def _after_failure(self) -> None:
+        if self.state.halting and self.tasks:
+            self._cancel_tasks(self._halt_reason())
+
+    def _halt(self, reason: str, *, cancelled: bool) -> None:
+        self.state.halt(reason, cancelled=cancelled)
+        self._cancel_reason = reason
+        self._cancel_tasks(reason)
+
+    def _halt_reason(self) -> str:
+        return self._cancel_reason or self.state.failure_reason or "run stopped"
+
+    def _cancel_tasks(self, reason: str) -> None:
+        self._cancel_reason = self._cancel_reason or reason
+        for task in self.tasks.values():
+            task.cancel()
+
+    def request_cancel(self, reason: str) -> None:
+        if not self.state.halting or not self.state.cancelled:
+            self._halt(reason, cancelled=True)
+            self._signal()
+
+    async def _poll_cancel(self, now: float) -> None:
+        if isinstance(self.store, _memory_type()) or now - self._last_cancel_poll < _CANCEL_POLL_S:
+            return
+        self._last_cancel_poll = now
+        run = await self.store.get_run(self.run_rec.run_id)
+        if run.cancel_requested and not self.state.cancelled:
+            self.request_cancel("cancelled on request")
+
+    # ------------------------------------------------------------- persistence
+
+    async def _flush(self, run_change: RunChange | None = None) -> None:
+        changes = self.state.drain()
+        if not changes and run_change is None:
+            return
+        batch = WriteBatch(run_id=self.run_rec.run_id, run=run_change)
+        for ch in changes:
+            if isinstance(ch, StepChange):
+                batch.steps.append(ch)
+            else:
+                batch.attempts.append(ch)
+        await self.store.write(batch)
+
+    async def _finish(self) -> None:
+        state = self.state
+        status = state.run_status()
+        output: JSON = None
+        error: str | None = None
+        if status is RunStatus.COMPLETED:
+            try:
+                output = self._run_output()
+            except (expressions.RenderError, OutputError) as exc:
+                status, error = RunStatus.FAILED, f"run output: {exc}"
+        if status is RunStatus.FAILED and error is None:
+            error = state.failure_reason or self._failed_steps()
+        elif status is RunStatus.CANCELLED:
+            error = self._cancel_reason or "cancelled"
+        await self._flush(RunChange(source=self.run_rec.status, target=status,
+                                    at=self.clock(), output=self.secrets.redact(output),
+                                    error=error))
+        self.run_rec.status = status
+
+    def _run_output(self) -> JSON:
+        if self.spec.output is None:
+            return self.state.default_output()
+        value = expressions.render_value(self.spec.output, self.state.context())
+        return ensure_json(value)
+
+    def _failed_steps(self) -> str:
+        failed = [s.id for s, r in zip(self.spec.steps, self.state.rows, strict=True)
+                  if r.status is StepStatus.FAILED and not s.allow_failure]
+        return "failed steps: " + ", ".join(failed)
+
+    async def _abort(self, reason: str) -> None:
+        """The run's task was cancelled (Ctrl-C): record everything as cancelled."""
+        now = self.clock()
+        state = self.state
+        state.halt(reason, cancelled=True)
+        for i in list(state.running):
+            state.cancel_step(i, now, reason)
+        state.cancel_unstarted(now, reason)
+        self._cancel_reason = reason
+        if self.run_rec.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.WAITING):
+            await self._flush(RunChange(source=self.run_rec.status,
+                                        target=RunStatus.CANCELLED, at=now, error=reason))
+            self.run_rec.status = RunStatus.CANCELLED
+
+
+def _memory_type() -> type:
+    from ..store.memory import MemoryStore
+    return MemoryStore
+
+
+# Raised by the core when an outcome arrives for a step no longer running (e.g. a late
+# result after cancellation); treated like any failed outcome.
+from ..errors import TransitionError as TransitionError_  # noqa: E402
+
+_ = (FatalError, AttemptChange, FINAL_STEP_STATES, _MISSING)

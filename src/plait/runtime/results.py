@@ -1,0 +1,85 @@
+"""What a finished (or stopped) run looks like to callers: the SPEC 8 ``--json`` shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from ..core.model import JSON, JSONDict
+from ..store.base import RunRecord, StepRecord
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(slots=True, kw_only=True)
+class StepResult:
+    status: str
+    attempts: int
+    output: JSON
+    error: str | None
+    started_at: float | None
+    finished_at: float | None
+    skip_reason: str | None
+    fallback_used: bool
+
+    @classmethod
+    def from_record(cls, rec: StepRecord) -> StepResult:
+        return cls(status=str(rec.status), attempts=rec.attempts, output=rec.output,
+                   error=rec.error, started_at=rec.started_at, finished_at=rec.finished_at,
+                   skip_reason=rec.skip_reason, fallback_used=rec.fallback_used)
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    def to_json(self) -> JSONDict:
+        return {"status": self.status, "attempts": self.attempts, "output": self.output,
+                "error": self.error, "started_at": iso(self.started_at),
+                "finished_at": iso(self.finished_at), "skip_reason": self.skip_reason,
+                "fallback_used": self.fallback_used}
+
+
+@dataclass(slots=True, kw_only=True)
+class RunResult:
+    run_id: str
+    workflow: str
+    version: int
+    fingerprint: str
+    status: str
+    output: JSON
+    error: str | None
+    started_at: float | None
+    finished_at: float | None
+    steps: dict[str, StepResult] = field(default_factory=dict)
+    retry_of: str | None = None
+
+    @classmethod
+    def from_records(cls, run: RunRecord, steps: list[StepRecord]) -> RunResult:
+        return cls(run_id=run.run_id, workflow=run.workflow, version=run.version,
+                   fingerprint=run.fingerprint, status=str(run.status), output=run.output,
+                   error=run.error, started_at=run.started_at, finished_at=run.finished_at,
+                   steps={s.step_id: StepResult.from_record(s) for s in steps},
+                   retry_of=run.retry_of)
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return round(self.finished_at - self.started_at, 6)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    def to_json(self) -> JSONDict:
+        """Exactly the object ``plait run --json`` prints (SPEC 8)."""
+        return {"run_id": self.run_id, "workflow": self.workflow, "version": self.version,
+                "status": self.status, "output": self.output, "error": self.error,
+                "duration_s": self.duration_s,
+                "steps": {sid: s.to_json() for sid, s in self.steps.items()}}

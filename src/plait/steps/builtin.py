@@ -1,0 +1,142 @@
+"""The built-in step types that need no I/O of their own: python, transform, condition,
+delay."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import cast
+
+from ..core import expressions
+from ..core.durations import parse_duration
+from ..core.model import JSON
+from ..errors import FatalError, StepError
+from ..runtime.binding import bind, import_call, invoke
+from .registry import StepCall, StepType, register_step_type
+
+
+def _function(call: StepCall) -> object:
+    step = call.step
+    if step.func is not None:
+        return step.func
+    target = step.config.get("call")
+    try:
+        return import_call(cast(str, target))
+    except ImportError as exc:
+        raise FatalError(f"step {step.id!r}: {exc}", step=step.id) from exc
+
+
+async def run_python(call: StepCall) -> JSON:
+    fn = _function(call)
+    given = call.step.config.get("with")
+    rendered = call.render(given, "with") if given else {}
+    if not isinstance(rendered, dict):
+        raise FatalError(f"step {call.step.id!r}: `with` must render to a mapping",
+                         step=call.step.id)
+    kwargs = bind(fn, rendered, call.resolve, call.step.id)  # type: ignore[arg-type]
+    return await invoke(fn, kwargs, call.services.executor)
+
+
+def _check_python(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    target = config.get("call")
+    if target is not None and (not isinstance(target, str) or ":" not in target
+                               or target.startswith(":") or target.endswith(":")):
+        out.append((".call", f"expected 'module:function', got {target!r}"))
+    given = config.get("with")
+    if given is not None and not isinstance(given, dict):
+        out.append((".with", "expected a mapping of keyword arguments"))
+    return out
+
+
+def transform_inline(call: StepCall) -> JSON:
+    return call.render(call.step.config.get("value"), "value")
+
+
+async def run_transform(call: StepCall) -> JSON:
+    return transform_inline(call)
+
+
+def condition_inline(call: StepCall) -> JSON:
+    raw = call.step.config.get("if")
+    value = call.render(raw, "if")
+    return {"result": expressions.truthy(value)}
+
+
+async def run_condition(call: StepCall) -> JSON:
+    return condition_inline(call)
+
+
+def _check_condition(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    cond = config.get("if")
+    if cond is not None and not isinstance(cond, str | bool):
+        return [(".if", f"expected a template or a boolean, got {cond!r}")]
+    return []
+
+
+async def run_delay(call: StepCall) -> JSON:
+    """Sleep until the step's deadline.  The deadline counts from the step's first
+    start, so an attempt re-run after a crash waits only for what is left."""
+    config = call.step.config
+    started = call.started_at
+    if "until" in config:
+        target = _parse_until(call.render(config["until"], "until"), call.step.id)
+    else:
+        raw = call.render(config.get("duration"), "duration")
+        try:
+            target = started + parse_duration(raw)
+        except ValueError as exc:
+            raise FatalError(f"step {call.step.id!r}: {exc}", step=call.step.id) from exc
+    remaining = target - time.time()
+    if remaining > 0:
+        await asyncio.sleep(remaining)
+    return {"waited_until": datetime.fromtimestamp(target).astimezone().isoformat()}
+
+
+def _parse_until(value: JSON, step_id: str) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if moment.tzinfo is None:
+                moment = moment.astimezone()
+            return moment.timestamp()
+    raise StepError(f"step {step_id!r}: `until` must be an ISO-8601 time or epoch seconds, "
+                    f"got {value!r}", step=step_id)
+
+
+def _check_delay(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    if ("duration" in config) == ("until" in config):
+        return [("", "a delay step needs exactly one of `duration` or `until`")]
+    duration = config.get("duration")
+    if isinstance(duration, str) and expressions.is_template(duration):
+        return []
+    if duration is not None:
+        try:
+            parse_duration(duration)
+        except ValueError as exc:
+            return [(".duration", str(exc))]
+    return []
+
+
+def register_builtins() -> None:
+    register_step_type(StepType(name="python", run=run_python,
+                                fields=frozenset({"call", "with"}),
+                                required=frozenset({"call"}), check=_check_python,
+                                literal_fields=frozenset({"call"})))
+    register_step_type(StepType(name="transform", run=run_transform,
+                                fields=frozenset({"value"}), required=frozenset({"value"}),
+                                inline=transform_inline))
+    register_step_type(StepType(name="condition", run=run_condition,
+                                fields=frozenset({"if", "then", "else"}),
+                                required=frozenset({"if"}), check=_check_condition,
+                                inline=condition_inline))
+    register_step_type(StepType(name="delay", run=run_delay,
+                                fields=frozenset({"duration", "until"}),
+                                check=_check_delay))

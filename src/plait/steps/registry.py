@@ -1,0 +1,133 @@
+"""The registry of step types.
+
+A step type is data: its name, the fields it accepts (checked before anything runs) and
+an async function that executes one attempt.  Users add types with
+``plait.register_step_type`` or an entry point in the group ``plait.step_types`` whose
+object is a StepType.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+from ..core import expressions
+from ..core.model import JSON, JSONDict, StepSpec
+from ..core.steptypes import FieldChecker, StepTypeInfo, register_type_info
+from ..errors import PlaitError, TemplateError
+from ..runtime.context import StepContext, make_context
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HTTPPolicy:
+    """Where http steps may connect.  Empty ``allowed_hosts`` allows every host;
+    ``denied_networks`` (CIDR) is checked against the resolved addresses."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    denied_networks: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, kw_only=True)
+class Services:
+    """What the runtime lends to step types (owned by the engine)."""
+
+    executor: Executor
+    http_policy: HTTPPolicy = HTTPPolicy()
+    extras: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class StepCall:
+    """One attempt of one step, as a step type sees it."""
+
+    step: StepSpec
+    run_id: str
+    attempt: int
+    input: JSON
+    state: Mapping[str, JSON]
+    services: Services
+    template_context: Callable[[], Mapping[str, object]]
+    parent_outputs: Callable[[], JSONDict]
+    # resolves a parameter name (input, ctx, step id, output key, input key)
+    resolve: Callable[[str], tuple[bool, object]]
+    started_at: float  # when the step's first attempt started (durable delays count from it)
+
+    def render(self, value: JSON, field_name: str) -> JSON:
+        """Render a field's templates; TemplateError names the step, field and template."""
+        try:
+            return expressions.render_value(value, self.template_context())
+        except expressions.RenderError as exc:
+            path = getattr(exc, "path", "")
+            text = _template_at(value, path)
+            raise TemplateError(str(exc), step=self.step.id, field=f"{field_name}{path}",
+                                template=text) from exc
+
+    def context(self) -> StepContext:
+        return make_context(run_id=self.run_id, step_id=self.step.id, attempt=self.attempt,
+                            input=self.input, state=self.state,
+                            outputs=self.parent_outputs())
+
+
+def _template_at(value: JSON, path: str) -> str | None:
+    """The template string at a render error's key path (for the message)."""
+    node: JSON = value
+    for part in path.replace("[", ".[").split("."):
+        if not part:
+            continue
+        if part.startswith("[") and isinstance(node, list):
+            node = node[int(part[1:-1])]
+        elif isinstance(node, dict):
+            node = node.get(part)
+    return node if isinstance(node, str) else None
+
+
+StepFunction = Callable[[StepCall], Awaitable[JSON]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepType:
+    name: str
+    run: StepFunction
+    fields: frozenset[str]
+    required: frozenset[str] = frozenset()
+    check: FieldChecker | None = None
+    literal_fields: frozenset[str] = frozenset()
+    # a cheap synchronous form, run on the loop without a task (transform, condition)
+    inline: Callable[[StepCall], JSON] | None = None
+
+
+_REGISTRY: dict[str, StepType] = {}
+_plugins_loaded = False
+
+
+def register_step_type(step_type: StepType) -> None:
+    """Make a step type available to every definition loaded afterwards."""
+    _REGISTRY[step_type.name] = step_type
+    register_type_info(StepTypeInfo(name=step_type.name, fields=step_type.fields,
+                                    required=step_type.required, check=step_type.check,
+                                    literal_fields=step_type.literal_fields))
+
+
+def get_step_type(name: str) -> StepType:
+    load_plugins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise PlaitError(f"unknown step type {name!r}") from None
+
+
+def load_plugins() -> None:
+    """Register the types advertised by installed packages (entry point group
+    ``plait.step_types``), once."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in importlib.metadata.entry_points(group="plait.step_types"):
+        obj = ep.load()
+        if isinstance(obj, StepType):
+            register_step_type(obj)
+        elif callable(obj):
+            obj()

@@ -1,0 +1,181 @@
+"""The one persistence protocol.  Every backend (memory, SQLite, PostgreSQL) implements
+``Store`` and passes the one conformance suite in ``tests/conformance``.
+
+Contract highlights:
+- ``write(batch)`` is atomic: every change in the batch is stored, or none is.
+- Each step change names the status it moves *from*; a backend refuses (StaleWriteError)
+  a change whose source is not the stored status, and (TransitionError) one the
+  transition table forbids.  This is how persist-before-execute and fencing hold.
+- Stored values are JSON only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..core.model import JSON, JSONDict
+from ..core.runstate import AttemptChange, StepChange, StepRuntime
+from ..core.states import RunStatus, StepStatus
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkflowRecord:
+    name: str
+    version: int
+    fingerprint: str
+    definition: JSONDict
+    created_at: float
+
+
+@dataclass(slots=True, kw_only=True)
+class RunRecord:
+    run_id: str
+    workflow: str
+    version: int
+    fingerprint: str
+    status: RunStatus
+    input: JSON
+    created_at: float
+    output: JSON = None
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    retry_of: str | None = None  # the run this one was retried or forked from
+    parent_run_id: str | None = None  # the run whose `workflow` step started this one
+    sla: float | None = None
+    cancel_requested: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class StepRecord:
+    run_id: str
+    step_id: str
+    status: StepStatus
+    attempts: int = 0
+    output: JSON = None
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    skip_reason: str | None = None
+    fallback_used: bool = False
+    next_attempt_at: float | None = None
+    worker: str | None = None
+
+    @classmethod
+    def from_runtime(cls, run_id: str, step_id: str, row: StepRuntime) -> StepRecord:
+        return cls(run_id=run_id, step_id=step_id, status=row.status, attempts=row.attempts,
+                   output=row.output, error=row.error, started_at=row.started_at,
+                   finished_at=row.finished_at, skip_reason=row.skip_reason,
+                   fallback_used=row.fallback_used, next_attempt_at=row.next_attempt_at,
+                   worker=row.worker)
+
+
+@dataclass(slots=True, kw_only=True)
+class AttemptRecord:
+    run_id: str
+    step_id: str
+    attempt: int
+    fallback: bool
+    status: str  # running | completed | failed | cancelled
+    started_at: float
+    finished_at: float | None = None
+    error: str | None = None
+    worker: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class EventRecord:
+    run_id: str
+    seq: int
+    at: float
+    kind: str  # step | attempt | run | note
+    step_id: str | None
+    data: JSONDict
+
+
+@dataclass(slots=True, kw_only=True)
+class RunChange:
+    source: RunStatus
+    target: RunStatus
+    at: float
+    output: JSON = None
+    error: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class WriteBatch:
+    """Everything that happened together in one run, committed in one transaction."""
+
+    run_id: str
+    steps: list[StepChange] = field(default_factory=list)
+    attempts: list[AttemptChange] = field(default_factory=list)
+    run: RunChange | None = None
+    notes: list[tuple[str | None, JSONDict]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.steps or self.attempts or self.run or self.notes)
+
+
+@dataclass(slots=True, kw_only=True)
+class RunFilter:
+    workflow: str | None = None
+    status: RunStatus | None = None
+    since: float | None = None  # created_at >= since
+    limit: int = 50
+
+
+class Store(Protocol):
+    """Async persistence for workflows, runs, steps, attempts and history."""
+
+    url: str
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def save_workflow(self, name: str, definition: JSONDict, fingerprint: str,
+                            version: int | None) -> WorkflowRecord:
+        """Store a definition.  Without ``version``: the latest version when its
+        fingerprint matches, else the next version.  With ``version``: that version,
+        refusing (VersionConflict) one stored with another fingerprint."""
+        ...
+
+    async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
+        """The given version, or the latest; WorkflowNotFound otherwise."""
+        ...
+
+    async def list_workflows(self) -> list[WorkflowRecord]: ...
+
+    async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
+        """Store a new run with every step ``pending``."""
+        ...
+
+    async def write(self, batch: WriteBatch) -> None:
+        """Commit a batch atomically (see the module docstring)."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """RunNotFound when absent."""
+        ...
+
+    async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
+        """Newest first."""
+        ...
+
+    async def get_steps(self, run_id: str) -> list[StepRecord]:
+        """In definition order."""
+        ...
+
+    async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
+        """Ordered by start time."""
+        ...
+
+    async def get_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
+        """History with ``seq > after``, in order."""
+        ...
+
+    async def request_cancel(self, run_id: str) -> None:
+        """Flag the run; whoever executes it notices and cancels it."""
+        ...

@@ -1,0 +1,22 @@
+"""Choosing a store from its URL."""
+
+from __future__ import annotations
+
+from ..errors import StoreError
+from .base import Store
+from .memory import MemoryStore
+
+_MEMORY: dict[str, MemoryStore] = {}
+
+
+def open_store(url: str) -> Store:
+    """A store for ``url`` (not yet opened).  ``memory://name`` stores are shared within
+    the process by name, so a run and a later lookup see the same runs; bare ``memory://`` is
+    private to each call."""
+    if url.startswith("memory://"):
+        if url == "memory://":
+            return MemoryStore(url)  # anonymous: private to the caller
+        return _MEMORY.setdefault(url, MemoryStore(url))
+    scheme = url.split(":", 1)[0]
+    raise StoreError(f"unsupported store URL {url!r} (scheme {scheme!r}); "
+                     f"use memory://")

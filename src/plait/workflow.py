@@ -1,0 +1,361 @@
+"""The Python front end: ``Workflow``, ``@wf.step``, ``add_step``, loading files, running.
+
+Both front ends produce the same model (``WorkflowSpec``); this module only builds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar, cast, overload
+
+from .core.loader import parse_definition
+from .core.model import (
+    DEFAULT_CONCURRENCY,
+    JSON,
+    CircuitBreakerSpec,
+    Fallback,
+    JSONDict,
+    Limits,
+    OnFailure,
+    PoolSpec,
+    RetryPolicy,
+    StepSpec,
+    Trigger,
+    WorkflowSpec,
+)
+from .core.plan import Plan, make_plan
+from .core.serialize import workflow_to_dict
+from .core.source import parse_text
+from .core.validate import CheckedWorkflow, check
+from .errors import DefinitionError, InputError, Problem
+from .observe.graph import dot, mermaid
+from .runtime.binding import signature_of
+from .runtime.results import RunResult
+from .steps.builtin import register_builtins
+
+register_builtins()
+
+MAX_DEFINITION_BYTES = int(os.environ.get("PLAIT_MAX_DEFINITION_BYTES", 16 * 1024 * 1024))
+F = TypeVar("F", bound=Callable[..., Any])
+_LOCAL = re.compile(r"<locals>|<lambda>")
+
+
+def Retry(max_retries: int = 3, initial_delay: float = 1.0, backoff: float = 2.0,  # noqa: N802
+          max_delay: float = 60.0, jitter: float = 0.1, retry_on: Sequence[str] = (),
+          no_retry_on: Sequence[str] = ()) -> RetryPolicy:
+    """A retry policy (SPEC 5); exception names may be given as classes too."""
+    return RetryPolicy(max_retries=max_retries, initial_delay=initial_delay,
+                       backoff=backoff, max_delay=max_delay, jitter=jitter,
+                       retry_on=tuple(_exc_name(e) for e in retry_on),
+                       no_retry_on=tuple(_exc_name(e) for e in no_retry_on))
+
+
+def _exc_name(value: object) -> str:
+    return value.__name__ if isinstance(value, type) else str(value)
+
+
+@dataclass(slots=True, kw_only=True)
+class _Pending:
+    """A step added in Python, before its implied dependencies are resolved."""
+
+    id: str
+    type: str
+    func: Callable[..., object] | None
+    config: dict[str, JSON]
+    depends_on: list[str]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _call_name(fn: Callable[..., object]) -> str:
+    module = getattr(fn, "__module__", None) or "__main__"
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "function")
+    return f"{module}:{qualname}"
+
+
+class Workflow:
+    """A workflow built in Python (or loaded from YAML/JSON) — see SPEC 1.2."""
+
+    def __init__(self, name: str, *, concurrency: int = DEFAULT_CONCURRENCY,
+                 on_failure: OnFailure = "continue", timeout: float | None = None,
+                 sla: float | None = None, input: JSONDict | None = None,
+                 reducers: Mapping[str, str] | None = None,
+                 pools: Mapping[str, Mapping[str, Any]] | None = None,
+                 output: JSON = None, version: int | None = None,
+                 description: str | None = None, limits: Limits | None = None) -> None:
+        self.name = name
+        self._options: dict[str, Any] = dict(
+            concurrency=concurrency, on_failure=on_failure, timeout=timeout, sla=sla,
+            input_schema=input, reducers=dict(reducers or {}), output=output,
+            version=version, description=description, limits=limits or Limits())
+        self._pools = {k: dict(v) for k, v in (pools or {}).items()}
+        self._pending: list[_Pending] = []
+        self._spec: WorkflowSpec | None = None  # set when loaded from a definition
+        self._checked: CheckedWorkflow | None = None
+        self.source: str | None = None
+
+    # ------------------------------------------------------------ building
+
+    @overload
+    def step(self, fn: F) -> F: ...
+
+    @overload
+    def step(self, fn: None = None, **options: Any) -> Callable[[F], F]: ...
+
+    def step(self, fn: F | None = None, **options: Any) -> F | Callable[[F], F]:
+        """Decorator: the function becomes a step named after it (``id=`` overrides).
+        Options: depends_on, when, trigger, retry, timeout, fallback, allow_failure,
+        outputs, circuit_breaker, pool, description."""
+        def register(func: F) -> F:
+            self.add_step(options.pop("id", None) or func.__name__, func, **options)
+            return func
+        return register(fn) if fn is not None else register
+
+    def add_step(self, id: str, fn: Callable[..., object] | None = None, *,
+                 type: str | None = None, depends_on: Sequence[str] = (),
+                 **options: Any) -> Workflow:
+        """Add a step programmatically.  With ``fn``: a python step calling it; with
+        ``type``: a step of that type whose fields (``url``, ``value``...) are given as
+        keyword arguments."""
+        self._mutable()
+        step_type = type or "python"
+        known = {"when", "trigger", "retry", "timeout", "fallback", "allow_failure",
+                 "outputs", "circuit_breaker", "pool", "description", "then", "else_"}
+        config = {k: v for k, v in options.items() if k not in known}
+        opts = {k: v for k, v in options.items() if k in known}
+        if fn is not None:
+            if step_type != "python":
+                raise TypeError("add_step: give either a function or a type, not both")
+            config = {"call": _call_name(fn), **({"with": config.pop("with_")}
+                                                 if "with_" in config else {})}
+        self._pending.append(_Pending(id=id, type=step_type, func=fn, config=config,
+                                      depends_on=list(depends_on), options=opts))
+        self._checked = None
+        return self
+
+    def _mutable(self) -> None:
+        if self._spec is not None:
+            raise TypeError(f"workflow {self.name!r} was loaded from a definition; build "
+                            f"a new Workflow to add steps in Python")
+
+    # ------------------------------------------------------------ loading
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *,
+             max_bytes: int = MAX_DEFINITION_BYTES) -> Workflow:
+        """Load and validate a YAML or JSON definition file."""
+        p = Path(path)
+        try:
+            size = p.stat().st_size
+            if size > max_bytes:
+                raise DefinitionError([Problem(location="", message=(
+                    f"file is {size} bytes, over the {max_bytes}-byte limit "
+                    f"(PLAIT_MAX_DEFINITION_BYTES)"))], source=str(p))
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise DefinitionError([Problem(location="", message=f"cannot read: "
+                                           f"{exc.strerror or exc}")], source=str(p)) from exc
+        except UnicodeDecodeError as exc:
+            raise DefinitionError([Problem(location="", message=f"not UTF-8 text: {exc}")],
+                                  source=str(p)) from exc
+        wf = cls.from_dict(parse_text(text, source=str(p)), source=str(p))
+        return wf
+
+    @classmethod
+    def from_dict(cls, data: object, *, source: str | None = None) -> Workflow:
+        """Build and validate a workflow from a definition dict."""
+        spec, problems = parse_definition(data)
+        if spec is None:
+            raise DefinitionError(problems, source=source)
+        checked = check(spec, source=source, prior=problems)
+        wf = cls(spec.name)
+        wf._spec, wf._checked, wf.source = spec, checked, source
+        return wf
+
+    @classmethod
+    def from_yaml(cls, text: str, *, source: str = "<string>") -> Workflow:
+        return cls.from_dict(parse_text(text, source=source, fmt="yaml"), source=source)
+
+    # ------------------------------------------------------------ the model
+
+    @property
+    def spec(self) -> WorkflowSpec:
+        return self._spec if self._spec is not None else self._build()
+
+    def validate(self) -> CheckedWorkflow:
+        """Check everything (SPEC 2); raise DefinitionError listing every problem."""
+        if self._checked is None:
+            problems: list[Problem] = []
+            spec = self._build(problems)
+            self._checked = check(spec, source=self.source, prior=problems)
+        return self._checked
+
+    def _build(self, problems: list[Problem] | None = None) -> WorkflowSpec:
+        if self._spec is not None:
+            return self._spec
+        sink = problems if problems is not None else []
+        pools = {name: _pool(name, body, sink) for name, body in self._pools.items()}
+        writers: dict[str, list[str]] = {}
+        for p in self._pending:
+            for key in p.options.get("outputs", ()):
+                writers.setdefault(key, []).append(p.id)
+        ids = {p.id for p in self._pending}
+        schema = self._options["input_schema"]
+        props = (set(schema.get("properties", {})) if isinstance(schema, dict)
+                 and isinstance(schema.get("properties"), dict) else None)
+        steps = []
+        for i, p in enumerate(self._pending):
+            implied = _implied(p, i, ids, writers, props, sink)
+            steps.append(_step_spec(p, implied, sink, i))
+        opts = self._options
+        return WorkflowSpec(name=self.name, steps=tuple(steps), pools=pools, **opts)
+
+    def to_dict(self) -> JSONDict:
+        return workflow_to_dict(self.spec)
+
+    def plan(self) -> Plan:
+        return make_plan(self.validate())
+
+    def mermaid(self) -> str:
+        return mermaid(self.validate())
+
+    def dot(self) -> str:
+        return dot(self.validate())
+
+    @property
+    def fingerprint(self) -> str:
+        return self.validate().fingerprint
+
+    # ------------------------------------------------------------ running
+
+    def run(self, input: JSON = None, *, db: str | None = None,
+            run_id: str | None = None) -> RunResult:
+        """Run to the end and return the result (blocking; memory store by default)."""
+        return asyncio.run(self.run_async(input, db=db, run_id=run_id))
+
+    async def run_async(self, input: JSON = None, *, db: str | None = None,
+                        run_id: str | None = None) -> RunResult:
+        from .runtime.engine import Engine
+        from .store import open_store
+
+        checked = self.validate()
+        value = {} if input is None else input
+        _check_input_params(checked, value)
+        store = open_store(db or "memory://")
+        await store.open()
+        engine = Engine(store)
+        try:
+            return await engine.run(checked, value, run_id=run_id)
+        finally:
+            engine.close()
+            await store.close()
+
+    def __repr__(self) -> str:
+        return f"<Workflow {self.name!r} with {len(self.spec.steps)} steps>"
+
+
+def _pool(name: str, body: Mapping[str, Any], problems: list[Problem]) -> PoolSpec:
+    from .core.loader import parse_rate
+
+    rate = body.get("rate")
+    try:
+        parsed = parse_rate(rate) if rate is not None else None
+    except ValueError as exc:
+        problems.append(Problem(location=f"pools.{name}.rate", message=str(exc)))
+        parsed = None
+    return PoolSpec(name=name, concurrency=body.get("concurrency"), rate=parsed)
+
+
+def _implied(p: _Pending, i: int, ids: set[str], writers: Mapping[str, list[str]],
+             props: set[str] | None, problems: list[Problem]) -> list[str]:
+    """Dependencies implied by the function's parameter names (SPEC 1.2)."""
+    if p.func is None:
+        return []
+    try:
+        sig = signature_of(p.func)
+    except (TypeError, ValueError) as exc:
+        problems.append(Problem(location=f"steps[{i}]", message=f"step {p.id!r}: {exc}"))
+        return []
+    given = p.config.get("with") or {}
+    deps: list[str] = []
+    for name, has_default in sig.params:
+        if name in ("input", "ctx") or name in sig.wants_ctx or (
+                isinstance(given, dict) and name in given):
+            continue
+        if name in ids and name != p.id:
+            deps.append(name)
+        elif name in writers:
+            deps.extend(w for w in writers[name] if w != p.id)
+        elif props is not None and name not in props and not has_default:
+            problems.append(Problem(
+                location=f"steps[{i}]",
+                message=f"parameter {name!r} of {_call_name(p.func)} (step {p.id!r}) is not "
+                f"'input', 'ctx', a step id, a declared output key or an input property"))
+    return deps
+
+
+def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int) -> StepSpec:
+    o = p.options
+    fallback = o.get("fallback")
+    if fallback is not None and not isinstance(fallback, Fallback):
+        if callable(fallback):
+            fallback = Fallback(call=_call_name(fallback), func=fallback)
+        elif isinstance(fallback, dict) and "output" in fallback:
+            fallback = Fallback(output=fallback["output"])
+        elif isinstance(fallback, dict) and "call" in fallback:
+            fallback = Fallback(call=fallback["call"])
+        else:
+            problems.append(Problem(location=f"steps[{i}].fallback", message=(
+                "expected a function, {'call': 'module:function'} or {'output': value}")))
+            fallback = None
+    breaker = o.get("circuit_breaker")
+    if isinstance(breaker, dict):
+        breaker = CircuitBreakerSpec(**breaker)
+    retry = o.get("retry")
+    if isinstance(retry, int) and not isinstance(retry, bool):
+        retry = RetryPolicy(max_retries=retry)
+    elif isinstance(retry, dict):
+        retry = Retry(**retry)
+    deps = list(dict.fromkeys([*p.depends_on, *implied]))
+    return StepSpec(
+        id=p.id, type=p.type, config=p.config, depends_on=tuple(deps),
+        when=o.get("when"), trigger=cast(Trigger, o.get("trigger", "default")),
+        retry=retry or RetryPolicy(), timeout=_seconds(o.get("timeout")),
+        fallback=fallback, allow_failure=bool(o.get("allow_failure", False)),
+        outputs=tuple(o.get("outputs", ())), circuit_breaker=breaker, pool=o.get("pool"),
+        description=o.get("description") or (inspect.getdoc(p.func) if p.func else None),
+        then=tuple(o.get("then", ())), else_=tuple(o.get("else_", ())), func=p.func)
+
+
+def _seconds(value: object) -> float | None:
+    from .core.durations import parse_duration
+
+    return None if value is None else parse_duration(value)
+
+
+def _check_input_params(checked: CheckedWorkflow, value: JSON) -> None:
+    """Before anything runs: Python-built steps whose parameters can only come from the
+    input must find them there (SPEC 1.2), naming the function and the parameter."""
+    declared = {k for s in checked.spec.steps for k in s.outputs}
+    ids = set(checked.graph.ids)
+    for step in checked.spec.steps:
+        if step.func is None or step.config.get("with"):
+            continue
+        sig = signature_of(step.func)
+        for name, has_default in sig.params:
+            if has_default or name in ("input", "ctx") or name in sig.wants_ctx:
+                continue
+            if name in ids or name in declared:
+                continue
+            if not (isinstance(value, dict) and name in value):
+                raise InputError(f"step {step.id!r}: parameter {name!r} of "
+                                 f"{_call_name(step.func)} is not 'input', 'ctx', a step "
+                                 f"id, a declared output key or a key of the run input")
+
+
+_ = replace
