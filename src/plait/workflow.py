@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, TypeVar, cast, overload
 
 from .core.loader import parse_definition
+from .core.durations import parse_duration
 from .core.model import (
     DEFAULT_CONCURRENCY,
+    DEFAULT_RETRY,
     JSON,
     CircuitBreakerSpec,
     Fallback,
@@ -32,7 +34,7 @@ from .core.model import (
 from .core.plan import Plan, make_plan
 from .core.serialize import workflow_to_dict
 from .core.source import parse_text
-from .core.validate import CheckedWorkflow, check
+from .core.validate import CheckedWorkflow, check, gc_paused
 from .errors import DefinitionError, InputError, Problem
 from .observe.graph import dot, mermaid
 from .runtime.binding import signature_of
@@ -191,7 +193,8 @@ class Workflow:
         """Check everything (SPEC 2); raise DefinitionError listing every problem."""
         if self._checked is None:
             problems: list[Problem] = []
-            spec = self._build(problems)
+            with gc_paused():
+                spec = self._build(problems)
             self._checked = check(spec, source=self.source, prior=problems)
         return self._checked
 
@@ -219,7 +222,9 @@ class Workflow:
         return workflow_to_dict(self.spec)
 
     def plan(self) -> Plan:
-        return make_plan(self.validate())
+        checked = self.validate()
+        with gc_paused():
+            return make_plan(checked)
 
     def mermaid(self) -> str:
         return mermaid(self.validate())
@@ -301,6 +306,11 @@ def _implied(p: _Pending, i: int, ids: set[str], writers: Mapping[str, list[str]
 
 def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int) -> StepSpec:
     o = p.options
+    if not o:  # the common case, kept cheap for graphs built by code
+        deps = p.depends_on if not implied else [*p.depends_on, *implied]
+        return StepSpec(id=p.id, type=p.type, config=p.config,
+                        depends_on=tuple(dict.fromkeys(deps)) if len(deps) > 1
+                        else tuple(deps), description=_doc(p.func), func=p.func)
     fallback = o.get("fallback")
     if fallback is not None and not isinstance(fallback, Fallback):
         if callable(fallback):
@@ -325,17 +335,23 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
     return StepSpec(
         id=p.id, type=p.type, config=p.config, depends_on=tuple(deps),
         when=o.get("when"), trigger=cast(Trigger, o.get("trigger", "default")),
-        retry=retry or RetryPolicy(), timeout=_seconds(o.get("timeout")),
+        retry=retry or DEFAULT_RETRY, timeout=_seconds(o.get("timeout")),
         fallback=fallback, allow_failure=bool(o.get("allow_failure", False)),
         outputs=tuple(o.get("outputs", ())), circuit_breaker=breaker, pool=o.get("pool"),
-        description=o.get("description") or (inspect.getdoc(p.func) if p.func else None),
+        description=o.get("description") or _doc(p.func),
         then=tuple(o.get("then", ())), else_=tuple(o.get("else_", ())), func=p.func)
 
 
 def _seconds(value: object) -> float | None:
-    from .core.durations import parse_duration
-
     return None if value is None else parse_duration(value)
+
+
+def _doc(fn: Callable[..., object] | None) -> str | None:
+    """The first paragraph of a step function's own docstring (its description)."""
+    doc = getattr(fn, "__doc__", None) if fn is not None else None
+    if not isinstance(doc, str) or not doc.strip():
+        return None
+    return inspect.cleandoc(doc).split("\n\n")[0]
 
 
 def _check_input_params(checked: CheckedWorkflow, value: JSON) -> None:

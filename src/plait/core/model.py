@@ -31,6 +31,9 @@ class RetryPolicy:
     no_retry_on: tuple[str, ...] = ()
 
 
+DEFAULT_RETRY = RetryPolicy()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fallback:
     """What a step does once its retries are spent: call a function or use an output."""
@@ -86,7 +89,7 @@ class StepSpec:
     depends_on: tuple[str, ...] = ()
     when: str | None = None
     trigger: Trigger = "default"
-    retry: RetryPolicy = RetryPolicy()
+    retry: RetryPolicy = DEFAULT_RETRY
     timeout: float | None = None
     fallback: Fallback | None = None
     allow_failure: bool = False

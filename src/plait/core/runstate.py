@@ -110,7 +110,9 @@ class RunState:
         self.halting = False  # fail_fast tripped or run cancelled: start nothing new
         self.cancelled = False
         self.failure_reason: str | None = None
-        self.changes: list[StepChange | AttemptChange] = []
+        # what happened since the last drain, in order, for the loop to persist
+        self.step_changes: list[StepChange] = []
+        self.attempt_changes: list[AttemptChange] = []
         self.steps_view = StepsView(self.rows, self.graph.index)
 
     # ----------------------------------------------------------------- queries
@@ -165,8 +167,9 @@ class RunState:
         return {ids[i]: self.rows[i].output for i in self.checked.sinks
                 if self.rows[i].status is S.COMPLETED}
 
-    def drain(self) -> list[StepChange | AttemptChange]:
-        out, self.changes = self.changes, []
+    def drain(self) -> tuple[list[StepChange], list[AttemptChange]]:
+        out = (self.step_changes, self.attempt_changes)
+        self.step_changes, self.attempt_changes = [], []
         return out
 
     # ----------------------------------------------------------------- events
@@ -188,7 +191,7 @@ class RunState:
             row.started_at = now
         self.running.add(i)
         self._record(i, S.QUEUED, S.RUNNING, now)
-        self.changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, False,
+        self.attempt_changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, False,
                                           "running", worker=worker))
         return row.attempts
 
@@ -208,7 +211,7 @@ class RunState:
             for key, value in writes.items():
                 self.state[key] = reduce_value(self.spec.reducers.get(key), key,
                                                self.state.get(key), value)
-        self.changes.append(AttemptChange(step.id, row.attempts, now, True, "completed",
+        self.attempt_changes.append(AttemptChange(step.id, row.attempts, now, True, "completed",
                                           worker=row.worker, fallback=fallback))
         self._record(i, source, S.COMPLETED, now)
         self._finished(i, now)
@@ -218,7 +221,7 @@ class RunState:
         again, due at ``now + delay``) or None when retries are spent: the loop then
         runs the fallback or calls ``fail``."""
         step, row = self.spec.steps[i], self.rows[i]
-        self.changes.append(AttemptChange(step.id, row.attempts, now, True, "failed",
+        self.attempt_changes.append(AttemptChange(step.id, row.attempts, now, True, "failed",
                                           error=str(error), worker=row.worker))
         row.error = str(error)
         delay = None if self.halting else next_delay(step.retry, row.attempts, error, rand)
@@ -260,7 +263,7 @@ class RunState:
             return
         source = row.status
         if source is S.RUNNING:
-            self.changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, True,
+            self.attempt_changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, True,
                                               "cancelled", error=reason, worker=row.worker))
         self._move(i, S.CANCELLED, now)
         row.finished_at, row.skip_reason = now, reason
@@ -399,4 +402,4 @@ class RunState:
         copy = StepRuntime(r.status, r.attempts, r.output, r.error, r.started_at,
                            r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
                            r.worker)
-        self.changes.append(StepChange(self.graph.ids[i], source, target, now, copy))
+        self.step_changes.append(StepChange(self.graph.ids[i], source, target, now, copy))

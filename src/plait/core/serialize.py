@@ -6,9 +6,9 @@ import hashlib
 import json
 from dataclasses import fields
 
-from .model import JSON, JSONDict, Limits, RetryPolicy, StepSpec, WorkflowSpec
+from .model import DEFAULT_RETRY, JSON, JSONDict, Limits, RetryPolicy, StepSpec, WorkflowSpec
 
-_RETRY_DEFAULT = RetryPolicy()
+_RETRY_DEFAULT = DEFAULT_RETRY
 _LIMITS_DEFAULT = Limits()
 
 
@@ -48,6 +48,8 @@ def step_to_dict(step: StepSpec) -> JSONDict:
 
 
 def _retry_to_dict(retry: RetryPolicy) -> JSONDict:
+    if retry is _RETRY_DEFAULT or retry == _RETRY_DEFAULT:
+        return {}
     out: JSONDict = {}
     for f in fields(RetryPolicy):
         value = getattr(retry, f.name)
@@ -102,8 +104,11 @@ def canonical_json(value: JSON) -> str:
 
 
 def fingerprint(spec: WorkflowSpec) -> str:
+    return fingerprint_of(workflow_to_dict(spec))
+
+
+def fingerprint_of(definition: JSONDict) -> str:
     """First 12 hex digits of the SHA-256 of the canonical JSON (version excluded, so
     stating a version does not change what the definition is)."""
-    body = workflow_to_dict(spec)
-    body.pop("version", None)
+    body = {k: v for k, v in definition.items() if k != "version"}
     return hashlib.sha256(canonical_json(body).encode()).hexdigest()[:12]

@@ -23,10 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ..core import expressions
 from ..core.guards import CircuitBreaker
 from ..core.jsoncheck import ensure_json
-from ..core.model import JSON
+from ..core.model import JSON, JSONDict
 from ..core.retry import ErrorInfo
 from ..core.runstate import AttemptChange, RunState, StepChange
-from ..core.serialize import workflow_to_dict
 from ..core.states import FINAL_STEP_STATES, RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
@@ -41,9 +40,10 @@ from ..errors import (
 )
 from ..steps.registry import HTTPPolicy, Services, StepCall, get_step_type
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
+from ..store.memory import MemoryStore
 from .binding import bind, import_call, invoke
 from .pools import PoolRegistry
-from .results import RunResult
+from .results import RunResult, StepResult
 from .secrets import Secrets
 
 _CANCEL_POLL_S = 0.5
@@ -86,6 +86,9 @@ class Engine:
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy or HTTPPolicy())
         self._loops: dict[str, _RunLoop] = {}
+        # Called after every committed batch (live progress, metrics).  A listener must
+        # be quick and must not raise; it sees only what is already stored.
+        self.listeners: list[Callable[[WriteBatch], None]] = []
 
     def close(self) -> None:
         # Threads of abandoned (timed-out) sync steps are not waited for.
@@ -104,7 +107,7 @@ class Engine:
                              + "\n  - ".join(problems))
         preflight(checked)
         spec = checked.spec
-        stored = await self.store.save_workflow(spec.name, workflow_to_dict(spec),
+        stored = await self.store.save_workflow(spec.name, checked.definition,
                                                 checked.fingerprint, spec.version)
         run = RunRecord(run_id=run_id or uuid.uuid4().hex, workflow=spec.name,
                         version=stored.version, fingerprint=checked.fingerprint,
@@ -125,7 +128,7 @@ class Engine:
             await loop.run()
         finally:
             self._loops.pop(run.run_id, None)
-        return await self.result(run.run_id)
+        return loop.result()
 
     async def run(self, checked: CheckedWorkflow, input: JSON, **kwargs: str | None) -> RunResult:
         run = await self.submit(checked, input, **kwargs)
@@ -219,11 +222,12 @@ class _RunLoop:
         run_change = None
         if self.run_rec.status is RunStatus.PENDING:
             run_change = RunChange(source=RunStatus.PENDING, target=RunStatus.RUNNING, at=now)
-            self.run_rec.status = RunStatus.RUNNING
         if self.spec.timeout is not None:
             self._timer(now + self.spec.timeout, "run_timeout", -1)
         state.start(now)
         await self._flush(run_change)
+        if run_change is not None:
+            self._apply_run_change(run_change)
         while True:
             starts = self._launch(self.clock())
             await self._flush()
@@ -303,16 +307,19 @@ class _RunLoop:
 
     def _call(self, i: int, attempt: int) -> StepCall:
         state = self.state
-        step = self.spec.steps[i]
-        call = StepCall(step=step, run_id=self.run_rec.run_id, attempt=attempt,
-                        input=state.input, state=state.state, services=self.engine.services,
-                        template_context=lambda: state.context(i),
-                        parent_outputs=lambda: state.parent_outputs(i),
-                        resolve=lambda name: self._resolve(call, name),
+        return StepCall(step=self.spec.steps[i], index=i, run_id=self.run_rec.run_id,
+                        attempt=attempt, input=state.input, state=state.state,
+                        services=self.engine.services, run=self,
                         started_at=state.rows[i].started_at or self.clock())
-        return call
 
-    def _resolve(self, call: StepCall, name: str) -> tuple[bool, object]:
+    # RunAccess: what attempts read of the run
+    def template_context(self, index: int) -> dict[str, object]:
+        return self.state.context(index)
+
+    def parent_outputs(self, index: int) -> JSONDict:
+        return self.state.parent_outputs(index)
+
+    def resolve(self, call: StepCall, name: str) -> tuple[bool, object]:
         state = self.state
         if name == "input":
             return True, state.input
@@ -336,13 +343,14 @@ class _RunLoop:
                     raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
             runner = self._fallback_call if fallback else self._types[i].run
             if step.timeout is not None:
-                async with asyncio.timeout(step.timeout) as scope:
-                    try:
+                scope = asyncio.timeout(step.timeout)
+                try:
+                    async with scope:
                         value = await runner(call)
-                    except TimeoutError:
-                        if scope.expired():
-                            raise StepTimeout(step.timeout, step=step.id) from None
-                        raise
+                except TimeoutError:
+                    if scope.expired():  # ours, not a TimeoutError raised by the step
+                        raise StepTimeout(step.timeout, step=step.id) from None
+                    raise
             else:
                 value = await runner(call)
             value = ensure_json(value, step=step.id)
@@ -360,7 +368,7 @@ class _RunLoop:
         error = self.state.rows[self.checked.graph.index[call.step.id]].error
 
         def resolve(name: str) -> tuple[bool, object]:
-            return (True, error) if name == "error" else self._resolve(call, name)
+            return (True, error) if name == "error" else self.resolve(call, name)
 
         kwargs = bind(fn, {}, resolve, call.step.id)
         return await invoke(fn, kwargs, self.engine.services.executor)  # type: ignore[return-value]
@@ -382,7 +390,7 @@ class _RunLoop:
         if self.timers:
             delay = max(0.0, self.timers[0][0] - self.clock())
             handle = loop.call_later(delay, self._signal)
-        elif not isinstance(self.store, _memory_type()):
+        elif not isinstance(self.store, MemoryStore):
             handle = loop.call_later(_CANCEL_POLL_S, self._signal)
         try:
             await self._wake
@@ -491,7 +499,7 @@ class _RunLoop:
             self._signal()
 
     async def _poll_cancel(self, now: float) -> None:
-        if isinstance(self.store, _memory_type()) or now - self._last_cancel_poll < _CANCEL_POLL_S:
+        if isinstance(self.store, MemoryStore) or now - self._last_cancel_poll < _CANCEL_POLL_S:
             return
         self._last_cancel_poll = now
         run = await self.store.get_run(self.run_rec.run_id)
@@ -501,16 +509,30 @@ class _RunLoop:
     # ------------------------------------------------------------- persistence
 
     async def _flush(self, run_change: RunChange | None = None) -> None:
-        changes = self.state.drain()
-        if not changes and run_change is None:
+        steps, attempts = self.state.drain()
+        if not steps and not attempts and run_change is None:
             return
-        batch = WriteBatch(run_id=self.run_rec.run_id, run=run_change)
-        for ch in changes:
-            if isinstance(ch, StepChange):
-                batch.steps.append(ch)
-            else:
-                batch.attempts.append(ch)
+        batch = WriteBatch(run_id=self.run_rec.run_id, steps=steps, attempts=attempts,
+                           run=run_change)
         await self.store.write(batch)
+        for listener in self.engine.listeners:
+            listener(batch)
+
+    def result(self) -> RunResult:
+        """The run as stored (built from the loop's own state: no store read)."""
+        run = self.run_rec
+        ids = self.checked.graph.ids
+        return RunResult(
+            run_id=run.run_id, workflow=run.workflow, version=run.version,
+            fingerprint=run.fingerprint, status=str(run.status), output=run.output,
+            error=run.error, started_at=run.started_at, finished_at=run.finished_at,
+            retry_of=run.retry_of,
+            steps={ids[i]: StepResult(status=str(r.status), attempts=r.attempts,
+                                      output=r.output, error=r.error,
+                                      started_at=r.started_at, finished_at=r.finished_at,
+                                      skip_reason=r.skip_reason,
+                                      fallback_used=r.fallback_used)
+                   for i, r in enumerate(self.state.rows)})
 
     async def _finish(self) -> None:
         state = self.state
@@ -526,10 +548,19 @@ class _RunLoop:
             error = state.failure_reason or self._failed_steps()
         elif status is RunStatus.CANCELLED:
             error = self._cancel_reason or "cancelled"
-        await self._flush(RunChange(source=self.run_rec.status, target=status,
-                                    at=self.clock(), output=self.secrets.redact(output),
-                                    error=error))
-        self.run_rec.status = status
+        change = RunChange(source=self.run_rec.status, target=status, at=self.clock(),
+                           output=self.secrets.redact(output), error=error)
+        await self._flush(change)
+        self._apply_run_change(change)
+
+    def _apply_run_change(self, change: RunChange) -> None:
+        """Mirror a stored run change in the loop's copy of the run record."""
+        run = self.run_rec
+        run.status = change.target
+        if change.target is RunStatus.RUNNING and run.started_at is None:
+            run.started_at = change.at
+        if change.target in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+            run.finished_at, run.output, run.error = change.at, change.output, change.error
 
     def _run_output(self) -> JSON:
         if self.spec.output is None:
@@ -552,14 +583,10 @@ class _RunLoop:
         state.cancel_unstarted(now, reason)
         self._cancel_reason = reason
         if self.run_rec.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.WAITING):
-            await self._flush(RunChange(source=self.run_rec.status,
-                                        target=RunStatus.CANCELLED, at=now, error=reason))
-            self.run_rec.status = RunStatus.CANCELLED
-
-
-def _memory_type() -> type:
-    from ..store.memory import MemoryStore
-    return MemoryStore
+            change = RunChange(source=self.run_rec.status, target=RunStatus.CANCELLED,
+                               at=now, error=reason)
+            await self._flush(change)
+            self._apply_run_change(change)
 
 
 # Raised by the core when an outcome arrives for a step no longer running (e.g. a late

@@ -73,6 +73,10 @@ class RunResult:
             return None
         return round(self.finished_at - self.started_at, 6)
 
+    def __repr__(self) -> str:  # compact: results can hold 100,000 steps
+        return (f"RunResult(run_id={self.run_id!r}, workflow={self.workflow!r}, "
+                f"status={self.status!r}, steps={len(self.steps)})")
+
     @property
     def ok(self) -> bool:
         return self.status == "completed"

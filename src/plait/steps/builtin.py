@@ -140,3 +140,5 @@ def register_builtins() -> None:
     register_step_type(StepType(name="delay", run=run_delay,
                                 fields=frozenset({"duration", "until"}),
                                 check=_check_delay))
+    from .http import register_http
+    register_http()

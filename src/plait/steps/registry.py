@@ -12,6 +12,7 @@ import importlib.metadata
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict, StepSpec
@@ -38,21 +39,39 @@ class Services:
     extras: dict[str, object] = field(default_factory=dict)
 
 
+class RunAccess(Protocol):
+    """What a step attempt may read of its run (implemented by the run loop)."""
+
+    def template_context(self, index: int) -> Mapping[str, object]: ...
+
+    def parent_outputs(self, index: int) -> JSONDict: ...
+
+    def resolve(self, call: StepCall, name: str) -> tuple[bool, object]: ...
+
+
 @dataclass(slots=True, kw_only=True)
 class StepCall:
     """One attempt of one step, as a step type sees it."""
 
     step: StepSpec
+    index: int
     run_id: str
     attempt: int
     input: JSON
     state: Mapping[str, JSON]
     services: Services
-    template_context: Callable[[], Mapping[str, object]]
-    parent_outputs: Callable[[], JSONDict]
-    # resolves a parameter name (input, ctx, step id, output key, input key)
-    resolve: Callable[[str], tuple[bool, object]]
+    run: RunAccess
     started_at: float  # when the step's first attempt started (durable delays count from it)
+
+    def template_context(self) -> Mapping[str, object]:
+        return self.run.template_context(self.index)
+
+    def parent_outputs(self) -> JSONDict:
+        return self.run.parent_outputs(self.index)
+
+    def resolve(self, name: str) -> tuple[bool, object]:
+        """A parameter name's value: input, ctx, a step id, an output key, an input key."""
+        return self.run.resolve(self, name)
 
     def render(self, value: JSON, field_name: str) -> JSON:
         """Render a field's templates; TemplateError names the step, field and template."""

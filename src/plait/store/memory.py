@@ -6,9 +6,16 @@ import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..core.model import JSONDict
-from ..core.states import StepStatus, check_run_transition, check_step_transition
+from ..core.runstate import StepRuntime
+from ..core.states import (
+    STEP_TRANSITIONS,
+    StepStatus,
+    check_run_transition,
+    check_step_transition,
+)
 from ..errors import RunNotFound, StaleWriteError, StoreError, VersionConflict, WorkflowNotFound
 from .base import (
     AttemptRecord,
@@ -26,9 +33,10 @@ class MemoryStore:
         self.url = url
         self._workflows: dict[str, list[WorkflowRecord]] = {}
         self._runs: dict[str, RunRecord] = {}
-        self._steps: dict[str, dict[str, StepRecord]] = {}
-        self._attempts: dict[str, dict[tuple[str, int, bool], AttemptRecord]] = {}
-        self._events: dict[str, list[EventRecord]] = {}
+        self._rows: dict[str, dict[str, StepRuntime]] = {}
+        # (step, attempt, fallback) -> [status, started_at, finished_at, error, worker]
+        self._attempts: dict[str, dict[tuple[str, int, bool], list[Any]]] = {}
+        self._events: dict[str, list[tuple[Any, ...]]] = {}
         self._seq = itertools.count(1)
 
     async def open(self) -> None:
@@ -74,66 +82,51 @@ class MemoryStore:
         if run.run_id in self._runs:
             raise StoreError(f"run {run.run_id!r} already exists")
         self._runs[run.run_id] = replace(run)  # the store owns its copy
-        self._steps[run.run_id] = {
-            sid: StepRecord(run_id=run.run_id, step_id=sid, status=StepStatus.PENDING)
-            for sid in step_ids}
+        self._rows[run.run_id] = {sid: StepRuntime() for sid in step_ids}
         self._attempts[run.run_id] = {}
-        self._events[run.run_id] = [EventRecord(run_id=run.run_id, seq=next(self._seq),
-                                                at=run.created_at, kind="run", step_id=None,
-                                                data={"status": str(run.status)})]
+        self._events[run.run_id] = [(next(self._seq), run.created_at, "run", None, None,
+                                     run.status)]
 
     async def write(self, batch: WriteBatch) -> None:
         run_id = batch.run_id
         run = self._runs.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
-        steps = self._steps[run_id]
+        rows = self._rows[run_id]
         # check everything first so a refused batch changes nothing (atomicity)
         expected: dict[str, StepStatus] = {}
         for ch in batch.steps:
-            rec = steps.get(ch.step)
-            if rec is None:
+            row = rows.get(ch.step)
+            if row is None:
                 raise StoreError(f"run {run_id!r} has no step {ch.step!r}")
-            current = expected.get(ch.step, rec.status)
-            if current != ch.source:
+            current = expected.get(ch.step, row.status)
+            if current is not ch.source:
                 raise StaleWriteError(f"step {ch.step!r} of run {run_id!r} is {current}, "
                                       f"not {ch.source}")
-            check_step_transition(ch.step, ch.source, ch.target)
+            if ch.target not in STEP_TRANSITIONS[ch.source]:
+                check_step_transition(ch.step, ch.source, ch.target)
             expected[ch.step] = ch.target
         if batch.run is not None:
             if run.status != batch.run.source:
                 raise StaleWriteError(f"run {run_id!r} is {run.status}, not "
                                       f"{batch.run.source}")
             check_run_transition(run_id, batch.run.source, batch.run.target)
+        # events are kept as tuples and turned into records only when read
         events = self._events[run_id]
         seq = self._seq
         for ch in batch.steps:
-            rec = steps[ch.step]
-            row = ch.row
-            rec.status, rec.attempts, rec.output, rec.error = (row.status, row.attempts,
-                                                               row.output, row.error)
-            rec.started_at, rec.finished_at = row.started_at, row.finished_at
-            rec.skip_reason, rec.fallback_used = row.skip_reason, row.fallback_used
-            rec.next_attempt_at, rec.worker = row.next_attempt_at, row.worker
-            events.append(EventRecord(run_id=run_id, seq=next(seq), at=ch.at, kind="step",
-                                      step_id=ch.step, data={"from": ch.source,
-                                                             "to": ch.target}))
+            rows[ch.step] = ch.row  # already a snapshot taken by the core
+            events.append((next(seq), ch.at, "step", ch.step, ch.source, ch.target))
         attempts = self._attempts[run_id]
         for a in batch.attempts:
             key = (a.step, a.attempt, a.fallback)
-            if not a.ended:
-                attempts[key] = AttemptRecord(run_id=run_id, step_id=a.step,
-                                              attempt=a.attempt, fallback=a.fallback,
-                                              status=a.status, started_at=a.at,
-                                              worker=a.worker)
+            found = attempts.get(key)
+            if found is None:
+                attempts[key] = [a.status, a.at, a.at if a.ended else None, a.error,
+                                 a.worker]
             else:
-                rec_a = attempts.get(key)
-                if rec_a is None:  # a fallback or inline outcome with no separate start
-                    rec_a = attempts[key] = AttemptRecord(
-                        run_id=run_id, step_id=a.step, attempt=a.attempt,
-                        fallback=a.fallback, status=a.status, started_at=a.at,
-                        worker=a.worker)
-                rec_a.status, rec_a.finished_at, rec_a.error = a.status, a.at, a.error
+                found[0], found[2], found[3] = a.status, a.at, a.error
+            events.append((next(seq), a.at, "attempt", a.step, a.attempt, a.status))
         if batch.run is not None:
             rc = batch.run
             run.status = rc.target
@@ -141,11 +134,9 @@ class MemoryStore:
                 run.started_at = rc.at
             if rc.target in ("completed", "failed", "cancelled"):
                 run.finished_at, run.output, run.error = rc.at, rc.output, rc.error
-            events.append(EventRecord(run_id=run_id, seq=next(seq), at=rc.at, kind="run",
-                                      step_id=None, data={"from": rc.source, "to": rc.target}))
+            events.append((next(seq), rc.at, "run", None, rc.source, rc.target))
         for step_id, data in batch.notes:
-            events.append(EventRecord(run_id=run_id, seq=next(seq), at=time.time(),
-                                      kind="note", step_id=step_id, data=data))
+            events.append((next(seq), time.time(), "note", step_id, data, None))
 
     async def get_run(self, run_id: str) -> RunRecord:
         run = self._runs.get(run_id)
@@ -162,23 +153,41 @@ class MemoryStore:
         return [replace(r) for r in runs[: filter.limit]]
 
     async def get_steps(self, run_id: str) -> list[StepRecord]:
-        if run_id not in self._steps:
+        rows = self._rows.get(run_id)
+        if rows is None:
             raise RunNotFound(run_id)
-        return [replace(s) for s in self._steps[run_id].values()]
+        return [StepRecord.from_runtime(run_id, sid, row) for sid, row in rows.items()]
 
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
-        if run_id not in self._attempts:
+        found = self._attempts.get(run_id)
+        if found is None:
             raise RunNotFound(run_id)
-        return sorted((replace(a) for a in self._attempts[run_id].values()),
-                      key=lambda a: a.started_at)
+        out = [AttemptRecord(run_id=run_id, step_id=step, attempt=attempt, fallback=fb,
+                             status=v[0], started_at=v[1], finished_at=v[2], error=v[3],
+                             worker=v[4])
+               for (step, attempt, fb), v in found.items()]
+        out.sort(key=lambda a: a.started_at)
+        return out
 
     async def get_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
-        if run_id not in self._events:
+        found = self._events.get(run_id)
+        if found is None:
             raise RunNotFound(run_id)
-        return [e for e in self._events[run_id] if e.seq > after]
+        return [_event(run_id, e) for e in found if e[0] > after]
 
     async def request_cancel(self, run_id: str) -> None:
         run = self._runs.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
         run.cancel_requested = True
+
+
+def _event(run_id: str, e: tuple[Any, ...]) -> EventRecord:
+    seq, at, kind, step, a, b = e
+    if kind == "step" or kind == "run":
+        data: JSONDict = {"from": None if a is None else str(a), "to": str(b)}
+    elif kind == "attempt":
+        data = {"attempt": a, "status": b}
+    else:
+        data = a
+    return EventRecord(run_id=run_id, seq=seq, at=at, kind=kind, step_id=step, data=data)

@@ -1,0 +1,61 @@
+"""Finding the workflow a command names: a definition file, or a stored NAME[@VERSION]."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from ..errors import DefinitionError, Problem, WorkflowNotFound
+from ..store.base import Store
+from ..workflow import Workflow
+
+_STORED = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]{0,63})(?:@(?P<version>[0-9]+))?$")
+
+
+def add_import_paths(definition: Path | None) -> None:
+    """Put the definition file's directory and the current directory first on
+    ``sys.path``, so ``python`` steps' ``call: module:function`` import (SPEC 8)."""
+    wanted = [str(Path.cwd())]
+    if definition is not None:
+        wanted.insert(0, str(definition.resolve().parent))
+    for entry in reversed(wanted):
+        if entry in sys.path:
+            sys.path.remove(entry)
+        sys.path.insert(0, entry)
+
+
+def stored_reference(target: str) -> tuple[str, int | None] | None:
+    """``(name, version)`` when ``target`` is not an existing file and reads as
+    ``NAME`` or ``NAME@VERSION``; None otherwise."""
+    if Path(target).exists():
+        return None
+    match = _STORED.match(target)
+    if match is None:
+        return None
+    version = match.group("version")
+    return match.group("name"), int(version) if version is not None else None
+
+
+def load_file(target: str) -> Workflow:
+    """Load and validate a definition file (DefinitionError lists every problem)."""
+    path = Path(target)
+    add_import_paths(path)
+    return Workflow.load(path)
+
+
+async def load_target(target: str, store: Store) -> Workflow:
+    """A definition file, else a workflow stored under ``NAME[@VERSION]``."""
+    reference = stored_reference(target)
+    if reference is None:
+        return load_file(target)
+    name, version = reference
+    try:
+        record = await store.get_workflow(name, version)
+    except WorkflowNotFound:
+        raise DefinitionError([Problem(
+            location="", message="no such file, and no stored workflow by that name",
+            hint=f"give the path of a YAML or JSON definition, or run it once so "
+            f"{name!r} is stored in {store.url}")], source=target) from None
+    add_import_paths(None)
+    return Workflow.from_dict(record.definition, source=f"{record.name}@{record.version}")

@@ -1,0 +1,163 @@
+"""Rendering for the command line: definition problems, plans, graphs and run results.
+
+Terminal output goes through rich; when stdout is not a terminal everything is plain,
+unwrapped text so it can be piped and parsed.  ``--json`` output is one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.plan import Plan
+from ..core.validate import CheckedWorkflow
+from ..errors import DefinitionError
+from ..runtime.results import RunResult, StepResult
+from .style import STATUS_STYLES, format_seconds
+
+MAX_PLAIN_OUTPUT = 2000  # characters of a run's output shown outside --json
+MAX_NOTE = 160
+
+
+def console(file: TextIO | None = None, *, stderr: bool = False) -> Console:
+    """A console that never highlights or wraps what it is given (plain when piped)."""
+    return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def print_json(value: object, out: TextIO) -> None:
+    out.write(json.dumps(value, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+# ------------------------------------------------------------------ problems
+
+
+def problems_text(error: DefinitionError, target: str) -> Text:
+    """Every problem of an invalid definition, one per line, each with its location."""
+    source = error.source or target
+    count = len(error.problems)
+    noun = "problem" if count == 1 else "problems"
+    text = Text()
+    text.append(f"{source}", "bold")
+    text.append(f": invalid workflow definition ({count} {noun})\n", "red")
+    for problem in error.problems:
+        text.append("  - ")
+        if problem.location:
+            text.append(problem.location, "yellow")
+            text.append(": ")
+        text.append(problem.message)
+        if problem.hint:
+            text.append(f" ({problem.hint})", "cyan")
+        text.append("\n")
+    return text
+
+
+def error_text(message: str, *, heading: str = "error") -> Text:
+    text = Text()
+    text.append(f"{heading}: ", "bold red")
+    text.append(message.rstrip("\n") + "\n")
+    return text
+
+
+def valid_text(target: str, checked: CheckedWorkflow) -> Text:
+    steps = len(checked.spec.steps)
+    text = Text()
+    text.append(target, "bold")
+    text.append(": valid", "green")
+    text.append(f" (workflow {checked.name!r}, {steps} step{'s' if steps != 1 else ''}, "
+                f"fingerprint {checked.fingerprint})\n")
+    return text
+
+
+# ------------------------------------------------------------------ plans
+
+
+def plan_text(name: str, plan: Plan) -> Text:
+    text = Text()
+    text.append(f"workflow {name}", "bold")
+    text.append(f": {plan.steps} steps, {plan.edges} edges, depth {plan.depth}\n")
+    text.append("stages", "bold")
+    text.append(" (steps of a stage may run at the same time; each step starts as soon "
+                "as its own parents are done):\n")
+    width = len(str(len(plan.stages)))
+    for number, stage in enumerate(plan.stages, start=1):
+        text.append(f"  {number:>{width}}  ", "dim")
+        text.append(", ".join(stage) + "\n")
+    text.append("critical path", "bold")
+    length = len(plan.critical_path)
+    text.append(f" ({length} step{'s' if length != 1 else ''}): "
+                + " -> ".join(plan.critical_path) + "\n")
+    return text
+
+
+# ------------------------------------------------------------------ run results
+
+
+def step_note(step: StepResult) -> str:
+    """Why a step ended as it did: its error, skip reason, or the fallback it used."""
+    if step.fallback_used:
+        note = "fallback used" + (f" after: {step.error}" if step.error else "")
+    elif step.status in ("failed", "upstream_failed") and step.error:
+        note = step.error
+    else:
+        note = step.skip_reason or step.error or ""
+    line = note.strip().splitlines()[0] if note.strip() else ""
+    return line if len(line) <= MAX_NOTE else line[: MAX_NOTE - 1] + "…"
+
+
+def status_line(result: RunResult) -> str:
+    """The final line of ``plait run``: ``run <status>...`` plus what identifies it."""
+    reason = ""
+    if result.status in ("failed", "cancelled") and result.error:
+        first = result.error.strip().splitlines()[0]
+        if first != result.status:
+            reason = f": {first}"
+    elif result.status == "waiting":
+        reason = " for an approval"
+    took = f" in {format_seconds(result.duration_s)}" if result.duration_s is not None else ""
+    return (f"run {result.status}{took}{reason} "
+            f"(workflow {result.workflow} v{result.version}, run {result.run_id})")
+
+
+def summary_table(result: RunResult) -> Table:
+    table = Table(title=f"{result.workflow} v{result.version}  run {result.run_id}",
+                  title_justify="left", expand=False)
+    table.add_column("step", style="bold", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("attempts", justify="right")
+    table.add_column("duration", justify="right", no_wrap=True)
+    table.add_column("error / skip reason", overflow="fold")
+    for step_id, step in result.steps.items():
+        table.add_row(step_id, Text(step.status, STATUS_STYLES.get(step.status, "")),
+                      str(step.attempts), format_seconds(step.duration_s), step_note(step))
+    return table
+
+
+def _rows(result: RunResult) -> Iterable[tuple[str, str, str, str, str]]:
+    yield ("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR / SKIP REASON")
+    for step_id, step in result.steps.items():
+        yield (step_id, step.status, str(step.attempts), format_seconds(step.duration_s),
+               step_note(step))
+
+
+def plain_summary(result: RunResult) -> str:
+    """The summary for a pipe or a file: aligned columns, no colour, no wrapping."""
+    rows = list(_rows(result))
+    widths = [max(len(row[c]) for row in rows) for c in range(4)]
+    lines = ["  ".join([*(cell.ljust(widths[c]) for c, cell in enumerate(row[:4])),
+                        row[4]]).rstrip() for row in rows]
+    if result.output is not None:
+        shown = json.dumps(result.output, ensure_ascii=False)
+        if len(shown) > MAX_PLAIN_OUTPUT:
+            shown = shown[:MAX_PLAIN_OUTPUT] + "… (truncated; use --json for all of it)"
+        lines.append(f"output: {shown}")
+    return "\n".join(lines) + "\n"
+
+
+def status_style(status: str) -> str:
+    return STATUS_STYLES.get(status, "")

@@ -1,0 +1,577 @@
+"""The ``http`` step type: one HTTP request through httpx per attempt.
+
+Fields (every value may contain templates, rendered before the request)::
+
+    method            GET (default), HEAD, POST, PUT, PATCH, DELETE or OPTIONS
+    url               required; an absolute http:// or https:// URL
+    headers           mapping of header name to value; a null value sends no header
+    params            mapping of query parameter to a value or a list of values
+    json              any JSON value, sent as the body with Content-Type application/json
+    body              text sent as the body as it is (not together with ``json``)
+    expect            list of acceptable status codes (default: any 2xx)
+    follow_redirects  true (default) or false
+
+Output (a JSON object)::
+
+    {"status": 200,                       # final status code
+     "headers": {"content-type": "..."},  # response headers, names lower-cased
+     "json": {...} | null,                # the parsed body when the response is JSON
+     "text": "..." | null,                # the body text when it is not JSON
+     "url": "https://...",                # the final URL (after redirects), no user:password
+     "truncated": false}                  # true when the body passed MAX_BODY_BYTES
+
+A body is read up to ``MAX_BODY_BYTES`` (1 MiB); a longer one is cut there, ``truncated``
+is true and it is returned as ``text`` (never parsed).
+
+Failures and retries: a status outside ``expect`` raises ``HTTPStatusError``.  5xx, 429
+and 408 are retryable, and a ``Retry-After`` header (seconds or an HTTP-date) sets the
+least delay before the next attempt; any other status fails without retry.  Connection
+failures, timeouts and dropped connections are retryable; requests that cannot work
+(a bad URL, header or scheme, a redirect loop) fail at once.  Error messages show the URL
+without its query string and never any header value.
+
+Idempotency: every request carries ``Idempotency-Key: <run_id>:<step_id>`` unless the
+definition sets that header itself (a null value sends none).  The key is the same for
+every attempt of the step in a run, so an API that deduplicates on it applies a retried
+request once.
+
+Security: ``Services.http_policy`` (``HTTPPolicy``) limits where requests go.  A non-empty
+``allowed_hosts`` admits only the listed host names (``*.example.com`` admits every
+subdomain of example.com, not example.com itself); ``denied_networks`` (CIDR) refuses a
+host when any address it resolves to is inside one of them.  Both are checked for every
+connection, redirects included; a refused request fails at once with a ``FatalError``
+naming the host and the rule.  The timeout of the whole attempt is the step's ``timeout``;
+single network operations are bounded by ``TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import functools
+import ipaddress
+import json
+import re
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import cast
+
+import httpcore
+import httpx
+
+from ..core import expressions
+from ..core.model import JSON, JSONDict
+from ..errors import FatalError, HTTPStatusError, StepError
+from .registry import HTTPPolicy, StepCall, StepType, register_step_type
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+SCHEMES = ("http", "https")
+MAX_BODY_BYTES = 1 << 20
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+# Per network operation (connect, each read or write), not per request: the step's own
+# ``timeout`` bounds the attempt.  Generous because slow APIs (LLMs) are common.
+TIMEOUT = httpx.Timeout(300.0, connect=30.0)
+RETRYABLE_STATUSES = frozenset({408, 429})
+FIELDS = frozenset({"method", "url", "headers", "params", "json", "body", "expect",
+                    "follow_redirects"})
+
+# Transport failures worth another attempt: the network or the server may recover.  The
+# other httpx errors (LocalProtocolError, UnsupportedProtocol, TooManyRedirects,
+# DecodingError) would fail the same way again.
+_RETRYABLE_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError,
+                        httpx.RemoteProtocolError, httpx.ProxyError)
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_Scalar = str | int | float | bool
+_ItemCheck = Callable[[str, JSON], str | None]  # one entry of a mapping field -> problem
+
+
+# ------------------------------------------------------------------ the request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Request:
+    """A step's fields, rendered and checked: what one attempt sends."""
+
+    method: str
+    url: httpx.URL
+    headers: dict[str, str]
+    params: dict[str, _Scalar | list[_Scalar]]
+    json: JSON
+    content: bytes | None
+    expect: frozenset[int] | None
+    follow_redirects: bool
+
+
+def _prepare(call: StepCall) -> _Request:
+    """Render every field and check what templates produced (FatalError if unusable)."""
+    config, step = call.step.config, call.step.id
+
+    def field(name: str, default: JSON = None) -> JSON:
+        return call.render(config.get(name, default), name)
+
+    headers = _headers(field("headers"), step)
+    if not any(name.lower() == IDEMPOTENCY_HEADER.lower() for name in headers):
+        headers[IDEMPOTENCY_HEADER] = f"{call.run_id}:{step}"
+    rendered = {k: v for k, v in headers.items() if v is not None}
+    return _Request(method=_method(field("method", "GET"), step),
+                    url=_url(field("url"), step),
+                    headers=rendered,
+                    params=_params(field("params"), step),
+                    json=field("json"),
+                    content=_content(field("body"), step),
+                    expect=_expect(field("expect"), step),
+                    follow_redirects=_flag(field("follow_redirects", True),
+                                           "follow_redirects", step))
+
+
+def _fatal(step: str, message: str) -> FatalError:
+    return FatalError(f"step {step!r}: {message}", step=step)
+
+
+def _method(value: JSON, step: str) -> str:
+    if isinstance(value, str) and value.upper() in METHODS:
+        return value.upper()
+    raise _fatal(step, f"`method` must be one of {', '.join(METHODS)}, got {value!r}")
+
+
+def _url(value: JSON, step: str) -> httpx.URL:
+    if not isinstance(value, str):
+        raise _fatal(step, f"`url` must render to a string, got {type(value).__name__}")
+    problem = _url_problem(value)
+    if problem is not None:
+        raise _fatal(step, f"`url`: {problem}")
+    return httpx.URL(value)
+
+
+def _url_problem(text: str) -> str | None:
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        return f"not a valid URL: {exc}"
+    if url.scheme not in SCHEMES:
+        return (f"scheme {url.scheme!r} is not allowed (only http and https)" if url.scheme
+                else "expected an absolute http:// or https:// URL")
+    if not url.host:
+        return "the URL has no host"
+    return None
+
+
+def _headers(value: JSON, step: str) -> dict[str, str | None]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fatal(step, "`headers` must render to a mapping of names to values")
+    out: dict[str, str | None] = {}
+    for name, item in value.items():
+        # Never show the value: headers carry credentials.
+        problem = _header_problem(name, item)
+        if problem is not None:
+            raise _fatal(step, f"`headers.{name}`: {problem}")
+        out[name] = _text(item) if isinstance(item, str | int | float) else None
+    return out
+
+
+def _header_problem(name: str, value: JSON) -> str | None:
+    if not _HEADER_NAME.fullmatch(name):
+        return "not a valid header name"
+    if isinstance(value, dict | list):
+        return "a header value must be text, a number or a boolean"
+    if isinstance(value, str) and ("\r" in value or "\n" in value or "\0" in value):
+        return "a header value cannot contain line breaks or NUL"
+    return None
+
+
+def _text(value: _Scalar) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _params(value: JSON, step: str) -> dict[str, _Scalar | list[_Scalar]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fatal(step, "`params` must render to a mapping")
+    out: dict[str, _Scalar | list[_Scalar]] = {}
+    for name, item in value.items():
+        if item is None:
+            continue
+        items = item if isinstance(item, list) else [item]
+        scalars = [v for v in items if isinstance(v, _Scalar)]
+        if len(scalars) != len(items):
+            raise _fatal(step, f"`params.{name}` must be a value or a list of values")
+        out[name] = scalars if isinstance(item, list) else scalars[0]
+    return out
+
+
+def _content(value: JSON, step: str) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str | int | float):
+        raise _fatal(step, "`body` must render to text; use `json` to send JSON")
+    return _text(value).encode()
+
+
+def _expect(value: JSON, step: str) -> frozenset[int] | None:
+    if value is None:
+        return None
+    codes = value if isinstance(value, list) else [value]
+    out: set[int] = set()
+    for code in codes:
+        number = int(code) if isinstance(code, str) and code.strip().isdigit() else code
+        if not isinstance(number, int) or isinstance(number, bool) \
+                or not 100 <= number <= 599:
+            raise _fatal(step, f"`expect` must list status codes 100-599, got {code!r}")
+        out.add(number)
+    return frozenset(out)
+
+
+def _flag(value: JSON, name: str, step: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return expressions.truthy(value)
+    raise _fatal(step, f"`{name}` must be true or false, got {value!r}")
+
+
+# ------------------------------------------------------------------ one attempt
+
+
+async def run_http(call: StepCall) -> JSON:
+    request = _prepare(call)
+    step = call.step.id
+    where = f"{request.method} {_shown(request.url)}"
+    try:
+        async with _client(call.services.http_policy) as client, client.stream(
+                request.method, request.url, headers=request.headers,
+                params=request.params or None, content=request.content,
+                json=request.json, follow_redirects=request.follow_redirects,
+        ) as response:
+            body, truncated = await _read_bounded(response)
+    except _Blocked as exc:
+        raise _fatal(step, str(exc)) from None
+    except _RETRYABLE_TRANSPORT as exc:
+        raise StepError(f"step {step!r}: {_describe(exc)} during {where}", step=step) from exc
+    except httpx.HTTPError as exc:
+        raise _fatal(step, f"{_describe(exc)} during {where}") from exc
+    return _outcome(response, body, truncated, request.expect, step)
+
+
+def _describe(exc: Exception) -> str:
+    detail = str(exc)
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+async def _read_bounded(response: httpx.Response) -> tuple[bytes, bool]:
+    """The body up to MAX_BODY_BYTES, and whether there was more."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return b"".join(chunks)[:MAX_BODY_BYTES], True
+    return b"".join(chunks), False
+
+
+def _outcome(response: httpx.Response, body: bytes, truncated: bool,
+             expect: frozenset[int] | None, step: str) -> JSONDict:
+    status = response.status_code
+    parsed = _NOT_JSON if truncated else _parse_json(body, response.headers)
+    text = None if parsed is not _NOT_JSON else _decode(body, response)
+    if not (status in expect if expect is not None else 200 <= status < 300):
+        retryable = status >= 500 or status in RETRYABLE_STATUSES
+        retry_after = retry_after_seconds(response.headers.get("retry-after"), time.time())
+        shown = text if text is not None else _decode(body, response)
+        raise HTTPStatusError(status, _shown(response.url), retryable=retryable, step=step,
+                              retry_after=retry_after if retryable else None, body=shown)
+    return {"status": status,
+            "headers": dict(response.headers.items()),
+            "json": None if parsed is _NOT_JSON else cast(JSON, parsed),
+            "text": text,
+            "url": str(_without_userinfo(response.url)),
+            "truncated": truncated}
+
+
+_NOT_JSON = object()
+
+
+def _parse_json(body: bytes, headers: httpx.Headers) -> object:
+    """The parsed body when the response says it is JSON, else _NOT_JSON."""
+    if "json" not in headers.get("content-type", "").lower():
+        return _NOT_JSON
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity cannot be stored
+
+
+def _decode(body: bytes, response: httpx.Response) -> str:
+    try:
+        return codecs.decode(body, response.encoding or "utf-8", errors="replace")
+    except LookupError:  # an unknown charset in Content-Type
+        return body.decode("utf-8", errors="replace")
+
+
+def retry_after_seconds(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds (decimals accepted) or an
+    HTTP-date (``now`` is epoch seconds).  None when absent or unreadable."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            moment = parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if moment.tzinfo is None:  # HTTP-dates are GMT
+            return None
+        seconds = moment.timestamp() - now
+    return max(0.0, seconds) if seconds == seconds else None  # NaN is unreadable
+
+
+def _without_userinfo(url: httpx.URL) -> httpx.URL:
+    return url.copy_with(username=None, password=None) if url.userinfo else url
+
+
+def _shown(url: httpx.URL) -> str:
+    """A URL for messages: no credentials, no query string (it may carry keys)."""
+    return str(url.copy_with(username=None, password=None, query=None, fragment=None))
+
+
+# ------------------------------------------------------------------ client and policy
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Building a context loads the CA bundle (slow); one context serves every client.
+    return httpx.create_ssl_context()
+
+
+def _client(policy: HTTPPolicy) -> httpx.AsyncClient:
+    """A client for one attempt.
+
+    One client per attempt, not one per engine: the engine has no hook to close a shared
+    client, and an unclosed one leaks sockets.  The costly part (the SSL context) is
+    shared, so an attempt pays only for its connection."""
+    if not policy.allowed_hosts and not policy.denied_networks:
+        return httpx.AsyncClient(verify=_ssl_context(), timeout=TIMEOUT)
+    # trust_env=False and our own transport: a proxy from the environment would connect
+    # on the step's behalf, where the policy cannot see the real destination.
+    return httpx.AsyncClient(transport=_GuardedTransport(policy, _ssl_context()),
+                             timeout=TIMEOUT, trust_env=False)
+
+
+class _Blocked(Exception):  # noqa: N818 - private; becomes a FatalError in run_http
+    """The policy refuses a connection (raised inside httpcore, passes through httpx)."""
+
+
+class _GuardedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, policy: HTTPPolicy, ssl_context: ssl.SSLContext) -> None:
+        super().__init__(verify=ssl_context, trust_env=False)
+        # httpx has no parameter for the network backend of its connection pool, so the
+        # pool is rebuilt with ours (httpx's own code reads ``self._pool`` only).
+        self._pool = httpcore.AsyncConnectionPool(ssl_context=ssl_context,
+                                                  network_backend=_GuardedBackend(policy))
+
+
+class _GuardedBackend(httpcore.AsyncNetworkBackend):
+    """Checks every TCP connection against the policy, then connects to the very address
+    it checked.
+
+    Why here and not before the request: the check must cover redirects, and it must be
+    made on the address actually used.  Resolving once, checking, then letting the
+    client resolve again would let a DNS server answer a public address to the check
+    and 127.0.0.1 to the connection (DNS rebinding).  Here the name is resolved once and
+    the socket opened to that address; TLS still verifies the certificate against the
+    host name, which httpcore passes to ``start_tls`` separately."""
+
+    def __init__(self, policy: HTTPPolicy) -> None:
+        self._allowed = tuple(h.lower().rstrip(".") for h in policy.allowed_hosts)
+        self._networks = denied_networks(policy.denied_networks)
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+                          ) -> httpcore.AsyncNetworkStream:
+        if self._allowed and not host_allowed(host, self._allowed):
+            raise _Blocked(f"http policy: host {host!r} is not in allowed_hosts "
+                           f"({', '.join(self._allowed)})")
+        addresses = await _resolve(host, port, timeout)
+        for address in addresses:
+            network = denied_network(address, self._networks)
+            if network is not None:
+                raise _Blocked(f"http policy: host {host!r} resolves to {address}, inside "
+                               f"denied network {network}")
+        error: httpcore.ConnectError | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(address, port, timeout=timeout,
+                                                     local_address=local_address,
+                                                     socket_options=socket_options)
+            except httpcore.ConnectError as exc:
+                error = exc  # try the next address, as a client resolving itself would
+        assert error is not None  # _resolve returns at least one address
+        raise error
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+async def _resolve(host: str, port: int, timeout: float | None) -> list[str]:
+    """The addresses of ``host`` (in resolver order, without repeats)."""
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(timeout):
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except TimeoutError:
+        raise httpcore.ConnectTimeout(f"resolving {host!r} timed out") from None
+    except OSError as exc:
+        raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses:
+        raise httpcore.ConnectError(f"{host!r} resolves to no address")
+    return addresses
+
+
+def host_allowed(host: str, allowed: Iterable[str]) -> bool:
+    """True when ``host`` is listed, exactly or under a ``*.domain`` wildcard (any depth;
+    the wildcard does not admit the domain itself).  Case and a trailing dot are ignored."""
+    name = host.lower().rstrip(".")
+    for rule in allowed:
+        rule = rule.lower().rstrip(".")
+        if name == rule or (rule.startswith("*.") and name.endswith(rule[1:])):
+            return True
+    return False
+
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@functools.lru_cache(maxsize=64)
+def denied_networks(cidrs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    """Parse CIDRs; a malformed one is a configuration error (ValueError naming it)."""
+    out: list[IPNetwork] = []
+    for cidr in cidrs:
+        try:
+            out.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError as exc:
+            raise ValueError(f"http policy: bad network in denied_networks: {exc}") from None
+    return tuple(out)
+
+
+def denied_network(address: str, networks: Iterable[IPNetwork]) -> IPNetwork | None:
+    """The first network containing ``address`` (an IPv4-mapped IPv6 address counts as
+    its IPv4 address), or None."""
+    ip = ipaddress.ip_address(address)
+    candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        candidates.append(ip.ipv4_mapped)
+    for network in networks:
+        if any(c.version == network.version and c in network for c in candidates):
+            return network
+    return None
+
+
+# ------------------------------------------------------------------ definition checks
+
+
+def check_http(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    """Static checks of an http step's fields; a template stands for any value."""
+    out: list[tuple[str, str]] = []
+    out += _check_method(config.get("method"))
+    out += _check_url(config.get("url"))
+    out += _check_mapping("headers", config.get("headers"), _header_problem)
+    out += _check_mapping("params", config.get("params"), _param_problem)
+    if "json" in config and "body" in config:
+        out.append((".body", "`json` and `body` cannot both be set (`json` sends JSON, "
+                             "`body` sends text)"))
+    body = config.get("body")
+    if isinstance(body, dict | list):
+        out.append((".body", "expected text; use `json` to send JSON"))
+    out += _check_expect(config.get("expect"))
+    redirects = config.get("follow_redirects")
+    if redirects is not None and not isinstance(redirects, bool) and not _templated(redirects):
+        out.append((".follow_redirects", f"expected true or false, got {redirects!r}"))
+    return out
+
+
+def _templated(value: JSON) -> bool:
+    return isinstance(value, str) and expressions.is_template(value)
+
+
+def _check_method(method: JSON) -> list[tuple[str, str]]:
+    if method is None or _templated(method):
+        return []
+    if isinstance(method, str) and method.upper() in METHODS:
+        return []
+    return [(".method", f"expected one of {', '.join(METHODS)}, got {method!r}")]
+
+
+def _check_url(url: JSON) -> list[tuple[str, str]]:
+    if url is None:
+        return []  # `required` reports a missing url
+    if not isinstance(url, str):
+        return [(".url", f"expected a URL string, got {url!r}")]
+    if not _templated(url):
+        problem = _url_problem(url)
+        return [] if problem is None else [(".url", problem)]
+    # A template may fill in the rest, but a literal scheme before it is checked now.
+    prefix = re.split(r"\{\{|\{%", url, maxsplit=1)[0]
+    scheme = prefix.split("://", 1)[0].lower() if "://" in prefix else None
+    if scheme is not None and scheme not in SCHEMES:
+        return [(".url", f"scheme {scheme!r} is not allowed (only http and https)")]
+    return []
+
+
+def _check_mapping(name: str, value: JSON, item_problem: _ItemCheck) -> list[tuple[str, str]]:
+    if value is None or _templated(value):
+        return []
+    if not isinstance(value, dict):
+        return [(f".{name}", f"expected a mapping, got {type(value).__name__}")]
+    out = []
+    for key, item in value.items():
+        problem = item_problem(key, item)
+        if problem is not None:
+            out.append((f".{name}.{key}", problem))
+    return out
+
+
+def _param_problem(name: str, value: JSON) -> str | None:
+    items = value if isinstance(value, list) else [value]
+    if any(isinstance(v, dict | list) for v in items):
+        return "expected a value or a list of values"
+    return None
+
+
+def _check_expect(expect: JSON) -> list[tuple[str, str]]:
+    if expect is None or _templated(expect):
+        return []
+    if not isinstance(expect, list) or not expect:
+        return [(".expect", "expected a non-empty list of status codes")]
+    out = []
+    for i, code in enumerate(expect):
+        if _templated(code):
+            continue
+        if not isinstance(code, int) or isinstance(code, bool) or not 100 <= code <= 599:
+            out.append((f".expect[{i}]", f"expected a status code 100-599, got {code!r}"))
+    return out
+
+
+HTTP_STEP = StepType(name="http", run=run_http, fields=FIELDS, required=frozenset({"url"}),
+                     check=check_http)
+
+
+def register_http() -> None:
+    register_step_type(HTTP_STEP)

@@ -1,0 +1,90 @@
+"""The ``store`` fixture: one conformance suite, parametrised over every backend.
+
+A backend is one entry of ``BACKENDS``: its id, how to build its URL for a test, and
+whether it needs a server.  Adding a backend to plait means the suite runs against it
+with no edit here: until ``open_store`` accepts the URL's scheme the param is skipped
+(the backend does not exist yet); once it does, the suite must pass.
+
+Servers (PostgreSQL): when the backend exists but the server does not answer, the test
+is skipped on a laptop and FAILS under ``CI=true`` (CI must never silently skip the
+database it is meant to test).  The server URL comes from ``PLAIT_TEST_DATABASE_URL``.
+
+Tests never rely on a fresh database: every name and run id they use is unique (see the
+``uid`` fixture), so a shared PostgreSQL database works without truncation.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from plait.errors import StoreError
+from plait.store import Store, open_store
+
+DEFAULT_POSTGRES_URL = "postgresql://127.0.0.1:5432/test"
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    url: Callable[[Path], str]
+    needs_server: bool = False
+
+
+BACKENDS = [
+    Backend("memory", lambda tmp: "memory://"),
+    Backend("sqlite", lambda tmp: f"sqlite:///{tmp}/x.db"),
+    Backend("postgresql",
+            lambda tmp: os.environ.get("PLAIT_TEST_DATABASE_URL", DEFAULT_POSTGRES_URL),
+            needs_server=True),
+]
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def _unsupported(exc: StoreError) -> bool:
+    return "unsupported store url" in str(exc).lower()
+
+
+def _params() -> list[object]:
+    marks = {"postgresql": [pytest.mark.postgres]}
+    return [pytest.param(b, id=b.name, marks=marks.get(b.name, [])) for b in BACKENDS]
+
+
+@pytest.fixture(params=_params())
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    backend: Backend = request.param
+    url = backend.url(tmp_path)
+    try:
+        s = open_store(url)
+    except StoreError as exc:
+        if _unsupported(exc):
+            pytest.skip(f"{backend.name} backend not implemented yet: {exc}")
+        raise
+    try:
+        await s.open()
+    except (StoreError, OSError) as exc:
+        if not backend.needs_server:
+            raise
+        message = f"{backend.name} server at {url} did not answer: {exc}"
+        if in_ci():
+            pytest.fail(f"{message} (CI=true: a database backend may not be skipped)")
+        pytest.skip(message)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def uid() -> Callable[[str], str]:
+    """Unique names: ``uid("wf")`` -> ``wf-3f2a...``; valid as workflow names."""
+    token = uuid.uuid4().hex[:10]
+    return lambda prefix: f"{prefix}-{token}"

@@ -1,0 +1,683 @@
+"""The Store conformance suite: every backend must pass it unchanged.
+
+Written only against the ``Store`` protocol (``plait.store.base``) and the change values
+of ``plait.core.runstate``; the ``store`` fixture (conftest.py) supplies each backend.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from plait.core.runstate import AttemptChange, StepChange, StepRuntime
+from plait.core.states import RunStatus, StepStatus
+from plait.errors import (
+    RunNotFound,
+    StaleWriteError,
+    StoreError,
+    TransitionError,
+    VersionConflict,
+    WorkflowNotFound,
+)
+from plait.store.base import (
+    RunChange,
+    RunFilter,
+    RunRecord,
+    Store,
+    WriteBatch,
+)
+
+S = StepStatus
+R = RunStatus
+UID = Callable[[str], str]
+
+DEFINITION = {"name": "x", "steps": [{"id": "a", "type": "transform", "value": 1}]}
+
+
+# ---------------------------------------------------------------- builders
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def run_record(run_id: str, workflow: str, *, created_at: float = 1_000.0,
+               input: object = None, version: int = 1,
+               fingerprint: str = "0123456789ab") -> RunRecord:
+    return RunRecord(run_id=run_id, workflow=workflow, version=version,
+                     fingerprint=fingerprint, status=R.PENDING,
+                     input={"n": 1} if input is None else input, created_at=created_at)
+
+
+def row(status: StepStatus, **fields: object) -> StepRuntime:
+    r = StepRuntime(status=status)
+    for key, value in fields.items():
+        setattr(r, key, value)
+    return r
+
+
+def change(step: str, source: StepStatus, target: StepStatus, at: float = 1.0,
+           **fields: object) -> StepChange:
+    return StepChange(step, source, target, at, row(target, **fields))
+
+
+async def new_run(store: Store, uid: UID, steps: tuple[str, ...] = ("a", "b", "c"),
+                  **kwargs: object) -> str:
+    run_id = new_run_id()
+    await store.create_run(run_record(run_id, uid("wf"), **kwargs), list(steps))  # type: ignore[arg-type]
+    return run_id
+
+
+async def statuses(store: Store, run_id: str) -> dict[str, str]:
+    return {s.step_id: str(s.status) for s in await store.get_steps(run_id)}
+
+
+# ---------------------------------------------------------------- workflows
+
+
+async def test_same_fingerprint_keeps_the_version(store: Store, uid: UID) -> None:
+    name = uid("wf")
+    first = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
+    again = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
+    assert first.version == 1
+    assert again.version == 1
+    assert [w.version for w in await store.list_workflows() if w.name == name] == [1]
+
+
+async def test_changed_fingerprint_without_version_is_the_next_version(
+        store: Store, uid: UID) -> None:
+    name = uid("wf")
+    v1 = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
+    v2 = await store.save_workflow(name, {**DEFINITION, "description": "b"},
+                                   "bbbbbbbbbbbb", None)
+    v3 = await store.save_workflow(name, DEFINITION, "cccccccccccc", None)
+    assert (v1.version, v2.version, v3.version) == (1, 2, 3)
+    assert v2.fingerprint == "bbbbbbbbbbbb"
+    assert v2.definition == {**DEFINITION, "description": "b"}
+    latest = await store.get_workflow(name)
+    assert (latest.version, latest.fingerprint) == (3, "cccccccccccc")
+
+
+async def test_returning_to_an_older_definition_is_a_new_version(
+        store: Store, uid: UID) -> None:
+    # "same fingerprint -> same version" compares with the latest stored version.
+    name = uid("wf")
+    await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
+    await store.save_workflow(name, DEFINITION, "bbbbbbbbbbbb", None)
+    back = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
+    assert back.version == 3
+
+
+async def test_stated_version_with_same_fingerprint_is_accepted(
+        store: Store, uid: UID) -> None:
+    name = uid("wf")
+    stored = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", 5)
+    again = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", 5)
+    assert stored.version == again.version == 5
+    assert (await store.get_workflow(name, 5)).fingerprint == "aaaaaaaaaaaa"
+
+
+async def test_stated_version_with_other_fingerprint_is_refused_naming_both(
+        store: Store, uid: UID) -> None:
+    name = uid("wf")
+    await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", 2)
+    with pytest.raises(VersionConflict) as info:
+        await store.save_workflow(name, {**DEFINITION, "description": "x"},
+                                  "bbbbbbbbbbbb", 2)
+    assert "aaaaaaaaaaaa" in str(info.value)
+    assert "bbbbbbbbbbbb" in str(info.value)
+    assert (info.value.stored, info.value.given) == ("aaaaaaaaaaaa", "bbbbbbbbbbbb")
+    # the stored version is unchanged
+    kept = await store.get_workflow(name, 2)
+    assert kept.fingerprint == "aaaaaaaaaaaa"
+    assert kept.definition == DEFINITION
+
+
+async def test_get_workflow_latest_specific_and_missing(store: Store, uid: UID) -> None:
+    name = uid("wf")
+    await store.save_workflow(name, {**DEFINITION, "description": "one"}, "a" * 12, None)
+    await store.save_workflow(name, {**DEFINITION, "description": "two"}, "b" * 12, None)
+    assert (await store.get_workflow(name)).definition["description"] == "two"
+    first = await store.get_workflow(name, 1)
+    assert (first.version, first.fingerprint) == (1, "a" * 12)
+    assert first.definition["description"] == "one"
+    with pytest.raises(WorkflowNotFound):
+        await store.get_workflow(name, 3)
+    with pytest.raises(WorkflowNotFound):
+        await store.get_workflow(uid("missing"))
+    with pytest.raises(WorkflowNotFound):
+        await store.get_workflow(uid("missing"), 1)
+
+
+async def test_list_workflows_lists_every_version(store: Store, uid: UID) -> None:
+    a, b = uid("wfa"), uid("wfb")
+    await store.save_workflow(a, DEFINITION, "a" * 12, None)
+    await store.save_workflow(a, DEFINITION, "b" * 12, None)
+    await store.save_workflow(b, DEFINITION, "c" * 12, None)
+    mine = sorted((w.name, w.version, w.fingerprint)
+                  for w in await store.list_workflows() if w.name in (a, b))
+    assert mine == [(a, 1, "a" * 12), (a, 2, "b" * 12), (b, 1, "c" * 12)]
+
+
+async def test_workflow_records_are_copies(store: Store, uid: UID) -> None:
+    name = uid("wf")
+    definition = {"name": "x", "steps": [{"id": "a", "type": "transform", "value": [1]}]}
+    saved = await store.save_workflow(name, definition, "a" * 12, None)
+    definition["steps"][0]["value"].append(2)  # the caller's dict changes afterwards
+    saved.definition["steps"].append({"id": "z"})
+    got = await store.get_workflow(name)
+    got.definition["name"] = "changed"
+    got.definition["steps"][0]["value"].append(3)
+    again = await store.get_workflow(name)
+    assert again.definition == {"name": "x",
+                                "steps": [{"id": "a", "type": "transform", "value": [1]}]}
+
+
+# ---------------------------------------------------------------- runs and steps
+
+
+async def test_create_run_then_get_run_and_steps(store: Store, uid: UID) -> None:
+    run_id = new_run_id()
+    name = uid("wf")
+    rec = run_record(run_id, name, created_at=1234.5, input={"ticket": "t-1"},
+                     version=3, fingerprint="fedcba987654")
+    rec.sla = 30.0
+    rec.retry_of = "older-run"
+    await store.create_run(rec, ["zeta", "alpha", "mid"])
+    got = await store.get_run(run_id)
+    assert got.run_id == run_id
+    assert got.workflow == name
+    assert (got.version, got.fingerprint) == (3, "fedcba987654")
+    assert got.status == R.PENDING
+    assert got.input == {"ticket": "t-1"}
+    assert got.created_at == 1234.5
+    assert got.sla == 30.0
+    assert got.retry_of == "older-run"
+    assert got.cancel_requested is False
+    assert (got.output, got.error, got.started_at, got.finished_at) == (None, None, None,
+                                                                        None)
+    steps = await store.get_steps(run_id)
+    assert [s.step_id for s in steps] == ["zeta", "alpha", "mid"]  # definition order
+    for s in steps:
+        assert s.run_id == run_id
+        assert s.status == S.PENDING
+        assert s.attempts == 0
+        assert s.output is None and s.error is None
+        assert s.started_at is None and s.finished_at is None
+        assert s.fallback_used is False
+    assert await store.get_attempts(run_id) == []
+
+
+async def test_create_run_twice_is_refused(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    with pytest.raises(StoreError):
+        await store.create_run(run_record(run_id, uid("wf")), ["a"])
+
+
+async def test_missing_run_raises_run_not_found(store: Store) -> None:
+    missing = new_run_id()
+    with pytest.raises(RunNotFound):
+        await store.get_run(missing)
+    with pytest.raises(RunNotFound):
+        await store.get_steps(missing)
+    with pytest.raises(RunNotFound):
+        await store.get_attempts(missing)
+    with pytest.raises(RunNotFound):
+        await store.get_events(missing)
+    with pytest.raises(RunNotFound):
+        await store.request_cancel(missing)
+    with pytest.raises(RunNotFound):
+        await store.write(WriteBatch(run_id=missing,
+                                     steps=[change("a", S.PENDING, S.QUEUED)]))
+
+
+async def test_write_stores_step_rows_and_run_changes(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(
+        run_id=run_id,
+        steps=[change("a", S.PENDING, S.QUEUED, 10.0)],
+        run=RunChange(source=R.PENDING, target=R.RUNNING, at=10.0)))
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.QUEUED, S.RUNNING, 11.0, attempts=1, started_at=11.0, worker="w1")]))
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.RUNNING, S.COMPLETED, 12.5, attempts=1, started_at=11.0,
+               finished_at=12.5, output={"ok": True}, worker="w1", fallback_used=True),
+        change("b", S.PENDING, S.SKIPPED, 12.5, finished_at=12.5,
+               skip_reason="when was false"),
+    ]))
+    run = await store.get_run(run_id)
+    assert run.status == R.RUNNING
+    assert run.started_at == 10.0
+    steps = {s.step_id: s for s in await store.get_steps(run_id)}
+    a = steps["a"]
+    assert a.status == S.COMPLETED
+    assert (a.attempts, a.started_at, a.finished_at) == (1, 11.0, 12.5)
+    assert a.output == {"ok": True}
+    assert a.worker == "w1"
+    assert a.fallback_used is True
+    assert steps["b"].status == S.SKIPPED
+    assert steps["b"].skip_reason == "when was false"
+    assert steps["c"].status == S.PENDING
+
+    await store.write(WriteBatch(run_id=run_id, run=RunChange(
+        source=R.RUNNING, target=R.FAILED, at=20.0, output={"partial": [1]},
+        error="failed steps: c")))
+    run = await store.get_run(run_id)
+    assert run.status == R.FAILED
+    assert run.finished_at == 20.0
+    assert run.output == {"partial": [1]}
+    assert run.error == "failed steps: c"
+
+
+async def test_several_changes_of_one_step_in_one_batch(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.PENDING, S.QUEUED),
+        change("a", S.QUEUED, S.RUNNING, attempts=1),
+        change("a", S.RUNNING, S.COMPLETED, attempts=1, output=7),
+    ]))
+    steps = {s.step_id: s for s in await store.get_steps(run_id)}
+    assert steps["a"].status == S.COMPLETED
+    assert steps["a"].output == 7
+
+
+async def test_retry_path_running_to_queued_is_stored(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.PENDING, S.QUEUED), change("a", S.QUEUED, S.RUNNING, attempts=1)]))
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.RUNNING, S.QUEUED, attempts=1, error="boom", next_attempt_at=99.0)]))
+    a = (await store.get_steps(run_id))[0]
+    assert (a.status, a.attempts, a.error, a.next_attempt_at) == (S.QUEUED, 1, "boom",
+                                                                   99.0)
+
+
+# ---------------------------------------------------------------- refusals and atomicity
+
+
+async def test_stale_source_is_refused(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, steps=[change("a", S.PENDING, S.QUEUED)]))
+    with pytest.raises(StaleWriteError):  # another writer already moved it
+        await store.write(WriteBatch(run_id=run_id,
+                                     steps=[change("a", S.PENDING, S.QUEUED)]))
+    with pytest.raises(StaleWriteError):
+        await store.write(WriteBatch(run_id=run_id,
+                                     steps=[change("a", S.RUNNING, S.COMPLETED)]))
+    assert (await statuses(store, run_id))["a"] == "queued"
+
+
+async def test_stale_run_source_is_refused(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    with pytest.raises(StaleWriteError):
+        await store.write(WriteBatch(run_id=run_id, run=RunChange(
+            source=R.RUNNING, target=R.COMPLETED, at=1.0)))
+    assert (await store.get_run(run_id)).status == R.PENDING
+
+
+@pytest.mark.parametrize(("path", "bad"), [
+    ([], (S.PENDING, S.COMPLETED)),
+    ([], (S.PENDING, S.RUNNING)),
+    ([], (S.PENDING, S.FAILED)),
+    ([(S.PENDING, S.QUEUED)], (S.QUEUED, S.COMPLETED)),
+    ([(S.PENDING, S.QUEUED), (S.QUEUED, S.RUNNING), (S.RUNNING, S.COMPLETED)],
+     (S.COMPLETED, S.RUNNING)),
+    ([(S.PENDING, S.SKIPPED)], (S.SKIPPED, S.QUEUED)),
+    ([(S.PENDING, S.CANCELLED)], (S.CANCELLED, S.QUEUED)),
+])
+async def test_forbidden_step_transition_is_refused(
+        store: Store, uid: UID, path: list[tuple[StepStatus, StepStatus]],
+        bad: tuple[StepStatus, StepStatus]) -> None:
+    run_id = await new_run(store, uid)
+    if path:
+        await store.write(WriteBatch(run_id=run_id,
+                                     steps=[change("a", s, t) for s, t in path]))
+    with pytest.raises(TransitionError):
+        await store.write(WriteBatch(run_id=run_id, steps=[change("a", *bad)]))
+    assert (await statuses(store, run_id))["a"] == str(bad[0])
+
+
+async def test_forbidden_run_transition_is_refused(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id,
+                                 run=RunChange(source=R.PENDING, target=R.RUNNING, at=1.0)))
+    await store.write(WriteBatch(run_id=run_id, run=RunChange(
+        source=R.RUNNING, target=R.COMPLETED, at=2.0, output=1)))
+    with pytest.raises(TransitionError):
+        await store.write(WriteBatch(run_id=run_id, run=RunChange(
+            source=R.COMPLETED, target=R.RUNNING, at=3.0)))
+    with pytest.raises(TransitionError):
+        await store.write(WriteBatch(run_id=run_id, run=RunChange(
+            source=R.COMPLETED, target=R.FAILED, at=3.0, error="late")))
+    run = await store.get_run(run_id)
+    assert (run.status, run.output, run.error, run.finished_at) == (R.COMPLETED, 1, None,
+                                                                    2.0)
+
+
+async def test_unknown_step_in_a_batch_is_refused(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    with pytest.raises(StoreError):
+        await store.write(WriteBatch(run_id=run_id, steps=[
+            change("a", S.PENDING, S.QUEUED), change("nope", S.PENDING, S.QUEUED)]))
+    assert (await statuses(store, run_id))["a"] == "pending"
+
+
+async def _state_of(store: Store, run_id: str) -> tuple[object, ...]:
+    run = await store.get_run(run_id)
+    return (run.status, run.output, await statuses(store, run_id),
+            [(a.step_id, a.attempt, a.status) for a in await store.get_attempts(run_id)],
+            [e.seq for e in await store.get_events(run_id)])
+
+
+@pytest.mark.parametrize("poison", ["illegal", "stale", "illegal_run", "stale_run"])
+async def test_a_refused_batch_stores_nothing(store: Store, uid: UID, poison: str) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, steps=[change("c", S.PENDING, S.QUEUED)]))
+    before = await _state_of(store, run_id)
+    steps = [change("a", S.PENDING, S.QUEUED), change("a", S.QUEUED, S.RUNNING, attempts=1)]
+    run = RunChange(source=R.PENDING, target=R.RUNNING, at=5.0)
+    if poison == "illegal":
+        steps.append(change("b", S.PENDING, S.COMPLETED, output=1))
+    elif poison == "stale":
+        steps.append(change("c", S.PENDING, S.SKIPPED))  # c is queued already
+    elif poison == "illegal_run":
+        run = RunChange(source=R.PENDING, target=R.WAITING, at=5.0)
+    else:
+        run = RunChange(source=R.RUNNING, target=R.COMPLETED, at=5.0)
+    batch = WriteBatch(run_id=run_id, steps=steps, run=run,
+                       attempts=[AttemptChange("a", 1, 5.0, False, "running")],
+                       notes=[("a", {"note": "must not be stored"})])
+    with pytest.raises((TransitionError, StaleWriteError)):
+        await store.write(batch)
+    assert await _state_of(store, run_id) == before
+    assert all(e.data.get("note") is None for e in await store.get_events(run_id))
+
+
+# ---------------------------------------------------------------- attempts
+
+
+async def test_attempt_start_then_end(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 1, 10.0, False, "running", worker="host:1")]))
+    [started] = await store.get_attempts(run_id)
+    assert (started.step_id, started.attempt, started.status) == ("a", 1, "running")
+    assert started.started_at == 10.0
+    assert started.finished_at is None
+    assert started.worker == "host:1"
+    assert started.fallback is False
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 1, 11.5, True, "failed", error="ValueError: boom",
+                      worker="host:1"),
+        AttemptChange("a", 2, 13.0, False, "running", worker="host:2")]))
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 2, 14.0, True, "completed", worker="host:2")]))
+    attempts = await store.get_attempts(run_id)
+    assert [(a.attempt, a.status, a.started_at, a.finished_at, a.error, a.worker)
+            for a in attempts] == [
+        (1, "failed", 10.0, 11.5, "ValueError: boom", "host:1"),
+        (2, "completed", 13.0, 14.0, None, "host:2"),
+    ]
+
+
+async def test_fallback_attempt_is_recorded_separately(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 1, 1.0, False, "running"),
+        AttemptChange("a", 1, 2.0, True, "failed", error="boom")]))
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 1, 3.0, True, "completed", fallback=True)]))
+    attempts = await store.get_attempts(run_id)
+    assert [(a.attempt, a.fallback, a.status, a.error) for a in attempts] == [
+        (1, False, "failed", "boom"), (1, True, "completed", None)]
+
+
+async def test_attempts_are_ordered_by_start_time(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("b", 1, 5.0, False, "running"),
+        AttemptChange("a", 1, 3.0, False, "running"),
+        AttemptChange("c", 1, 4.0, False, "running")]))
+    assert [a.step_id for a in await store.get_attempts(run_id)] == ["a", "c", "b"]
+
+
+# ---------------------------------------------------------------- history
+
+
+async def test_events_keep_history_in_order(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, steps=[change("a", S.PENDING, S.QUEUED)],
+                                 run=RunChange(source=R.PENDING, target=R.RUNNING, at=1.0)))
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.QUEUED, S.RUNNING, attempts=1)]))
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.RUNNING, S.COMPLETED, attempts=1),
+        change("b", S.PENDING, S.SKIPPED)], notes=[("b", {"why": "guard"})]))
+    events = await store.get_events(run_id)
+    seqs = [e.seq for e in events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert all(e.run_id == run_id for e in events)
+    step_moves = [(e.step_id, str(e.data["to"])) for e in events if e.kind == "step"]
+    assert step_moves == [("a", "queued"), ("a", "running"), ("a", "completed"),
+                          ("b", "skipped")]
+    assert [str(e.data["from"]) for e in events if e.kind == "step"] == [
+        "pending", "queued", "running", "pending"]
+    run_moves = [str(e.data.get("to")) for e in events if e.kind == "run"]
+    assert run_moves.count("running") == 1
+    notes = [e for e in events if e.kind == "note"]
+    assert [(n.step_id, n.data) for n in notes] == [("b", {"why": "guard"})]
+    # the step events of a batch precede the batch after it
+    assert events.index(notes[0]) > max(i for i, e in enumerate(events)
+                                        if e.kind == "step" and e.step_id == "a")
+
+
+async def test_get_events_after(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, steps=[change("a", S.PENDING, S.QUEUED)]))
+    first = await store.get_events(run_id)
+    mark = first[-1].seq
+    await store.write(WriteBatch(run_id=run_id, steps=[change("b", S.PENDING, S.QUEUED)]))
+    await store.write(WriteBatch(run_id=run_id, steps=[change("c", S.PENDING, S.QUEUED)]))
+    later = await store.get_events(run_id, after=mark)
+    assert [e.step_id for e in later] == ["b", "c"]
+    assert all(e.seq > mark for e in later)
+    assert await store.get_events(run_id, after=later[-1].seq) == []
+    everything = await store.get_events(run_id, after=0)
+    assert [e.seq for e in everything] == [e.seq for e in first] + [e.seq for e in later]
+
+
+async def test_events_of_runs_are_separate(store: Store, uid: UID) -> None:
+    one = await new_run(store, uid)
+    two = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=one, steps=[change("a", S.PENDING, S.QUEUED)]))
+    await store.write(WriteBatch(run_id=two, steps=[change("b", S.PENDING, S.QUEUED)]))
+    assert [e.step_id for e in await store.get_events(one) if e.kind == "step"] == ["a"]
+    assert [e.step_id for e in await store.get_events(two) if e.kind == "step"] == ["b"]
+
+
+# ---------------------------------------------------------------- listing and cancel
+
+
+async def _finish(store: Store, run_id: str, target: RunStatus) -> None:
+    await store.write(WriteBatch(run_id=run_id,
+                                 run=RunChange(source=R.PENDING, target=R.RUNNING, at=1.0)))
+    await store.write(WriteBatch(run_id=run_id,
+                                 run=RunChange(source=R.RUNNING, target=target, at=2.0)))
+
+
+async def test_list_runs_newest_first_with_filters_and_limit(store: Store,
+                                                           uid: UID) -> None:
+    wf, other = uid("wfl"), uid("other")
+    ids = []
+    for n in range(5):
+        run_id = new_run_id()
+        await store.create_run(run_record(run_id, wf, created_at=1_000.0 + n), ["a"])
+        ids.append(run_id)
+    foreign = new_run_id()
+    await store.create_run(run_record(foreign, other, created_at=2_000.0), ["a"])
+    await _finish(store, ids[1], R.COMPLETED)
+    await _finish(store, ids[3], R.COMPLETED)
+    await _finish(store, ids[4], R.FAILED)
+
+    listed = await store.list_runs(RunFilter(workflow=wf))
+    assert [r.run_id for r in listed] == ids[::-1]
+    assert all(r.workflow == wf for r in listed)
+    assert [r.run_id for r in await store.list_runs(RunFilter(workflow=wf, limit=2))] == \
+        [ids[4], ids[3]]
+    done = await store.list_runs(RunFilter(workflow=wf, status=R.COMPLETED))
+    assert [r.run_id for r in done] == [ids[3], ids[1]]
+    assert [r.run_id for r in await store.list_runs(
+        RunFilter(workflow=wf, status=R.PENDING))] == [ids[2], ids[0]]
+    recent = await store.list_runs(RunFilter(workflow=wf, since=1_002.0))
+    assert [r.run_id for r in recent] == [ids[4], ids[3], ids[2]]
+    assert [r.run_id for r in await store.list_runs(RunFilter(workflow=other))] == [foreign]
+    assert await store.list_runs(RunFilter(workflow=uid("nothing"))) == []
+
+
+async def test_request_cancel_sets_the_flag(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    other = await new_run(store, uid)
+    assert (await store.get_run(run_id)).cancel_requested is False
+    await store.request_cancel(run_id)
+    assert (await store.get_run(run_id)).cancel_requested is True
+    assert (await store.get_run(other)).cancel_requested is False
+    # flagging is not a transition: the run's status is unchanged
+    assert (await store.get_run(run_id)).status == R.PENDING
+
+
+# ---------------------------------------------------------------- values
+
+
+JSON_VALUE = {
+    "nested": {"list": [1, [2, [3, {"deep": [None, True, False]}]]], "empty": {},
+               "empty_list": []},
+    "unicode": "héllo wörld — 日本語 — עברית — 🚀🎉 — \"quotes\" \\ back\nnew\ttab",
+    "big": 2**63 + 7,
+    "negative_big": -(2**62),
+    "float": 0.1,
+    "huge_float": 1.5e300,
+    "tiny_float": 5e-324,
+    "negative": -12.25,
+    "zero": 0,
+    "null": None,
+    "bools": [True, False],
+    "ключ": "value with unicode key",
+}
+
+
+def _same_json(a: object, b: object) -> bool:
+    """Equal with the same JSON types (an int stays an int, a float a float)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+async def test_json_values_round_trip_exactly(store: Store, uid: UID) -> None:
+    name = uid("wf")
+    await store.save_workflow(name, {"name": "x", "steps": [], "value": JSON_VALUE},
+                              "a" * 12, None)
+    run_id = new_run_id()
+    await store.create_run(run_record(run_id, name, input=JSON_VALUE), ["a", "b"])
+    await store.write(WriteBatch(
+        run_id=run_id,
+        steps=[change("a", S.PENDING, S.QUEUED),
+               change("a", S.QUEUED, S.RUNNING, attempts=1),
+               change("a", S.RUNNING, S.COMPLETED, attempts=1, output=JSON_VALUE)],
+        run=RunChange(source=R.PENDING, target=R.RUNNING, at=1.0),
+        notes=[("a", {"payload": JSON_VALUE})]))
+    await store.write(WriteBatch(run_id=run_id, run=RunChange(
+        source=R.RUNNING, target=R.COMPLETED, at=2.0, output=[JSON_VALUE, "x", 3])))
+    run = await store.get_run(run_id)
+    assert _same_json(run.input, JSON_VALUE)
+    assert _same_json(run.output, [JSON_VALUE, "x", 3])
+    a = (await store.get_steps(run_id))[0]
+    assert _same_json(a.output, JSON_VALUE)
+    [note] = [e for e in await store.get_events(run_id) if e.kind == "note"]
+    assert _same_json(note.data, {"payload": JSON_VALUE})
+    assert _same_json((await store.get_workflow(name)).definition["value"], JSON_VALUE)
+
+
+@pytest.mark.parametrize("scalar", [None, 0, -1, 2**70, 3.25, "", "text ✓", True, False,
+                                    [], {}])
+async def test_scalar_outputs_round_trip(store: Store, uid: UID, scalar: object) -> None:
+    run_id = await new_run(store, uid, input=[scalar])
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.PENDING, S.QUEUED), change("a", S.QUEUED, S.RUNNING, attempts=1),
+        change("a", S.RUNNING, S.COMPLETED, attempts=1, output=scalar)]))
+    assert _same_json((await store.get_steps(run_id))[0].output, scalar)
+    assert _same_json((await store.get_run(run_id)).input, [scalar])
+
+
+async def _run_with_values(store: Store, uid: UID, run_input: object,
+                           output: object) -> str:
+    run_id = new_run_id()
+    await store.create_run(run_record(run_id, uid("wf"), input=run_input), ["a", "b"])
+    await store.write(WriteBatch(
+        run_id=run_id,
+        steps=[change("a", S.PENDING, S.QUEUED),
+               change("a", S.QUEUED, S.RUNNING, attempts=1),
+               change("a", S.RUNNING, S.COMPLETED, attempts=1, output=output)],
+        attempts=[AttemptChange("a", 1, 1.0, False, "running")],
+        notes=[("a", {"tags": ["x"]})]))
+    return run_id
+
+
+async def test_returned_records_are_copies(store: Store, uid: UID) -> None:
+    run_id = await _run_with_values(store, uid, {"n": 1}, 5)
+    run = await store.get_run(run_id)
+    run.status = R.FAILED
+    run.cancel_requested = True
+    steps = await store.get_steps(run_id)
+    steps[0].status = S.FAILED
+    steps[0].attempts = 9
+    steps.pop()
+    attempts = await store.get_attempts(run_id)
+    attempts[0].status = "completed"
+    events = await store.get_events(run_id)
+    events[0].seq = -1
+    events.clear()
+    listed = await store.list_runs(RunFilter(workflow=run.workflow))
+    listed[0].status = R.CANCELLED
+
+    run2 = await store.get_run(run_id)
+    assert (run2.status, run2.cancel_requested) == (R.PENDING, False)
+    steps2 = await store.get_steps(run_id)
+    assert len(steps2) == 2
+    assert (steps2[0].status, steps2[0].attempts) == (S.COMPLETED, 1)
+    assert (await store.get_attempts(run_id))[0].status == "running"
+    events2 = await store.get_events(run_id)
+    assert events2 and all(e.seq > 0 for e in events2)
+
+
+async def test_json_values_in_returned_records_are_copies(store: Store, uid: UID) -> None:
+    run_id = await _run_with_values(store, uid, {"items": [1, 2], "meta": {"k": "v"}},
+                                    {"list": [1], "d": {"x": 1}})
+    run = await store.get_run(run_id)
+    run.input["items"].append(100)
+    run.input["meta"]["k"] = "changed"
+    step = (await store.get_steps(run_id))[0]
+    step.output["list"].append(3)
+    step.output["d"]["x"] = 2
+    [note] = [e for e in await store.get_events(run_id) if e.kind == "note"]
+    note.data["tags"].append("y")
+    listed = await store.list_runs(RunFilter(workflow=run.workflow))
+    listed[0].input["meta"]["k"] = "changed too"
+
+    assert (await store.get_run(run_id)).input == {"items": [1, 2], "meta": {"k": "v"}}
+    assert (await store.get_steps(run_id))[0].output == {"list": [1], "d": {"x": 1}}
+    [note2] = [e for e in await store.get_events(run_id) if e.kind == "note"]
+    assert note2.data == {"tags": ["x"]}
+
+
+async def test_values_given_to_the_store_are_copied(store: Store, uid: UID) -> None:
+    run_input = {"items": [1, 2]}
+    output = {"list": [1]}
+    run_id = await _run_with_values(store, uid, run_input, output)
+    run_input["items"].append(99)  # the callers' values change after they were stored
+    output["list"].append(2)
+    assert (await store.get_run(run_id)).input == {"items": [1, 2]}
+    assert (await store.get_steps(run_id))[0].output == {"list": [1]}
