@@ -12,6 +12,7 @@ repeats; the whole benchmark takes about 8-10 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ NOOP_SPECS = ("chain:1000", "fanout:1000", "random_layers")
 SLEEP_SPECS = ("unbalanced", "parallel_sleeps")
 BIG_SPEC = "chain:100000"
 BIG_STEPS = 100_000
-BIG_CAP_S = 60.0  # a peer whose estimated 100,000-chain run exceeds this is skipped
+PROBE_SPEC = "chain:10000"
+PROBE_STEPS = 10_000
+BIG_CAP_S = 60.0  # an engine whose estimated 100,000-chain build + run exceeds this is skipped
 
 NOOP_REPEATS, SLEEP_REPEATS, WARMUP = 5, 3, 1
 BUDGET_S = 30.0  # measured seconds per (engine, workload) before repeats stop early
@@ -91,15 +94,59 @@ def run_one(eng: Engine, job: Job) -> Measurement:
     return m
 
 
-def big_skip_reason(eng: Engine, small: Measurement | None) -> str | None:
-    """Skip the 100,000-step chain when the 1,000-step chain says it would take too long."""
+def _total_s(m: Measurement) -> float:
+    """What one more run costs: building the graph plus running it."""
+    return float(m.data.get("build_s", 0.0)) + m.median_s
+
+
+def linear_skip(small: Measurement | None) -> str | None:
+    """First gate for the big chain: the 1,000-chain cost, scaled linearly."""
     if small is None or not small.ok:
         return "no 1,000-step chain result to extrapolate from"
-    estimate = small.per_step_us * BIG_STEPS / 1e6
+    estimate = _total_s(small) * BIG_STEPS / small.steps
     if estimate > BIG_CAP_S:
-        return (f"skipped: estimated {estimate:,.0f} s per run from its 1,000-chain cost "
-                f"({small.per_step_us:,.0f} µs/step) exceeds the {BIG_CAP_S:.0f} s cap")
+        return (f"skipped: its 1,000-chain cost ({small.per_step_us:,.0f} µs/step) scales to "
+                f"~{estimate:,.0f} s per run, over the {BIG_CAP_S:.0f} s cap")
     return None
+
+
+def growth_skip(small: Measurement, probe: Measurement) -> str | None:
+    """Second gate: a 10,000-chain probe shows how the cost really grows (some engines are
+    superlinear), extrapolated as a power law to 100,000 steps."""
+    if not probe.ok:
+        return f"skipped: the {probe.steps or PROBE_STEPS:,}-chain probe failed: {probe.problem}"
+    growth = _total_s(probe) / _total_s(small)  # for 10x the steps
+    estimate = _total_s(probe) * growth ** (math.log(BIG_STEPS / probe.steps, 10))
+    if estimate > BIG_CAP_S:
+        return (f"skipped: 1,000 -> 10,000 steps cost {growth:.0f}× more "
+                f"({_total_s(small):.2f} s -> {_total_s(probe):.1f} s with graph build), "
+                f"which extrapolates to ~{estimate:,.0f} s, over the {BIG_CAP_S:.0f} s cap")
+    return None
+
+
+def _skipped(eng: Engine, spec: str, reason: str) -> Measurement:
+    log(f"  {eng.label:<22} {reason}")
+    return Measurement(job=job_for(eng, spec), data={"unsupported": reason}, elapsed_s=0)
+
+
+def measure_big(eng: Engine, res: Results) -> None:
+    """The 100,000-step chain, for the engines that can hold it within the cap."""
+    small = res.get((eng.key, "chain:1000"))
+    reason = linear_skip(small)
+    if reason or small is None:
+        res[eng.key, PROBE_SPEC] = _skipped(eng, PROBE_SPEC, reason or "")
+        res[eng.key, BIG_SPEC] = _skipped(eng, BIG_SPEC, reason or "")
+        return
+    probe_job = Job(adapter=eng.adapter, spec=PROBE_SPEC, python=eng.python, repeats=1,
+                    timeout_s=BIG_CAP_S)
+    probe = res[eng.key, PROBE_SPEC] = run_one(eng, probe_job)
+    reason = growth_skip(small, probe)
+    if reason:
+        res[eng.key, BIG_SPEC] = _skipped(eng, BIG_SPEC, reason)
+        return
+    job = Job(adapter=eng.adapter, spec=BIG_SPEC, python=eng.python, repeats=1,
+              timeout_s=4 * BIG_CAP_S)
+    res[eng.key, BIG_SPEC] = run_one(eng, job)
 
 
 def measure_all(engs: list[Engine], big: bool) -> Results:
@@ -108,19 +155,10 @@ def measure_all(engs: list[Engine], big: bool) -> Results:
         log(spec)
         for eng in engs:
             res[eng.key, spec] = run_one(eng, job_for(eng, spec))
-    if not big:
-        return res
-    log(BIG_SPEC)
-    for eng in engs:
-        reason = big_skip_reason(eng, res.get((eng.key, "chain:1000")))
-        if reason:
-            res[eng.key, BIG_SPEC] = Measurement(job=job_for(eng, BIG_SPEC),
-                                                 data={"unsupported": reason}, elapsed_s=0)
-            log(f"  {eng.label:<22} {reason}")
-            continue
-        job = Job(adapter=eng.adapter, spec=BIG_SPEC, python=eng.python, repeats=1,
-                  timeout_s=max(TIMEOUT_S, 4 * BIG_CAP_S))
-        res[eng.key, BIG_SPEC] = run_one(eng, job)
+    if big:
+        log(f"{PROBE_SPEC} probe and {BIG_SPEC}")
+        for eng in engs:
+            measure_big(eng, res)
     return res
 
 
@@ -247,8 +285,8 @@ def report(res: Results, engs: list[Engine]) -> str:
     ])
     lines += ["## Targets", ""]
     lines += table(["target", "measured", "met?"], target_rows(res, engs))
-    specs = NOOP_SPECS + SLEEP_SPECS + ((BIG_SPEC,) if any(s == BIG_SPEC for _, s in res)
-                                        else ())
+    specs = NOOP_SPECS + SLEEP_SPECS + tuple(
+        s for s in (PROBE_SPEC, BIG_SPEC) if any(spec == s for _, spec in res))
     for spec in specs:
         lines += [f"## {_workload_name(res, spec)}", ""]
         lines += table(["engine", "runs", "median wall", "per step (µs)",

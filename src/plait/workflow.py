@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast, overload
 
-from .core.loader import parse_definition
 from .core.durations import parse_duration
+from .core.loader import parse_definition
 from .core.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_RETRY,
@@ -91,10 +91,10 @@ class Workflow:
                  output: JSON = None, version: int | None = None,
                  description: str | None = None, limits: Limits | None = None) -> None:
         self.name = name
-        self._options: dict[str, Any] = dict(
-            concurrency=concurrency, on_failure=on_failure, timeout=timeout, sla=sla,
-            input_schema=input, reducers=dict(reducers or {}), output=output,
-            version=version, description=description, limits=limits or Limits())
+        self._options: dict[str, Any] = {
+            "concurrency": concurrency, "on_failure": on_failure, "timeout": timeout, "sla": sla,
+            "input_schema": input, "reducers": dict(reducers or {}), "output": output,
+            "version": version, "description": description, "limits": limits or Limits()}
         self._pools = {k: dict(v) for k, v in (pools or {}).items()}
         self._pending: list[_Pending] = []
         self._spec: WorkflowSpec | None = None  # set when loaded from a definition
@@ -326,20 +326,29 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
     breaker = o.get("circuit_breaker")
     if isinstance(breaker, dict):
         breaker = CircuitBreakerSpec(**breaker)
-    retry = o.get("retry")
-    if isinstance(retry, int) and not isinstance(retry, bool):
-        retry = RetryPolicy(max_retries=retry)
-    elif isinstance(retry, dict):
-        retry = Retry(**retry)
+    retry = _retry(o.get("retry"))
     deps = list(dict.fromkeys([*p.depends_on, *implied]))
     return StepSpec(
         id=p.id, type=p.type, config=p.config, depends_on=tuple(deps),
         when=o.get("when"), trigger=cast(Trigger, o.get("trigger", "default")),
-        retry=retry or DEFAULT_RETRY, timeout=_seconds(o.get("timeout")),
+        retry=retry, timeout=_seconds(o.get("timeout")),
         fallback=fallback, allow_failure=bool(o.get("allow_failure", False)),
         outputs=tuple(o.get("outputs", ())), circuit_breaker=breaker, pool=o.get("pool"),
         description=o.get("description") or _doc(p.func),
         then=tuple(o.get("then", ())), else_=tuple(o.get("else_", ())), func=p.func)
+
+
+def _retry(value: object) -> RetryPolicy:
+    if value is None:
+        return DEFAULT_RETRY
+    if isinstance(value, RetryPolicy):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return RetryPolicy(max_retries=value)
+    if isinstance(value, dict):
+        return Retry(**value)
+    raise TypeError(f"retry must be a Retry(...), a number of retries or a dict, "
+                    f"got {value!r}")
 
 
 def _seconds(value: object) -> float | None:

@@ -132,13 +132,18 @@ def _steps_read(ast: nodes.Template) -> frozenset[str]:
     """Step ids read as ``steps.X`` or ``steps['X']`` anywhere in the template."""
     found: set[str] = set()
     for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
-        base = node.node
-        if isinstance(base, nodes.Name) and base.name == "steps":
-            if isinstance(node, nodes.Getattr):
+        if isinstance(node, nodes.Getattr):
+            if _is_steps(node.node):
                 found.add(node.attr)
-            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-                found.add(node.arg.value)
+        elif isinstance(node, nodes.Getitem) and _is_steps(node.node):
+            arg = node.arg
+            if isinstance(arg, nodes.Const) and isinstance(arg.value, str):
+                found.add(arg.value)
     return frozenset(found)
+
+
+def _is_steps(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Name) and node.name == "steps"
 
 
 def syntax_problem(source: str) -> SyntaxProblem | None:

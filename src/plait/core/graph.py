@@ -101,7 +101,7 @@ def find_cycles(graph: Graph) -> list[list[str]]:
                     stack.append((nxt, 0))
                     path.append(nxt)
                 elif state[nxt] == 1:
-                    loop = path[path.index(nxt):] + [nxt]
+                    loop = [*path[path.index(nxt):], nxt]
                     cycles.append([graph.ids[n] for n in loop])
             else:
                 state[node] = 2

@@ -234,7 +234,7 @@ def _reducers(c: _Collector, value: JSON) -> dict[str, str]:
             c.add(f"reducers.{key}", f"unknown reducer {reducer!r}",
                   did_you_mean(str(reducer), REDUCERS) or f"one of {', '.join(REDUCERS)}")
         else:
-            out[key] = cast(str, reducer)
+            out[key] = str(reducer)
     return out
 
 
@@ -269,14 +269,16 @@ def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpe
     allowed = frozenset(STEP_FIELDS) | type_fields
     if info is not None:
         _unknown_fields(c, where, raw, allowed, f"a {stype} step")
-    merged: JSONDict = {**{k: v for k, v in defaults.items()}, **raw}
+    merged: JSONDict = {**dict(defaults.items()), **raw}
     if isinstance(defaults.get("retry"), dict) and isinstance(raw.get("retry"), dict):
         merged["retry"] = {**cast(JSONDict, defaults["retry"]), **cast(JSONDict, raw["retry"])}
     config = {k: v for k, v in raw.items() if k in type_fields}
-    then = else_ = ()
+    then: tuple[str, ...] = ()
+    else_: tuple[str, ...] = ()
     if stype == "condition":
-        then = c.get(f"{where}.then", config.pop("then", []), _names, ())
-        else_ = c.get(f"{where}.else", config.pop("else", []), _names, ())
+        empty: tuple[str, ...] = ()
+        then = c.get(f"{where}.then", config.pop("then", []), _names, empty)
+        else_ = c.get(f"{where}.else", config.pop("else", []), _names, empty)
     trigger = merged.get("trigger", "default")
     if trigger not in TRIGGERS:
         c.add(f"{where}.trigger", f"unknown trigger rule {trigger!r}",

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-JSON: TypeAlias = None | bool | int | float | str | list["JSON"] | dict[str, "JSON"]
+JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
 JSONDict: TypeAlias = dict[str, JSON]
 
 Trigger = Literal["default", "all_success", "none_failed", "all_done", "one_failed"]

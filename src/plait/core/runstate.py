@@ -306,8 +306,8 @@ class RunState:
             verdict = self._guard(i)
         if verdict is None and step.when is not None:
             verdict = self._when(i, step, now)
-            if verdict == "":
-                return  # the step was failed by its `when`
+            if verdict is not None and verdict[0] is S.FAILED:
+                return  # the step was failed by its `when` (already recorded)
         if verdict is None:
             self._move(i, S.QUEUED, now)
             self._record(i, S.PENDING, S.QUEUED, now)
@@ -366,7 +366,7 @@ class RunState:
                         f"is in its {side} branch")
         return None
 
-    def _when(self, i: int, step: StepSpec, now: float) -> tuple[StepStatus, str] | str | None:
+    def _when(self, i: int, step: StepSpec, now: float) -> tuple[StepStatus, str] | None:
         text = step.when or ""
         try:
             value = expressions.render(text, self.context(i)) \
@@ -376,7 +376,7 @@ class RunState:
             self._record(i, S.PENDING, S.QUEUED, now)
             self.fail(i, f"TemplateError: step {step.id!r}, field 'when': {exc} in "
                       f"template {text!r}", now)
-            return ""
+            return (S.FAILED, "")
         if expressions.truthy(value):
             return None
         return (S.SKIPPED, f"when was false: {text}")

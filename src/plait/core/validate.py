@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -127,7 +128,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class _Add:  # a callable type for the problem collector (keeps signatures short)
+class _Add(Protocol):  # the problem collector's signature (keeps signatures short)
     def __call__(self, location: str, message: str, hint: str | None = None) -> None: ...
 
 
@@ -151,9 +152,8 @@ def _check_step_fields(step: StepSpec, where: str, spec: WorkflowSpec, add: _Add
     if step.fallback is not None and step.fallback.call is not None and \
             ":" not in step.fallback.call:
         add(f"{where}.fallback.call", "expected 'module:function'")
-    if step.then or step.else_:
-        if step.type != "condition":
-            add(f"{where}.then", "only condition steps have then/else")
+    if (step.then or step.else_) and step.type != "condition":
+        add(f"{where}.then", "only condition steps have then/else")
 
 
 def _parents(spec: WorkflowSpec, known: set[str], add: _Add) -> list[list[str]]:

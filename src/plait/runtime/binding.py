@@ -73,8 +73,9 @@ def signature_of(fn: Callable[..., object]) -> Signature:
             if p.name != "ctx" and (ann == "StepContext" or getattr(ann, "__name__", "")
                                     == "StepContext"):
                 ctx_names.append(p.name)
+    # an object whose __call__ is async counts as an async function
     is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None))
+        type(fn).__call__)
     result = Signature(tuple(params), var_kw, is_async, tuple(ctx_names))
     try:
         fn.__plait_signature__ = result  # type: ignore[attr-defined]
@@ -95,10 +96,7 @@ def bind(fn: Callable[..., object], given: Mapping[str, JSON], resolve: Resolver
     for name, has_default in sig.params:
         if name in kwargs:
             continue
-        if name in sig.wants_ctx:
-            name_for_lookup = "ctx"
-        else:
-            name_for_lookup = name
+        name_for_lookup = "ctx" if name in sig.wants_ctx else name
         found, value = resolve(name_for_lookup)
         if found:
             kwargs[name] = value

@@ -19,24 +19,25 @@ import traceback
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from ..core import expressions
 from ..core.guards import CircuitBreaker
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON, JSONDict
 from ..core.retry import ErrorInfo
-from ..core.runstate import AttemptChange, RunState, StepChange
-from ..core.states import FINAL_STEP_STATES, RunStatus, StepStatus
+from ..core.runstate import RunState
+from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
     CircuitOpenError,
-    FatalError,
     InputError,
     OutputError,
     RunError,
     StepError,
     StepTimeout,
     TemplateError,
+    TransitionError,
 )
 from ..steps.registry import HTTPPolicy, Services, StepCall, get_step_type
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
@@ -335,7 +336,8 @@ class _RunLoop:
 
     async def _attempt(self, i: int, call: StepCall, *, fallback: bool) -> None:
         step = call.step
-        kind, value = "ok", None
+        kind: str = "ok"
+        value: object = None
         try:
             if step.circuit_breaker is not None and not fallback:
                 breaker = self.engine.breaker(step.circuit_breaker.key, step.circuit_breaker)
@@ -428,16 +430,16 @@ class _RunLoop:
             return
         if kind == "ok":
             try:
-                state.succeed(i, self.secrets.redact(value), now,  # type: ignore[arg-type]
+                state.succeed(i, self.secrets.redact(cast(JSON, value)), now,
                               fallback=fallback)
-            except (OutputError, TransitionError_) as exc:
-                kind, value = "error", exc
+            except (OutputError, TransitionError) as refused:
+                value = refused
             else:
                 if step.circuit_breaker is not None and not fallback:
                     self.engine.breaker(step.circuit_breaker.key,
                                         step.circuit_breaker).record_success()
                 return
-        exc = value if isinstance(value, BaseException) else RuntimeError(str(value))
+        exc = value if isinstance(value, Exception) else RuntimeError(str(value))
         info = error_info(exc)
         info = ErrorInfo(type=info.type, message=self.secrets.redact_text(info.message) or "",
                          names=info.names, retryable=info.retryable,
@@ -587,10 +589,3 @@ class _RunLoop:
                                at=now, error=reason)
             await self._flush(change)
             self._apply_run_change(change)
-
-
-# Raised by the core when an outcome arrives for a step no longer running (e.g. a late
-# result after cancellation); treated like any failed outcome.
-from ..errors import TransitionError as TransitionError_  # noqa: E402
-
-_ = (FatalError, AttemptChange, FINAL_STEP_STATES, _MISSING)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import cast
 
@@ -17,7 +17,7 @@ from ..runtime.binding import bind, import_call, invoke
 from .registry import StepCall, StepType, register_step_type
 
 
-def _function(call: StepCall) -> object:
+def _function(call: StepCall) -> Callable[..., object]:
     step = call.step
     if step.func is not None:
         return step.func
@@ -35,8 +35,9 @@ async def run_python(call: StepCall) -> JSON:
     if not isinstance(rendered, dict):
         raise FatalError(f"step {call.step.id!r}: `with` must render to a mapping",
                          step=call.step.id)
-    kwargs = bind(fn, rendered, call.resolve, call.step.id)  # type: ignore[arg-type]
-    return await invoke(fn, kwargs, call.services.executor)
+    kwargs = bind(fn, rendered, call.resolve, call.step.id)
+    # the engine checks that the value is JSON (ensure_json) before storing it
+    return cast(JSON, await invoke(fn, kwargs, call.services.executor))
 
 
 def _check_python(config: Mapping[str, JSON]) -> list[tuple[str, str]]:

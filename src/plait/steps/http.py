@@ -182,6 +182,8 @@ def _header_problem(name: str, value: JSON) -> str | None:
         return "a header value must be text, a number or a boolean"
     if isinstance(value, str) and ("\r" in value or "\n" in value or "\0" in value):
         return "a header value cannot contain line breaks or NUL"
+    if isinstance(value, str) and not value.isascii():
+        return "a header value must be ASCII text"
     return None
 
 
@@ -246,7 +248,11 @@ async def run_http(call: StepCall) -> JSON:
     step = call.step.id
     where = f"{request.method} {_shown(request.url)}"
     try:
-        async with _client(call.services.http_policy) as client, client.stream(
+        client = _client(call.services.http_policy)
+    except ValueError as exc:  # a malformed policy: retrying cannot help
+        raise _fatal(step, str(exc)) from None
+    try:
+        async with client, client.stream(
                 request.method, request.url, headers=request.headers,
                 params=request.params or None, content=request.content,
                 json=request.json, follow_redirects=request.follow_redirects,
@@ -372,7 +378,7 @@ def _client(policy: HTTPPolicy) -> httpx.AsyncClient:
                              timeout=TIMEOUT, trust_env=False)
 
 
-class _Blocked(Exception):  # noqa: N818 - private; becomes a FatalError in run_http
+class _Blocked(Exception):  # private: becomes a FatalError in run_http
     """The policy refuses a connection (raised inside httpcore, passes through httpx)."""
 
 

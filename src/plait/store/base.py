@@ -46,6 +46,8 @@ class RunRecord:
     parent_run_id: str | None = None  # the run whose `workflow` step started this one
     sla: float | None = None
     cancel_requested: bool = False
+    owner: str | None = None  # the process executing the run (see claim_run)
+    heartbeat_at: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -178,4 +180,19 @@ class Store(Protocol):
 
     async def request_cancel(self, run_id: str) -> None:
         """Flag the run; whoever executes it notices and cancels it."""
+        ...
+
+    async def claim_run(self, run_id: str, owner: str, now: float,
+                        lease: float) -> RunRecord | None:
+        """Take ownership of a run to execute it: succeeds (returning the run) when it has
+        no owner, is already ``owner``'s, or its owner's heartbeat is older than
+        ``lease`` seconds; returns None when another live owner holds it.  Atomic."""
+        ...
+
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
+        """Refresh ownership; False when ``owner`` no longer holds the run."""
+        ...
+
+    async def release_run(self, run_id: str, owner: str) -> None:
+        """Give up ownership (no effect when ``owner`` does not hold the run)."""
         ...

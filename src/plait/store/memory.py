@@ -182,6 +182,32 @@ class MemoryStore:
         run.cancel_requested = True
 
 
+    async def claim_run(self, run_id: str, owner: str, now: float,
+                        lease: float) -> RunRecord | None:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        free = run.owner is None or run.owner == owner or (
+            run.heartbeat_at is not None and run.heartbeat_at < now - lease)
+        if not free:
+            return None
+        run.owner, run.heartbeat_at = owner, now
+        return replace(run)
+
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        if run.owner != owner:
+            return False
+        run.heartbeat_at = now
+        return True
+
+    async def release_run(self, run_id: str, owner: str) -> None:
+        run = self._runs.get(run_id)
+        if run is not None and run.owner == owner:
+            run.owner = None
+
 def _event(run_id: str, e: tuple[Any, ...]) -> EventRecord:
     seq, at, kind, step, a, b = e
     if kind == "step" or kind == "run":

@@ -1,0 +1,43 @@
+# Set-up, demo, tests and benchmarks.  Every target creates .venv on first use
+# (and again whenever pyproject.toml changes), so each works on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
+
+.PHONY: setup demo test lint types unit bench bench-quick bench-peers clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/plait run examples/support_router/flow.yaml --input $(DEMO_INPUT)
+
+lint: setup
+	$(BIN)/ruff check src tests examples benchmarks
+
+types: setup
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: lint types unit
+
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+bench-quick: setup
+	$(BIN)/python benchmarks/run.py --quick
+
+bench-peers: setup
+	bash benchmarks/peers/run.sh
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .plait
