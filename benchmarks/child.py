@@ -22,6 +22,7 @@ import asyncio
 import importlib
 import inspect
 import json
+import os
 import resource
 import statistics
 import sys
@@ -57,6 +58,33 @@ def load_adapter(target: str, options: dict[str, str]) -> Any:
 def peak_rss_mb() -> float:
     # ru_maxrss is in KiB on Linux.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def helpers_peak_rss_mb() -> float:
+    """Sum of the peak RSS (VmHWM) of this process's live descendants, e.g. a local API
+    server an engine started: ru_maxrss does not see processes that are still running."""
+    parent_of: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # the command name (field 2) may hold spaces; ppid is the 2nd field after ')'
+            parent_of[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # the process ended while we looked
+    mine = {os.getpid()}
+    changed = True
+    while changed:
+        found = {pid for pid, ppid in parent_of.items() if ppid in mine} - mine
+        mine |= found
+        changed = bool(found)
+    total_kb = 0
+    for pid in mine - {os.getpid()}:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total_kb += int(line.split()[1])
+        except OSError:
+            continue
+    return total_kb / 1024
 
 
 def _call(runner: asyncio.Runner, fn: Callable[..., Any], *args: Any) -> Any:
@@ -97,6 +125,7 @@ def _measure(adapter: Any, workload: Workload, repeats: int, warmup: int, budget
                 walls.append(time.perf_counter() - start)
             if hasattr(adapter, "notes"):
                 result["notes"] = adapter.notes()
+            result["helpers_peak_rss_mb"] = helpers_peak_rss_mb()
         finally:
             _call(runner, getattr(adapter, "teardown", _nothing))
 

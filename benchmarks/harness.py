@@ -74,6 +74,15 @@ class Measurement:
     def peak_mb(self) -> float:
         return float(self.data.get("peak_rss_mb", 0.0))
 
+    @property
+    def helpers_mb(self) -> float:
+        """Peak memory of processes the engine started (e.g. a local server)."""
+        return float(self.data.get("helpers_peak_rss_mb", 0.0))
+
+    def peak_text(self) -> str:
+        helpers = f" + {self.helpers_mb:,.0f}" if self.helpers_mb >= 1 else ""
+        return f"{self.peak_mb:,.0f}{helpers}"
+
     def phase(self, name: str) -> float | None:
         value = self.data.get("phases", {}).get(name)
         return None if value is None else float(value)

@@ -180,7 +180,7 @@ def workload_rows(res: Results, engs: list[Engine], spec: str) -> list[list[obje
         rows.append([eng.label, len(m.data["walls"]), fmt_s(m.median_s),
                      fmt_num(m.per_step_us) if noop else "—",
                      "—" if noop else f"{m.makespan_ratio:.2f}",
-                     fmt_s(m.data.get("build_s")), fmt_num(m.peak_mb, 0), vs_plait])
+                     fmt_s(m.data.get("build_s")), m.peak_text(), vs_plait])
     return rows
 
 
@@ -231,19 +231,32 @@ def notes(res: Results, engs: list[Engine]) -> list[str]:
     for eng in engs:
         found = [(spec, m) for (key, spec), m in res.items() if key == eng.key]
         version = next((m.data["version"] for _, m in found if "version" in m.data), "?")
-        configs = sorted({f"{_workload_name(res, s)}: {m.data['notes']}"
-                          for s, m in found if m.data.get("notes")})
         setup = max((m.data.get("setup_s", 0.0) for _, m in found), default=0.0)
-        extra = f"; setup before the first run up to {fmt_s(setup)}" if setup > 0.5 else ""
-        lines.append(f"- **{eng.label}** {version}{extra}"
-                     + ("".join(f"\n  - {c}" for c in _collapse(configs))))
+        extra = f"; setup before the first run: up to {fmt_s(setup)}" if setup > 0.5 else ""
+        lines.append(f"- **{eng.label}** {version}{extra}")
+        lines += [f"  - {c}" for c in _configs(res, found)]
+    lines += ["", _expressible(res)]
     return lines + [""] + EXPLANATIONS
 
 
-def _collapse(configs: list[str]) -> list[str]:
-    """Say once what is the same for every workload."""
-    kinds = {c.split(": ", 1)[1] for c in configs}
-    return [f"all workloads: {kinds.pop()}"] if len(kinds) == 1 else configs
+def _configs(res: Results, found: list[tuple[str, Measurement]]) -> list[str]:
+    """Each configuration an adapter reported (e.g. its thread count), with where."""
+    where: dict[str, list[str]] = {}
+    for spec, m in found:
+        if m.data.get("notes"):
+            where.setdefault(str(m.data["notes"]), []).append(_workload_name(res, spec))
+    if len(where) == 1:
+        return [f"{next(iter(where))} (all workloads)"]
+    return [f"{config}: {', '.join(names)}" for config, names in where.items()]
+
+
+def _expressible(res: Results) -> str:
+    cannot = [f"{key} on {_workload_name(res, spec)}: {m.data['unsupported']}"
+              for (key, spec), m in res.items()
+              if spec in NOOP_SPECS + SLEEP_SPECS and "unsupported" in m.data]
+    if not cannot:
+        return "Every engine expressed every standard workload."
+    return "Not expressible: " + "; ".join(cannot) + "."
 
 
 EXPLANATIONS = [
@@ -268,12 +281,13 @@ EXPLANATIONS = [
     "(tasks created in order, then gathered): a level barrier.",
     "- graphlib: `TopologicalSorter` + `ThreadPoolExecutor`, eager; sync steps.",
     "",
-    "Every engine could express every standard workload. Thread-pool engines use sync "
+    "Thread-pool engines use sync "
     "`time.sleep` steps with enough threads that no sleeper waits for one (counts above). "
     "Per-step overhead = median wall / steps on no-op workloads; makespan ratio = median "
     "wall / critical path on sleep workloads; 'vs plait' = engine's median wall / plait's. "
-    "Peak MB = ru_maxrss of the measuring process (interpreter, imports, graph, run); "
-    "Prefect's local API server runs in that process.",
+    "Peak MB = ru_maxrss of the measuring process (interpreter, imports, graph, run), "
+    "plus ' + N' for the peak RSS of helper processes the engine started (Prefect's "
+    "local API server).",
 ]
 
 

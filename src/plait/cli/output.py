@@ -7,6 +7,7 @@ unwrapped text so it can be piped and parsed.  ``--json`` output is one JSON obj
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import TextIO
 
@@ -45,7 +46,7 @@ def problems_text(error: DefinitionError, target: str) -> Text:
     text = Text()
     text.append(f"{source}", "bold")
     text.append(f": invalid workflow definition ({count} {noun})\n", "red")
-    for problem in error.problems:
+    for problem in sorted(error.problems, key=lambda p: _natural(p.location)):
         text.append("  - ")
         if problem.location:
             text.append(problem.location, "yellow")
@@ -55,6 +56,12 @@ def problems_text(error: DefinitionError, target: str) -> Text:
             text.append(f" ({problem.hint})", "cyan")
         text.append("\n")
     return text
+
+
+def _natural(location: str) -> list[tuple[int, int | str]]:
+    """Sort key putting ``steps[2]`` before ``steps[10]``."""
+    return [(0, int(part)) if part.isdigit() else (1, part)
+            for part in re.split(r"(\d+)", location) if part]
 
 
 def error_text(message: str, *, heading: str = "error") -> Text:

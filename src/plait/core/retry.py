@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from .model import RetryPolicy
 
+MAX_RETRY_AFTER = 86_400.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorInfo:
@@ -50,5 +52,7 @@ def next_delay(policy: RetryPolicy, attempts_made: int, error: ErrorInfo,
         return None
     delay = retry_delay(policy, attempts_made, rand)
     if error.retry_after is not None:
-        delay = max(delay, min(error.retry_after, max(policy.max_delay, delay)))
+        # The server said when to come back: honour it even past max_delay (bounded
+        # by a day so a bogus header cannot park a step forever).
+        delay = max(delay, min(error.retry_after, MAX_RETRY_AFTER))
     return delay

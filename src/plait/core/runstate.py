@@ -114,6 +114,53 @@ class RunState:
         self.step_changes: list[StepChange] = []
         self.attempt_changes: list[AttemptChange] = []
         self.steps_view = StepsView(self.rows, self.graph.index)
+        self.interrupted: list[int] = []  # running when the run was restored
+
+    @classmethod
+    def restore(cls, checked: CheckedWorkflow, *, run_id: str, input: JSON,
+                rows: Mapping[str, StepRuntime], now: float,
+                secrets: Mapping[str, str] | None = None) -> RunState:
+        """Rebuild the state of a stored run (resume).  Steps stored ``running`` were
+        interrupted: they stay running here and are listed in ``interrupted`` for the
+        loop to count as failed attempts.  Shared state is replayed from completed
+        outputs in completion order."""
+        state = cls(checked, run_id=run_id, input=input, secrets=secrets)
+        graph = checked.graph
+        for i, sid in enumerate(graph.ids):
+            stored = rows.get(sid)
+            if stored is not None:
+                state.rows[i] = StepRuntime(
+                    stored.status, stored.attempts, stored.output, stored.error,
+                    stored.started_at, stored.finished_at, stored.skip_reason,
+                    stored.fallback_used, stored.next_attempt_at, stored.worker)
+        done = [i for i, r in enumerate(state.rows) if r.status in FINAL_STEP_STATES]
+        state._unfinished = graph.size - len(done)
+        for i in done:
+            for child in graph.children[i]:
+                state._waiting_parents[child] -= 1
+        completed = sorted((i for i in done if state.rows[i].status is S.COMPLETED),
+                           key=lambda i: (state.rows[i].finished_at or 0.0,
+                                          graph.position[i]))
+        for i in completed:
+            step = state.spec.steps[i]
+            if step.outputs:
+                for key, value in state._state_writes(step, state.rows[i].output).items():
+                    state.state[key] = reduce_value(state.spec.reducers.get(key), key,
+                                                    state.state.get(key), value)
+        for i, row in enumerate(state.rows):
+            if row.status is S.RUNNING:
+                state.running.add(i)
+                state.interrupted.append(i)
+            elif row.status is S.QUEUED and (row.next_attempt_at is None
+                                             or row.next_attempt_at <= now):
+                heapq.heappush(state._ready, (-checked.priority[i], i))
+        return state
+
+    def queued_later(self) -> list[tuple[float, int]]:
+        """Queued steps due in the future (retry delays), for the loop's timers."""
+        return [(r.next_attempt_at, i) for i, r in enumerate(self.rows)
+                if r.status is S.QUEUED and r.next_attempt_at is not None
+                and (-self.checked.priority[i], i) not in self._ready]
 
     # ----------------------------------------------------------------- queries
 

@@ -26,7 +26,7 @@ from ..core.guards import CircuitBreaker
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON, JSONDict
 from ..core.retry import ErrorInfo
-from ..core.runstate import RunState
+from ..core.runstate import RunState, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
@@ -55,6 +55,29 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def owner_alive(owner: str) -> bool:
+    """False only when ``owner`` ("host:pid") names a process of this host that has
+    exited; owners on other hosts are presumed alive (their lease decides)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class InterruptedAttempt(StepError):
+    """An attempt that was running when the process executing it stopped."""
+
+    def __init__(self, worker: str | None, *, step: str) -> None:
+        super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
+                         f"stopped", step=step)
+
+
 def error_info(exc: BaseException) -> ErrorInfo:
     names = tuple(c.__name__ for c in type(exc).__mro__
                   if c not in (object, BaseException, Exception))
@@ -75,13 +98,14 @@ class Engine:
                  http_policy: HTTPPolicy | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random,
-                 max_threads: int = 64) -> None:
+                 max_threads: int = 64, lease: float = 30.0) -> None:
         self.store = store
         self.worker = worker or default_worker_id()
         self.clock = clock
         self.rand = rand
         self.pools = PoolRegistry()
         self.breakers: dict[str, CircuitBreaker] = {}
+        self.lease = lease
         self._executor = ThreadPoolExecutor(max_workers=max_threads,
                                             thread_name_prefix="plait-step")
         self.services = Services(executor=self._executor,
@@ -119,17 +143,70 @@ class Engine:
 
     async def execute(self, checked: CheckedWorkflow, run: RunRecord,
                       state: RunState | None = None) -> RunResult:
-        """Drive a stored run until it ends (or waits for a person)."""
+        """Drive a stored run until it ends (or waits for a person).  The engine owns
+        the run meanwhile (claim, heartbeat, release), so no other process executes it."""
+        claimed = await self._claim(run)
         secrets = Secrets()
         if state is None:
             state = RunState(checked, run_id=run.run_id, input=run.input, secrets=secrets)
-        loop = _RunLoop(self, checked, run, state, secrets)
+        else:
+            state.secrets = secrets
+        loop = _RunLoop(self, checked, claimed, state, secrets)
         self._loops[run.run_id] = loop
         try:
             await loop.run()
         finally:
             self._loops.pop(run.run_id, None)
+            await asyncio.shield(self.store.release_run(run.run_id, self.worker))
         return loop.result()
+
+    async def resume(self, run_id: str, checked: CheckedWorkflow | None = None) -> RunResult:
+        """Continue a stored run whose process stopped (SPEC 6): completed steps are
+        never re-run; attempts that were running count as failed attempts and retry
+        under the step's policy.  A finished run is returned as it is."""
+        run = await self.store.get_run(run_id)
+        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+            return await self.result(run_id)
+        if checked is None:
+            checked = await self.stored_workflow(run.workflow, run.version)
+        if checked.fingerprint != run.fingerprint:
+            raise RunError(f"run {run_id!r} ran {run.workflow} with fingerprint "
+                           f"{run.fingerprint}, but the definition given has "
+                           f"{checked.fingerprint}")
+        rows = {s.step_id: StepRuntime(s.status, s.attempts, s.output, s.error,
+                                       s.started_at, s.finished_at, s.skip_reason,
+                                       s.fallback_used, s.next_attempt_at, s.worker)
+                for s in await self.store.get_steps(run_id)}
+        state = RunState.restore(checked, run_id=run_id, input=run.input, rows=rows,
+                                 now=self.clock())
+        return await self.execute(checked, run, state)
+
+    async def stored_workflow(self, name: str, version: int | None = None) -> CheckedWorkflow:
+        """A stored definition, validated (its python steps import by name)."""
+        from ..workflow import Workflow
+
+        stored = await self.store.get_workflow(name, version)
+        return Workflow.from_dict(stored.definition,
+                                  source=f"{name}@{stored.version}").validate()
+
+    async def _claim(self, run: RunRecord) -> RunRecord:
+        claimed = await self.store.claim_run(run.run_id, self.worker, self.clock(),
+                                             self.lease)
+        if claimed is None:
+            current = await self.store.get_run(run.run_id)
+            if current.owner and not owner_alive(current.owner):
+                # The owner was a process on this host that no longer exists: its
+                # lease need not run out before someone continues the run.
+                claimed = await self.store.claim_run(run.run_id, self.worker,
+                                                     self.clock() + self.lease * 2,
+                                                     self.lease)
+            if claimed is None:
+                age = self.clock() - (current.heartbeat_at or 0.0)
+                raise RunError(f"run {run.run_id!r} is being executed by "
+                               f"{current.owner} (last heartbeat {age:.0f}s ago); if "
+                               f"that process is gone, retry after its {self.lease:g}s "
+                               f"lease runs out")
+        return claimed
 
     async def run(self, checked: CheckedWorkflow, input: JSON, **kwargs: str | None) -> RunResult:
         run = await self.submit(checked, input, **kwargs)
@@ -226,6 +303,13 @@ class _RunLoop:
         if self.spec.timeout is not None:
             self._timer(now + self.spec.timeout, "run_timeout", -1)
         state.start(now)
+        for i in state.interrupted:  # resumed: those attempts died with their process
+            self._handle(i, "error", InterruptedAttempt(state.rows[i].worker,
+                                                        step=self.spec.steps[i].id),
+                         False, now)
+        state.interrupted.clear()
+        for due, i in state.queued_later():
+            self._timer(due, "retry", i)
         await self._flush(run_change)
         if run_change is not None:
             self._apply_run_change(run_change)
@@ -501,12 +585,19 @@ class _RunLoop:
             self._signal()
 
     async def _poll_cancel(self, now: float) -> None:
+        """Other processes reach a running run through the store: notice a cancel
+        request within a second, and keep the ownership lease fresh."""
         if isinstance(self.store, MemoryStore) or now - self._last_cancel_poll < _CANCEL_POLL_S:
             return
         self._last_cancel_poll = now
-        run = await self.store.get_run(self.run_rec.run_id)
+        run_id = self.run_rec.run_id
+        run = await self.store.get_run(run_id)
         if run.cancel_requested and not self.state.cancelled:
             self.request_cancel("cancelled on request")
+        if not await self.store.heartbeat(run_id, self.engine.worker, now):
+            # Someone else took the run over (our lease ran out): stop, never write.
+            raise RunError(f"run {run_id!r} was taken over by another process "
+                           f"({run.owner}); this process stops executing it")
 
     # ------------------------------------------------------------- persistence
 
