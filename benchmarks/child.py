@@ -28,8 +28,9 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 # Adapters live next to this file and in peers/; both must import by bare module name.

@@ -48,8 +48,11 @@ def build_workflow(workload: Workload) -> Any:
     kwargs: dict[str, Any] = {"concurrency": max(16, workload.size)}
     depth = _depth(workload)
     if workload.size > DEFAULT_MAX_STEPS or depth > DEFAULT_MAX_DEPTH:
-        kwargs["limits"] = {"max_steps": max(DEFAULT_MAX_STEPS, workload.size),
-                            "max_depth": max(DEFAULT_MAX_DEPTH, depth)}
+        # A deep chain must raise the limits, as SPEC section 2 allows.  `Limits` is not
+        # in plait's __all__ yet, hence the import from the model module.
+        from plait.core.model import Limits
+        kwargs["limits"] = Limits(max_steps=max(DEFAULT_MAX_STEPS, workload.size),
+                                  max_depth=max(DEFAULT_MAX_DEPTH, depth))
     wf = Workflow(workload.name, **kwargs)
     sleepers: dict[float, StepFn] = {}  # one function per distinct duration, shared
     for step in workload.steps:

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import (HERE, Job, Measurement, fmt_num, fmt_s, log, machine_header, measure,
-                     met, table)
+from harness import HERE, Job, Measurement, fmt_num, fmt_s, log, machine_header, measure, met, table
 
 BASELINE = "baseline:BaselineAdapter"
 PLAIT = "plait_adapter:PlaitAdapter"

@@ -57,7 +57,7 @@ def fanout(n: int = 1000) -> Workload:
     mids = tuple(f"m{i}" for i in range(n))
     steps = ("src", *mids, "sink")
     parents: dict[str, tuple[str, ...]] = {"src": ()}
-    parents.update({m: ("src",) for m in mids})
+    parents.update(dict.fromkeys(mids, ("src",)))
     parents["sink"] = mids
     return Workload(name=f"fanout-1-{n}-1", steps=steps, parents=parents)
 
@@ -107,7 +107,7 @@ def unbalanced(branches: int = 4, long: float = 0.4, short: float = 0.05) -> Wor
 def parallel_sleeps(n: int = 200, seconds: float = 0.1) -> Workload:
     steps = tuple(f"p{i}" for i in range(n))
     return Workload(name=f"parallel-{n}-sleeps", steps=steps,
-                    parents={s: () for s in steps}, duration={s: seconds for s in steps})
+                    parents=dict.fromkeys(steps, ()), duration=dict.fromkeys(steps, seconds))
 
 
 def standard() -> list[Workload]:
@@ -129,7 +129,7 @@ def wide_random(n: int = 100_000, edges: int = 200_000, layers: int = 100,
     for i in rng.choices(range(len(later)), k=max(0, edges - len(later))):
         extra[i] += 1
     counts = dict(zip(later, extra))
-    parents: dict[str, tuple[str, ...]] = {name: () for name in grid[0]}
+    parents: dict[str, tuple[str, ...]] = dict.fromkeys(grid[0], ())
     for layer in range(1, layers):
         for name in grid[layer]:
             k = min(counts[name], per)  # a step cannot have more parents than the layer holds

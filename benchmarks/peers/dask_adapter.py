@@ -14,7 +14,6 @@ from importlib.metadata import version
 from typing import Any
 
 import dask
-
 from graph_shape import sleep_threads
 from workloads import Workload
 

@@ -15,7 +15,6 @@ import tempfile
 from importlib.metadata import version
 
 from dbos import DBOS
-
 from graph_shape import levels
 from workloads import Workload
 

@@ -18,10 +18,9 @@ from importlib.metadata import version
 from types import ModuleType
 from typing import Any
 
+from graph_shape import depth
 from hamilton import ad_hoc_utils, async_driver, driver
 from hamilton.plugins.h_threadpool import FutureAdapter
-
-from graph_shape import depth
 from workloads import Workload
 
 

@@ -19,10 +19,9 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from typing import Annotated, Any, TypedDict
 
+from graph_shape import depth, sibling_groups
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
-
-from graph_shape import depth, sibling_groups
 from workloads import Workload
 
 

@@ -27,7 +27,6 @@ os.environ.pop("PREFECT_API_URL", None)
 
 from prefect import flow, task  # noqa: E402
 from prefect.futures import wait  # noqa: E402
-
 from workloads import Workload  # noqa: E402
 
 

@@ -21,8 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from harness import (Job, Measurement, fmt_num, fmt_s, log, machine_header,  # noqa: E402
-                     measure, met, table)
+from harness import Job, Measurement, fmt_num, fmt_s, log, machine_header, measure, met, table  # noqa: E402
 
 NOOP_SPECS = ("chain:1000", "fanout:1000", "random_layers")
 SLEEP_SPECS = ("unbalanced", "parallel_sleeps")

@@ -29,12 +29,13 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def plait(tmp_path: Path) -> Run:
-    """``plait(*args, cwd=tmp_path, env=None, stdin=None)``: run ``python -m plait``."""
+    """``plait(*args, cwd=tmp_path, env={...}, stdin=None)``: run ``python -m plait``;
+    ``env`` adds to (or overrides) the variables of ``cli_env()``."""
 
     def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "plait", *args], cwd=cwd or tmp_path,
-                              env=env or cli_env(), input=stdin, capture_output=True,
+                              env=cli_env(**(env or {})), input=stdin, capture_output=True,
                               text=True, timeout=TIMEOUT_S)
 
     return run

@@ -298,6 +298,15 @@ class RunState:
             self.failure_reason = f"step {step.id!r} failed (on_failure: fail_fast)"
         self._finished(i, now)
 
+    def end_attempt(self, i: int, status: str, now: float, error: str | None = None) -> None:
+        """Close the step's current attempt in history without moving the step."""
+        row = self.rows[i]
+        self.attempt_changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, True,
+                                                  status, error=error, worker=row.worker))
+
+    def waiting_steps(self) -> list[int]:
+        return [i for i, r in enumerate(self.rows) if r.status is S.WAITING]
+
     def wait(self, i: int, now: float) -> None:
         """The step is parked (approval, long delay) and holds no concurrency slot."""
         self._move(i, S.WAITING, now)

@@ -28,6 +28,7 @@ from ..core.model import JSON, JSONDict
 from ..core.retry import ErrorInfo
 from ..core.runstate import RunState, StepRuntime
 from ..core.states import RunStatus, StepStatus
+from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
     CircuitOpenError,
@@ -44,7 +45,7 @@ from ..store.base import RunChange, RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from .binding import bind, import_call, invoke
 from .pools import PoolRegistry
-from .results import RunResult, StepResult
+from .results import RunResult, StepResult, iso
 from .secrets import Secrets
 
 _CANCEL_POLL_S = 0.5
@@ -224,6 +225,29 @@ class Engine:
         if loop is not None:
             loop.request_cancel("cancelled on request")
 
+    async def approve(self, run_id: str, step_id: str, *, approved: bool = True,
+                      by: str | None = None, data: JSON = None) -> None:
+        """Record a person's decision on a waiting approval step (who, when, data).
+        The run continues when its executor sees it (resume it to continue here)."""
+        run = await self.store.get_run(run_id)
+        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+            raise RunError(f"run {run_id!r} is {run.status}; there is nothing to approve")
+        steps = {s.step_id: s for s in await self.store.get_steps(run_id)}
+        step = steps.get(step_id)
+        if step is None:
+            raise RunError(f"run {run_id!r} has no step {step_id!r}"
+                           + (f" ({hint})" if (hint := did_you_mean(step_id, steps)) else ""))
+        if step.status is not StepStatus.WAITING:
+            raise RunError(f"step {step_id!r} of run {run_id!r} is {step.status}, not "
+                           f"waiting for approval")
+        decision: JSONDict = {"decision": "approved" if approved else "rejected",
+                              "by": by or "unknown", "at": self.clock(), "data": data}
+        await self.store.write(WriteBatch(run_id=run_id, notes=[(step_id,
+                                                                 {"approval": decision})]))
+        loop = self._loops.get(run_id)
+        if loop is not None:
+            loop.signal_decision()
+
     def breaker(self, key: str, spec: object) -> CircuitBreaker:
         found = self.breakers.get(key)
         if found is None:
@@ -275,6 +299,9 @@ class _RunLoop:
         self._tg: asyncio.TaskGroup | None = None
         self._last_cancel_poll = 0.0
         self._declared = {k for s in self.spec.steps for k in s.outputs}
+        self.parked: dict[int, float | None] = {}  # approval steps -> deadline
+        self._decisions_due = False
+        self._notes_seen = 0
         self._types = [get_step_type(s.type) for s in self.spec.steps]
         self._pool_specs = self.spec.pools
 
@@ -298,8 +325,9 @@ class _RunLoop:
     async def _main(self) -> None:
         state, now = self.state, self.clock()
         run_change = None
-        if self.run_rec.status is RunStatus.PENDING:
-            run_change = RunChange(source=RunStatus.PENDING, target=RunStatus.RUNNING, at=now)
+        if self.run_rec.status in (RunStatus.PENDING, RunStatus.WAITING):
+            run_change = RunChange(source=self.run_rec.status, target=RunStatus.RUNNING,
+                                   at=now)
         if self.spec.timeout is not None:
             self._timer(now + self.spec.timeout, "run_timeout", -1)
         state.start(now)
@@ -310,9 +338,14 @@ class _RunLoop:
         state.interrupted.clear()
         for due, i in state.queued_later():
             self._timer(due, "retry", i)
+        for i in state.waiting_steps():
+            if self._types[i].parks:
+                self._park(i)
         await self._flush(run_change)
         if run_change is not None:
             self._apply_run_change(run_change)
+        if self.parked:
+            await self._check_decisions()
         while True:
             starts = self._launch(self.clock())
             await self._flush()
@@ -320,17 +353,82 @@ class _RunLoop:
                 self.tasks[i] = self._spawn(self._attempt(i, call, fallback=False))
             if state.done:
                 break
-            if not self.tasks and not self.timers and not state.has_ready():
+            if not self.tasks and not self._busy_timers() and not state.has_ready():
                 if state.halting:
                     state.cancel_unstarted(self.clock(), self._halt_reason())
                     continue
+                if self.parked:  # only people can move the run on: it waits
+                    await self._park_run()
+                    return
                 raise RunError(f"run {self.run_rec.run_id!r} cannot make progress")
             await self._wait()
             now = self.clock()
             self._fire_timers(now)
             self._process(now)
             await self._poll_cancel(now)
+            if self._decisions_due:
+                await self._check_decisions()
         await self._finish()
+
+    # ------------------------------------------------------------- approvals
+
+    def _park(self, i: int) -> None:
+        """An approval step waits; its deadline (step timeout) is a timer."""
+        step, row = self.spec.steps[i], self.state.rows[i]
+        deadline = None
+        if step.timeout is not None:
+            deadline = (row.started_at or self.clock()) + step.timeout
+            self._timer(deadline, "approval_timeout", i)
+        self.parked[i] = deadline
+
+    def _busy_timers(self) -> bool:
+        """Timers that keep the loop alive (approval deadlines alone do not)."""
+        return any(kind != "approval_timeout" for _, _, kind, _ in self.timers)
+
+    def signal_decision(self) -> None:
+        self._decisions_due = True
+        self._signal()
+
+    async def _check_decisions(self) -> None:
+        """Apply stored approval decisions, and deadlines that have passed."""
+        self._decisions_due = False
+        events = await self.store.get_events(self.run_rec.run_id, after=self._notes_seen)
+        now = self.clock()
+        for event in events:
+            self._notes_seen = max(self._notes_seen, event.seq)
+            decision = event.data.get("approval") if event.kind == "note" else None
+            i = self.checked.graph.index.get(event.step_id or "")
+            if isinstance(decision, dict) and i is not None and i in self.parked:
+                self._decide(i, decision, now)
+        for i, deadline in list(self.parked.items()):
+            if deadline is not None and deadline <= now:
+                self._timeout_approval(i, now)
+        await self._flush()
+
+    def _timeout_approval(self, i: int, now: float) -> None:
+        choice = self.spec.steps[i].config.get("on_timeout", "reject")
+        self._decide(i, {"decision": "approved" if choice == "approve" else "rejected",
+                         "by": "timeout", "at": now, "data": None}, now)
+
+    def _decide(self, i: int, decision: JSONDict, now: float) -> None:
+        self.parked.pop(i, None)
+        by = decision.get("by")
+        if decision.get("decision") == "approved":
+            at = decision.get("at")
+            self.state.succeed(i, {"approved": True, "by": by,
+                                   "at": iso(at) if isinstance(at, int | float) else at,
+                                   "data": decision.get("data")}, now)
+            return
+        reason = f"rejected by {by}" if by != "timeout" else "approval timed out (rejected)"
+        self.state.end_attempt(i, "failed", now, reason)
+        self.state.fail(i, reason, now)
+        self._after_failure()
+
+    async def _park_run(self) -> None:
+        change = RunChange(source=self.run_rec.status, target=RunStatus.WAITING,
+                           at=self.clock())
+        await self._flush(change)
+        self._apply_run_change(change)
 
     def _spawn(self, coro: object) -> asyncio.Task[None]:
         assert self._tg is not None
@@ -349,6 +447,10 @@ class _RunLoop:
             if step.pool is not None and not self._take_pool(i, step.pool, now):
                 continue
             attempt = state.begin(i, now, self.engine.worker)
+            if self._types[i].parks:
+                state.wait(i, now)
+                self._park(i)
+                continue
             call = self._call(i, attempt)
             inline = self._types[i].inline
             if inline is not None and step.fallback is None and step.timeout is None:
@@ -495,6 +597,9 @@ class _RunLoop:
             if kind == "retry" or kind == "ready":
                 if self.state.rows[i].status is StepStatus.QUEUED:
                     self.state.retry_due(i)
+            elif kind == "approval_timeout":
+                if i in self.parked:
+                    self._timeout_approval(i, now)
             elif kind == "run_timeout":
                 self._halt(f"run timed out after {self.spec.timeout:g}s", cancelled=False)
 
@@ -594,6 +699,8 @@ class _RunLoop:
         run = await self.store.get_run(run_id)
         if run.cancel_requested and not self.state.cancelled:
             self.request_cancel("cancelled on request")
+        if self.parked:
+            self._decisions_due = True
         if not await self.store.heartbeat(run_id, self.engine.worker, now):
             # Someone else took the run over (our lease ran out): stop, never write.
             raise RunError(f"run {run_id!r} was taken over by another process "

@@ -143,3 +143,6 @@ def register_builtins() -> None:
                                 check=_check_delay))
     from .http import register_http
     register_http()
+    from .approval import register_approval
+
+    register_approval()

@@ -115,6 +115,9 @@ class StepType:
     literal_fields: frozenset[str] = frozenset()
     # a cheap synchronous form, run on the loop without a task (transform, condition)
     inline: Callable[[StepCall], JSON] | None = None
+    # the step waits for something outside the run (a person): the loop parks it in
+    # `waiting` without a task, and the run waits (approval)
+    parks: bool = False
 
 
 _REGISTRY: dict[str, StepType] = {}

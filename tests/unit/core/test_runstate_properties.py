@@ -1,0 +1,460 @@
+"""Property-based tests of the run state machine (SPEC 5), driven without asyncio.
+
+A random DAG (random edges respecting an order, trigger rules, ``allow_failure``,
+conditions with then/else branches, ``when`` guards) is run by a small driver that
+plays the run loop: it pops ready steps up to the concurrency, finishes running attempts
+in a random order with random outcomes (success, retryable failure, fatal failure),
+keeps retries on a fake clock, and sometimes cancels the run.  After every event it
+checks the invariants; at the end it checks every verdict against an independent
+reading of the SPEC 5 trigger table.
+
+A last property runs small random DAGs through the real asyncio engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from plait import Retry, StepContext, Workflow
+from plait.core.model import TRIGGERS
+from plait.core.retry import ErrorInfo
+from plait.core.runstate import AttemptChange, RunState, StepChange
+from plait.core.states import FINAL_STEP_STATES, STEP_TRANSITIONS, RunStatus, StepStatus
+from plait.runtime.engine import Engine
+from plait.store.memory import MemoryStore
+
+from .helpers import load
+
+S = StepStatus
+# the loaded profile scales these (HYPOTHESIS_PROFILE=thorough explores much further)
+BASE_EXAMPLES = settings.default.max_examples
+OUTCOMES = ("ok", "retry", "fatal")
+WEIGHTED_OUTCOMES = ("ok", "ok", "ok", "retry", "retry", "fatal")
+RETRYABLE = ErrorInfo(type="ValueError", message="flaky", names=("ValueError",))
+FATAL = ErrorInfo(type="FatalError", message="no", names=("FatalError", "StepError"),
+                  retryable=False)
+
+
+# ---------------------------------------------------------------- random workflows
+
+
+@dataclass
+class Plan:
+    definition: dict[str, Any]
+    input: dict[str, bool]
+    outcomes: dict[str, list[str]]  # per step, the outcome of each attempt
+    results: dict[str, bool]  # per condition step, the result it evaluates to
+    concurrency: int
+    cancel_at: int | None  # cancel the run after this many events (None: never)
+    seed: int
+    max_retries: dict[str, int] = field(default_factory=dict)
+
+
+@st.composite
+def plans(draw: st.DrawFn, max_steps: int = 40) -> Plan:
+    n = draw(st.integers(1, max_steps))
+    ids = [f"s{i}" for i in range(n)]
+    is_condition = [draw(st.integers(0, 5)) == 0 for _ in range(n)]
+    steps: list[dict[str, Any]] = []
+    inputs: dict[str, bool] = {}
+    outcomes: dict[str, list[str]] = {}
+    results: dict[str, bool] = {}
+    retries: dict[str, int] = {}
+    branches: dict[int, tuple[list[str], list[str]]] = {
+        i: ([], []) for i in range(n) if is_condition[i]}
+    for i, sid in enumerate(ids):
+        parents = sorted(draw(st.sets(st.integers(0, i - 1), max_size=min(i, 3)))) \
+            if i else []
+        step: dict[str, Any] = {"id": sid}
+        if is_condition[i]:
+            step.update(type="condition", **{"if": "{{ true }}"})
+            results[sid] = draw(st.booleans())
+        else:
+            step.update(type="transform", value=i)
+        if parents:
+            step["depends_on"] = [ids[p] for p in parents]
+        step["trigger"] = draw(st.sampled_from(TRIGGERS))
+        if draw(st.integers(0, 4)) == 0:
+            step["allow_failure"] = True
+        if draw(st.integers(0, 4)) == 0:
+            key = f"w{i}"
+            inputs[key] = draw(st.booleans())
+            step["when"] = f"{{{{ input.{key} }}}}"
+        # a step may sit on one branch of an earlier condition
+        conditions = [c for c in range(i) if is_condition[c]]
+        if conditions and draw(st.integers(0, 3)) == 0:
+            c = draw(st.sampled_from(conditions))
+            side = draw(st.sampled_from((0, 1)))
+            branches[c][side].append(sid)
+        max_retries = draw(st.integers(0, 3))
+        retries[sid] = max_retries
+        step["retry"] = {"max_retries": max_retries, "initial_delay": 1, "backoff": 2.0,
+                         "jitter": 0.5, "max_delay": 10}
+        outcomes[sid] = draw(st.lists(st.sampled_from(WEIGHTED_OUTCOMES),
+                                      min_size=max_retries + 1,
+                                      max_size=max_retries + 1))
+        steps.append(step)
+    for c, (then, else_) in branches.items():
+        steps[c]["then"], steps[c]["else"] = then, else_
+    on_failure = draw(st.sampled_from(("continue", "continue", "fail_fast")))
+    definition = {"name": "prop", "steps": steps, "on_failure": on_failure}
+    cancel_at = draw(st.none() | st.integers(0, 2 * n))
+    return Plan(definition=definition, input=inputs, outcomes=outcomes, results=results,
+                concurrency=draw(st.integers(1, 6)), cancel_at=cancel_at,
+                seed=draw(st.integers(0, 2**32 - 1)), max_retries=retries)
+
+
+# ---------------------------------------------------------------- the driver
+
+
+class Driver:
+    """Plays the run loop over a RunState and checks invariants after every event."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.checked = load(plan.definition)
+        self.graph = self.checked.graph
+        self.state = RunState(self.checked, run_id="r", input=plan.input)
+        self.rand = random.Random(plan.seed)
+        self.now = 0.0
+        self.events = 0
+        self.running: list[int] = []
+        self.retry_at: dict[int, float] = {}  # queued retries, due at
+        self.ready: set[int] = set()  # queued and due (the core's ready heap)
+        self.replayed = [S.PENDING] * self.graph.size
+        self.step_changes: list[StepChange] = []
+        self.attempt_changes: list[AttemptChange] = []
+        self.cancelled = False
+        self.began_with: dict[int, list[StepStatus]] = {}
+
+    # -- bookkeeping
+
+    def drain(self) -> None:
+        out = self.state.drain()
+        if isinstance(out, tuple):
+            steps, attempts = out
+        else:  # an older shape: one mixed list
+            steps = [c for c in out if isinstance(c, StepChange)]
+            attempts = [c for c in out if isinstance(c, AttemptChange)]
+        index = self.graph.index
+        for ch in steps:
+            i = index[ch.step]
+            assert ch.source is self.replayed[i], (
+                f"{ch.step}: change from {ch.source} but it was {self.replayed[i]}")
+            assert ch.target in STEP_TRANSITIONS[ch.source], (
+                f"{ch.step}: {ch.source} -> {ch.target} is not in the table")
+            assert ch.row.status is ch.target
+            self.replayed[i] = ch.target
+            if ch.source is S.PENDING and ch.target is S.QUEUED:
+                self.ready.add(i)
+        self.step_changes.extend(steps)
+        self.attempt_changes.extend(attempts)
+
+    def check_invariants(self) -> None:
+        rows = self.state.rows
+        assert [r.status for r in rows] == self.replayed
+        for i, row in enumerate(rows):
+            limit = self.plan.max_retries[self.graph.ids[i]] + 1
+            assert row.attempts <= limit, f"{self.graph.ids[i]} ran {row.attempts} attempts"
+            if row.status is S.PENDING and not self.state.halting:
+                # eager: a step whose parents are all final is judged at once
+                assert not all(rows[p].status in FINAL_STEP_STATES
+                               for p in self.graph.parents[i]), self.graph.ids[i]
+
+    # -- events
+
+    def launch(self) -> None:
+        limit = self.plan.concurrency
+        while len(self.running) < limit:
+            i = self.state.pop_ready()
+            if i is None:
+                break
+            assert i in self.ready, f"{self.graph.ids[i]} popped but not ready"
+            best = max(self.checked.priority[j] for j in self.ready)
+            assert self.checked.priority[i] == best, "not the longest remaining path"
+            self.ready.discard(i)
+            parents = [self.state.rows[p].status for p in self.graph.parents[i]]
+            assert all(s in FINAL_STEP_STATES for s in parents), (
+                f"{self.graph.ids[i]} began before its parents were final: {parents}")
+            self.began_with.setdefault(i, parents)
+            attempt = self.state.begin(i, self.now)
+            assert attempt == self.state.rows[i].attempts
+            self.running.append(i)
+        self.drain()
+
+    def finish_one(self) -> None:
+        i = self.running.pop(self.rand.randrange(len(self.running)))
+        sid = self.graph.ids[i]
+        attempt = self.state.rows[i].attempts
+        outcome = self.plan.outcomes[sid][attempt - 1]
+        if outcome == "ok":
+            output: Any = ({"result": self.plan.results[sid]} if sid in self.plan.results
+                           else {"step": sid})
+            self.state.succeed(i, output, self.now)
+        else:
+            error = RETRYABLE if outcome == "retry" else FATAL
+            delay = self.state.fail_attempt(i, error, self.now, self.rand.random())
+            if delay is None:
+                self.state.fail(i, str(error), self.now)
+            else:
+                assert outcome == "retry"
+                assert delay >= 1.0
+                self.retry_at[i] = self.now + delay
+        self.drain()
+        if self.state.halting:
+            self.stop_running("fail_fast")
+
+    def stop_running(self, reason: str) -> None:
+        for i in self.running:
+            self.state.cancel_step(i, self.now, reason)
+        self.running.clear()
+        self.drain()
+
+    def cancel_run(self) -> None:
+        self.cancelled = True
+        self.state.halt("cancelled on request", cancelled=True)
+        self.stop_running("cancelled on request")
+
+    def fire_retries(self) -> None:
+        due = min(self.retry_at.values())
+        self.now = max(self.now, due)
+        for i, at in list(self.retry_at.items()):
+            if at <= self.now:
+                del self.retry_at[i]
+                if self.state.rows[i].status is S.QUEUED:
+                    self.state.retry_due(i)
+                    self.ready.add(i)
+
+    def run(self) -> None:
+        self.state.start(self.now)
+        self.drain()
+        bound = sum(len(o) for o in self.plan.outcomes.values()) * 3 + \
+            3 * self.graph.size + 10
+        for _ in range(bound):
+            self.check_invariants()
+            if self.state.done:
+                break
+            self.launch()
+            if self.plan.cancel_at is not None and self.events >= self.plan.cancel_at \
+                    and not self.cancelled and not self.state.halting:
+                self.cancel_run()
+            elif self.running:
+                self.finish_one()
+            elif self.state.halting:
+                self.retry_at.clear()
+                self.state.cancel_unstarted(self.now, "halted")
+                self.ready.clear()
+                self.drain()
+            elif self.retry_at:
+                self.fire_retries()
+            else:
+                raise AssertionError("the run cannot make progress: "
+                                     f"{[str(r.status) for r in self.state.rows]}")
+            self.events += 1
+            self.now += 1.0
+        self.check_invariants()
+        assert self.state.done, "the run did not end within the bound"
+        assert all(r.status in FINAL_STEP_STATES for r in self.state.rows)
+
+
+# ---------------------------------------------------------------- the oracle (SPEC 5)
+
+
+def expected_verdict(driver: Driver, i: int) -> StepStatus | None:
+    """What SPEC 5 says about a step judged with its parents' final statuses: None when
+    it runs, else the status it ends in without running."""
+    spec = driver.checked.spec
+    step = spec.steps[i]
+    rows = driver.state.rows
+    completed = failed = skipped = 0
+    for p in driver.graph.parents[i]:
+        status = rows[p].status
+        tolerated = status is S.FAILED and spec.steps[p].allow_failure
+        if status is S.COMPLETED or (tolerated and step.trigger != "one_failed"):
+            completed += 1
+        elif status is S.SKIPPED:
+            skipped += 1
+        else:
+            failed += 1  # failed, upstream_failed, cancelled
+    has_parents = bool(driver.graph.parents[i])
+    rule = step.trigger
+    verdict: StepStatus | None = None
+    if not has_parents or rule == "all_done":
+        verdict = None
+    elif rule == "one_failed":
+        verdict = None if failed else S.SKIPPED
+    elif failed:
+        verdict = S.UPSTREAM_FAILED
+    elif rule == "none_failed":
+        verdict = None
+    elif rule == "all_success" and skipped:
+        verdict = S.SKIPPED
+    elif completed == 0:
+        verdict = S.SKIPPED
+    if verdict is not None:
+        return verdict
+    for cond, branch in driver.checked.guards[i]:
+        crow = rows[cond]
+        if crow.status is not S.COMPLETED or bool(crow.output["result"]) is not branch:
+            return S.SKIPPED
+    if step.when is not None:
+        key = step.when.strip("{} ").removeprefix("input.")
+        if not driver.plan.input[key]:
+            return S.SKIPPED
+    return None
+
+
+def expected_run(outcomes: list[str]) -> tuple[StepStatus, int]:
+    """Final status and attempts of a step that runs, from its attempt outcomes."""
+    for n, outcome in enumerate(outcomes, start=1):
+        if outcome == "ok":
+            return S.COMPLETED, n
+        if outcome == "fatal":
+            return S.FAILED, n
+    return S.FAILED, len(outcomes)
+
+
+@given(plan=plans())
+@settings(max_examples=max(150, BASE_EXAMPLES))
+def test_random_runs_follow_spec_5(plan: Plan) -> None:
+    driver = Driver(plan)
+    driver.run()
+    state, rows, ids = driver.state, driver.state.rows, driver.graph.ids
+    halted = state.halting
+    event(f"on_failure={driver.checked.spec.on_failure} cancelled={driver.cancelled}")
+    event(f"final run status={state.run_status()}")
+    event(f"any retry={any(r.attempts > 1 for r in rows)}")
+    event(f"conditions={bool(plan.results)}")
+    for r in rows:
+        event(f"step status {r.status}")
+
+    for i, row in enumerate(rows):
+        sid = ids[i]
+        if row.status is S.CANCELLED:
+            assert halted, f"{sid} cancelled although the run never halted"
+            assert row.skip_reason
+            continue
+        verdict = expected_verdict(driver, i)
+        if verdict is None:
+            status, attempts = expected_run(plan.outcomes[sid])
+            assert (row.status, row.attempts) == (status, attempts), sid
+            assert row.started_at is not None and row.finished_at is not None
+            assert row.started_at <= row.finished_at
+        else:
+            assert row.status is verdict, f"{sid}: {row.status} != {verdict}"
+            assert row.attempts == 0
+            assert row.skip_reason, f"{sid} {row.status} without a reason"
+        if row.status is S.COMPLETED:
+            assert row.output is not None
+
+    # SPEC 5: the run's final status
+    failed_hard = any(r.status is S.FAILED and not driver.checked.spec.steps[i].allow_failure
+                      for i, r in enumerate(rows))
+    if driver.cancelled:
+        expected = RunStatus.CANCELLED
+    elif failed_hard:
+        expected = RunStatus.FAILED
+    else:
+        expected = RunStatus.COMPLETED
+    assert state.run_status() is expected
+    if driver.checked.spec.on_failure == "continue" and not driver.cancelled:
+        assert not halted
+
+    # attempts: each started attempt ends once, numbered 1..n per step
+    started = [(a.step, a.attempt) for a in driver.attempt_changes if not a.ended]
+    ended = [(a.step, a.attempt) for a in driver.attempt_changes if a.ended]
+    assert sorted(started) == sorted(ended)
+    assert len(set(started)) == len(started)
+    for i, row in enumerate(rows):
+        numbers = sorted(n for s, n in started if s == ids[i])
+        assert numbers == list(range(1, row.attempts + 1))
+
+
+@given(plan=plans(max_steps=12))
+@settings(max_examples=BASE_EXAMPLES)
+def test_step_changes_replay_to_the_final_rows(plan: Plan) -> None:
+    driver = Driver(plan)
+    driver.run()
+    replay: dict[str, StepStatus] = {sid: S.PENDING for sid in driver.graph.ids}
+    for ch in driver.step_changes:
+        assert replay[ch.step] is ch.source
+        replay[ch.step] = ch.target
+    assert [replay[sid] for sid in driver.graph.ids] == [r.status for r in driver.state.rows]
+    # the last recorded row of each step is the step's final row
+    last = {ch.step: ch.row for ch in driver.step_changes}
+    for sid, row in zip(driver.graph.ids, driver.state.rows, strict=True):
+        assert last[sid].status is row.status
+        assert last[sid].attempts == row.attempts
+        assert last[sid].output == row.output
+
+
+# ---------------------------------------------------------------- the real engine
+
+
+@st.composite
+def engine_plans(draw: st.DrawFn) -> tuple[list[list[int]], list[list[str]], list[str],
+                                           list[bool], int]:
+    n = draw(st.integers(1, 7))
+    parents = [sorted(draw(st.sets(st.integers(0, i - 1), max_size=min(i, 3))))
+               if i else [] for i in range(n)]
+    outcomes = [draw(st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=3))
+                for _ in range(n)]
+    triggers = [draw(st.sampled_from(TRIGGERS)) for _ in range(n)]
+    allow = [draw(st.booleans()) for _ in range(n)]
+    return parents, outcomes, triggers, allow, draw(st.integers(1, 4))
+
+
+def _step_fn(outcomes: list[str], calls: list[int], i: int) -> Any:
+    async def fn(ctx: StepContext) -> Any:
+        calls[i] += 1
+        assert ctx.attempt == calls[i]
+        await asyncio.sleep(0)
+        outcome = outcomes[ctx.attempt - 1]
+        if outcome == "retry":
+            raise ValueError("flaky")
+        if outcome == "fatal":
+            from plait import FatalError
+            raise FatalError("no")
+        return {"step": i}
+    return fn
+
+
+@given(engine_plans())
+@settings(max_examples=max(25, BASE_EXAMPLES // 4))
+def test_the_engine_completes_random_dags(case: tuple[Any, ...]) -> None:
+    parents, outcomes, triggers, allow, concurrency = case
+    n = len(parents)
+    calls = [0] * n
+    wf = Workflow("engprop", concurrency=concurrency)
+    for i in range(n):
+        wf.add_step(f"s{i}", _step_fn(outcomes[i], calls, i),
+                    depends_on=[f"s{p}" for p in parents[i]], trigger=triggers[i],
+                    allow_failure=allow[i],
+                    retry=Retry(max_retries=len(outcomes[i]) - 1, initial_delay=0.001,
+                                jitter=0.0))
+    checked = wf.validate()
+
+    async def go() -> Any:
+        engine = Engine(MemoryStore(), rand=lambda: 0.0)
+        try:
+            return await asyncio.wait_for(engine.run(checked, {}), timeout=20)
+        finally:
+            engine.close()
+
+    result = asyncio.run(go())
+    assert result.status in ("completed", "failed")
+    for i in range(n):
+        step = result.steps[f"s{i}"]
+        assert step.status in ("completed", "failed", "skipped", "upstream_failed")
+        assert calls[i] == step.attempts <= len(outcomes[i])
+        if step.attempts:
+            status, attempts = expected_run(outcomes[i])
+            assert (step.status, step.attempts) == (str(status), attempts)
+    hard = any(result.steps[f"s{i}"].status == "failed" and not allow[i] for i in range(n))
+    assert result.status == ("failed" if hard else "completed")
