@@ -26,7 +26,7 @@ from ..core.guards import CircuitBreaker
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON, JSONDict
 from ..core.retry import ErrorInfo
-from ..core.runstate import RunState, StepRuntime
+from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow, validate_input
@@ -54,6 +54,17 @@ _MISSING = object()
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _descendants(children: tuple[tuple[int, ...], ...], roots: list[int]) -> set[int]:
+    seen = set(roots)
+    todo = list(roots)
+    while todo:
+        for child in children[todo.pop()]:
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
 
 
 def owner_alive(owner: str) -> bool:
@@ -181,6 +192,45 @@ class Engine:
         state = RunState.restore(checked, run_id=run_id, input=run.input, rows=rows,
                                  now=self.clock())
         return await self.execute(checked, run, state)
+
+    async def fork(self, run_id: str, *, from_step: str | None = None,
+                   input: JSON = _MISSING) -> RunRecord:  # type: ignore[assignment]
+        """A new run of the same workflow version that reuses the stored output of every
+        completed step that is not ``from_step`` or downstream of it (default: of the
+        failed and cancelled steps).  Linked to the old run by ``retry_of``; run it with
+        ``resume``.  Like Airflow's clear, LangGraph's time travel, DBOS's fork."""
+        old = await self.store.get_run(run_id)
+        checked = await self.stored_workflow(old.workflow, old.version)
+        graph = checked.graph
+        rows = {s.step_id: s for s in await self.store.get_steps(run_id)}
+        if from_step is not None:
+            if from_step not in graph.index:
+                hint = did_you_mean(from_step, graph.ids)
+                raise RunError(f"workflow {old.workflow!r} has no step {from_step!r}"
+                               + (f" ({hint})" if hint else ""))
+            roots = [graph.index[from_step]]
+        else:
+            roots = [graph.index[s] for s, r in rows.items()
+                     if r.status in (StepStatus.FAILED, StepStatus.CANCELLED)]
+        rerun = _descendants(graph.children, roots)
+        reuse = [graph.ids[i] for i in range(graph.size) if i not in rerun
+                 and rows[graph.ids[i]].status is StepStatus.COMPLETED]
+        new = await self.submit(checked, old.input if input is _MISSING else input,
+                                retry_of=run_id)
+        now = self.clock()
+        batch = WriteBatch(run_id=new.run_id)
+        for sid in reuse:
+            rec = rows[sid]
+            row = StepRuntime(StepStatus.COMPLETED, 0, rec.output, None, rec.started_at,
+                              rec.finished_at, None, rec.fallback_used, None, rec.worker)
+            for source, target in ((StepStatus.PENDING, StepStatus.QUEUED),
+                                   (StepStatus.QUEUED, StepStatus.RUNNING),
+                                   (StepStatus.RUNNING, StepStatus.COMPLETED)):
+                batch.steps.append(StepChange(sid, source, target, now, row))
+        batch.notes.append((None, {"retry_of": run_id, "reused": list(reuse),
+                                   "from_step": from_step}))
+        await self.store.write(batch)
+        return await self.store.get_run(new.run_id)
 
     async def stored_workflow(self, name: str, version: int | None = None) -> CheckedWorkflow:
         """A stored definition, validated (its python steps import by name)."""
