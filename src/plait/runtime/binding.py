@@ -92,6 +92,8 @@ def bind(fn: Callable[..., object], given: Mapping[str, JSON], resolve: Resolver
          step_id: str) -> dict[str, object]:
     """Keyword arguments for ``fn``: ``given`` (rendered ``with``) first, then names."""
     sig = signature_of(fn)
+    if not sig.params and not given:
+        return {}
     kwargs: dict[str, object] = dict(given)
     for name, has_default in sig.params:
         if name in kwargs:

@@ -354,6 +354,10 @@ class _RunLoop:
         self._notes_seen = 0
         self._types = [get_step_type(s.type) for s in self.spec.steps]
         self._pool_specs = self.spec.pools
+        self._pool_of = tuple(s.pool for s in self.spec.steps)
+        # a store shared with other processes is polled for cancel requests, approval
+        # decisions and the ownership heartbeat; a memory store is this process's own
+        self._polls = not isinstance(self.store, MemoryStore)
 
     # ------------------------------------------------------------- driving
 
@@ -415,7 +419,8 @@ class _RunLoop:
             now = self.clock()
             self._fire_timers(now)
             self._process(now)
-            await self._poll_cancel(now)
+            if self._polls and now - self._last_cancel_poll >= _CANCEL_POLL_S:
+                await self._poll_cancel(now)
             if self._decisions_due:
                 await self._check_decisions()
         await self._finish()
@@ -527,7 +532,7 @@ class _RunLoop:
         self._signal()
 
     def _release_pool(self, i: int) -> None:
-        name = self.spec.steps[i].pool
+        name = self._pool_of[i]
         if name is not None:
             self.engine.pools.get(self._pool_specs[name]).release()
 
@@ -628,7 +633,7 @@ class _RunLoop:
         if self.timers:
             delay = max(0.0, self.timers[0][0] - self.clock())
             handle = loop.call_later(delay, self._signal)
-        elif not isinstance(self.store, MemoryStore):
+        elif self._polls:
             handle = loop.call_later(_CANCEL_POLL_S, self._signal)
         try:
             await self._wake
@@ -742,8 +747,6 @@ class _RunLoop:
     async def _poll_cancel(self, now: float) -> None:
         """Other processes reach a running run through the store: notice a cancel
         request within a second, and keep the ownership lease fresh."""
-        if isinstance(self.store, MemoryStore) or now - self._last_cancel_poll < _CANCEL_POLL_S:
-            return
         self._last_cancel_poll = now
         run_id = self.run_rec.run_id
         run = await self.store.get_run(run_id)

@@ -1,0 +1,143 @@
+-- The SQLite store's queries (plait.store.sqlite), one named block each.
+--
+-- A block starts with a line ``-- name --``; the comment lines under it say what the
+-- query does and list its parameters in order.  Parameters are positional (``?``) and
+-- always bound: nothing a user types is ever spliced into SQL.  JSON columns hold
+-- json.dumps text, SQL NULL meaning JSON null (see migrations/sqlite/0001_initial.sql).
+
+-- latest_workflow --
+-- The highest stored version of a workflow.  (name)
+SELECT name, version, fingerprint, definition, created_at
+FROM workflows WHERE name = ? ORDER BY version DESC LIMIT 1;
+
+-- workflow_version --
+-- One stored version of a workflow.  (name, version)
+SELECT name, version, fingerprint, definition, created_at
+FROM workflows WHERE name = ? AND version = ?;
+
+-- insert_workflow --
+-- Store a new version; (name, version) is the primary key, so a version is never
+-- overwritten.  (name, version, fingerprint, definition, created_at)
+INSERT INTO workflows (name, version, fingerprint, definition, created_at)
+VALUES (?, ?, ?, ?, ?);
+
+-- list_workflows --
+-- Every version of every workflow: names in the order they were first stored,
+-- versions ascending (the memory store's order).  ()
+SELECT name, version, fingerprint, definition, created_at
+FROM workflows AS w
+ORDER BY (SELECT min(rowid) FROM workflows AS f WHERE f.name = w.name), version;
+
+-- insert_run --
+-- A new run.  A second run with the same public id violates runs.run_id UNIQUE.
+-- (run_id, workflow, version, fingerprint, status, input, output, error, created_at,
+--  started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested)
+INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, output, error,
+                  created_at, started_at, finished_at, retry_of, parent_run_id, sla,
+                  cancel_requested)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- insert_step --
+-- One pending step of a new run.  (run, step_id, position, status)
+INSERT INTO steps (run, step_id, position, status) VALUES (?, ?, ?, ?);
+
+-- run_key --
+-- The integer key and status of a run, found by its public id.  (run_id)
+SELECT id, status FROM runs WHERE run_id = ?;
+
+-- get_run --
+-- Everything about one run.  (run_id)
+SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
+       started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
+       heartbeat_at
+FROM runs WHERE run_id = ?;
+
+-- list_runs --
+-- Runs newest first, each filter ignored when its parameter is NULL; ties keep the
+-- order the runs were created in.
+-- (workflow, status, since, limit)
+SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
+       started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
+       heartbeat_at
+FROM runs
+WHERE (?1 IS NULL OR workflow = ?1)
+  AND (?2 IS NULL OR status = ?2)
+  AND (?3 IS NULL OR created_at >= ?3)
+ORDER BY created_at DESC, id ASC
+LIMIT ?4;
+
+-- update_step --
+-- Store a step's row after one change, only if it still has the status the change
+-- moves it from: 0 rows changed means a stale write (or an unknown step).
+-- (status, attempts, output, error, started_at, finished_at, skip_reason,
+--  fallback_used, next_attempt_at, worker, run, step_id, expected_status)
+UPDATE steps
+SET status = ?, attempts = ?, output = ?, error = ?, started_at = ?, finished_at = ?,
+    skip_reason = ?, fallback_used = ?, next_attempt_at = ?, worker = ?
+WHERE run = ? AND step_id = ? AND status = ?;
+
+-- step_status --
+-- The stored status of one step (to explain a refused batch).  (run, step_id)
+SELECT status FROM steps WHERE run = ? AND step_id = ?;
+
+-- upsert_attempt --
+-- An attempt starts (new row) or ends (the row exists: status, end time and error
+-- change; start time and worker stay).
+-- (run, step_id, attempt, fallback, status, at, finished_at, error, worker)
+INSERT INTO attempts (run, step_id, attempt, fallback, status, started_at, finished_at,
+                      error, worker)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+ON CONFLICT (run, step_id, attempt, fallback)
+DO UPDATE SET status = ?5, finished_at = ?6, error = ?8;
+
+-- move_run --
+-- A run moves to a non-final status; started_at is set by the first move to running.
+-- (status, started_at_if_first_running, id)
+UPDATE runs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?;
+
+-- finish_run --
+-- A run reaches a final status with its output and error.
+-- (status, finished_at, output, error, id)
+UPDATE runs SET status = ?, finished_at = ?, output = ?, error = ? WHERE id = ?;
+
+-- insert_event --
+-- Append to the history; seq comes from AUTOINCREMENT.
+-- (run, at, kind, step_id, source, target, attempt, data)
+INSERT INTO events (run, at, kind, step_id, source, target, attempt, data)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- get_steps --
+-- A run's steps in definition order.  (run)
+SELECT step_id, status, attempts, output, error, started_at, finished_at, skip_reason,
+       fallback_used, next_attempt_at, worker
+FROM steps WHERE run = ? ORDER BY position;
+
+-- get_attempts --
+-- A run's attempts by start time; ties keep the order they were stored in.  (run)
+SELECT step_id, attempt, fallback, status, started_at, finished_at, error, worker
+FROM attempts WHERE run = ? ORDER BY started_at, rowid;
+
+-- get_events --
+-- A run's history after a given seq, in order.  (run, after)
+SELECT seq, at, kind, step_id, source, target, attempt, data
+FROM events WHERE run = ? AND seq > ? ORDER BY seq;
+
+-- request_cancel --
+-- Flag a run for cancellation (not a transition: the status is unchanged).  (run_id)
+UPDATE runs SET cancel_requested = 1 WHERE run_id = ?;
+
+-- claim_run --
+-- Take a run when it has no owner, is already this owner's, or its owner's heartbeat
+-- is older than the lease.  One statement: atomic across processes.
+-- (owner, now, run_id, stale_before = now - lease)
+UPDATE runs SET owner = ?1, heartbeat_at = ?2
+WHERE run_id = ?3
+  AND (owner IS NULL OR owner = ?1 OR (heartbeat_at IS NOT NULL AND heartbeat_at < ?4));
+
+-- heartbeat --
+-- Refresh ownership; 0 rows changed means the owner lost the run.  (now, run_id, owner)
+UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND owner = ?;
+
+-- release_run --
+-- Give up ownership; no effect unless the owner holds the run.  (run_id, owner)
+UPDATE runs SET owner = NULL WHERE run_id = ? AND owner = ?;
