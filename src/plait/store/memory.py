@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -34,6 +35,7 @@ class MemoryStore:
         self._workflows: dict[str, list[WorkflowRecord]] = {}
         self._runs: dict[str, RunRecord] = {}
         self._rows: dict[str, dict[str, StepRuntime]] = {}
+        self._outputs: dict[str, dict[str, str]] = {}  # step outputs as JSON text
         # (step, attempt, fallback) -> [status, started_at, finished_at, error, worker]
         self._attempts: dict[str, dict[tuple[str, int, bool], list[Any]]] = {}
         self._events: dict[str, list[tuple[Any, ...]]] = {}
@@ -50,39 +52,40 @@ class MemoryStore:
         versions = self._workflows.setdefault(name, [])
         if version is None:
             if versions and versions[-1].fingerprint == fingerprint:
-                return versions[-1]
+                return _copy_workflow(versions[-1])
             version = (versions[-1].version + 1) if versions else 1
         else:
             for rec in versions:
                 if rec.version == version:
                     if rec.fingerprint != fingerprint:
                         raise VersionConflict(name, version, rec.fingerprint, fingerprint)
-                    return rec
+                    return _copy_workflow(rec)
         rec = WorkflowRecord(name=name, version=version, fingerprint=fingerprint,
-                             definition=definition, created_at=time.time())
+                             definition=_copy(definition), created_at=time.time())
         versions.append(rec)
         versions.sort(key=lambda r: r.version)
-        return rec
+        return _copy_workflow(rec)
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
         versions = self._workflows.get(name)
         if not versions:
             raise WorkflowNotFound(name, version)
         if version is None:
-            return versions[-1]
+            return _copy_workflow(versions[-1])
         for rec in versions:
             if rec.version == version:
-                return rec
+                return _copy_workflow(rec)
         raise WorkflowNotFound(name, version)
 
     async def list_workflows(self) -> list[WorkflowRecord]:
-        return [v for versions in self._workflows.values() for v in versions]
+        return [_copy_workflow(v) for versions in self._workflows.values() for v in versions]
 
     async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
         if run.run_id in self._runs:
             raise StoreError(f"run {run.run_id!r} already exists")
-        self._runs[run.run_id] = replace(run)  # the store owns its copy
+        self._runs[run.run_id] = _copy_run(run)  # the store owns its copy
         self._rows[run.run_id] = {sid: StepRuntime() for sid in step_ids}
+        self._outputs[run.run_id] = {}
         self._attempts[run.run_id] = {}
         self._events[run.run_id] = [(next(self._seq), run.created_at, "run", None, None,
                                      run.status)]
@@ -113,9 +116,12 @@ class MemoryStore:
             check_run_transition(run_id, batch.run.source, batch.run.target)
         # events are kept as tuples and turned into records only when read
         events = self._events[run_id]
+        outputs = self._outputs[run_id]
         seq = self._seq
         for ch in batch.steps:
             rows[ch.step] = ch.row  # already a snapshot taken by the core
+            if ch.row.output is not None:  # kept as JSON text: callers' objects may change
+                outputs[ch.step] = json.dumps(ch.row.output)
             events.append((next(seq), ch.at, "step", ch.step, ch.source, ch.target))
         attempts = self._attempts[run_id]
         for a in batch.attempts:
@@ -133,16 +139,16 @@ class MemoryStore:
             if rc.target == "running" and run.started_at is None:
                 run.started_at = rc.at
             if rc.target in ("completed", "failed", "cancelled"):
-                run.finished_at, run.output, run.error = rc.at, rc.output, rc.error
+                run.finished_at, run.output, run.error = rc.at, _copy(rc.output), rc.error
             events.append((next(seq), rc.at, "run", None, rc.source, rc.target))
         for step_id, data in batch.notes:
-            events.append((next(seq), time.time(), "note", step_id, data, None))
+            events.append((next(seq), time.time(), "note", step_id, _copy(data), None))
 
     async def get_run(self, run_id: str) -> RunRecord:
         run = self._runs.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
-        return replace(run)
+        return _copy_run(run)
 
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         runs = [r for r in self._runs.values()
@@ -150,13 +156,20 @@ class MemoryStore:
                 and (filter.status is None or r.status == filter.status)
                 and (filter.since is None or r.created_at >= filter.since)]
         runs.sort(key=lambda r: r.created_at, reverse=True)
-        return [replace(r) for r in runs[: filter.limit]]
+        return [_copy_run(r) for r in runs[: filter.limit]]
 
     async def get_steps(self, run_id: str) -> list[StepRecord]:
         rows = self._rows.get(run_id)
         if rows is None:
             raise RunNotFound(run_id)
-        return [StepRecord.from_runtime(run_id, sid, row) for sid, row in rows.items()]
+        outputs = self._outputs[run_id]
+        out = []
+        for sid, row in rows.items():
+            rec = StepRecord.from_runtime(run_id, sid, row)
+            text = outputs.get(sid)
+            rec.output = None if text is None else json.loads(text)
+            out.append(rec)
+        return out
 
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
         found = self._attempts.get(run_id)
@@ -192,7 +205,7 @@ class MemoryStore:
         if not free:
             return None
         run.owner, run.heartbeat_at = owner, now
-        return replace(run)
+        return _copy_run(run)
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
         run = self._runs.get(run_id)
@@ -215,5 +228,18 @@ def _event(run_id: str, e: tuple[Any, ...]) -> EventRecord:
     elif kind == "attempt":
         data = {"attempt": a, "status": b}
     else:
-        data = a
+        data = _copy(a)
     return EventRecord(run_id=run_id, seq=seq, at=at, kind=kind, step_id=step, data=data)
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy through JSON: what a persistent store would give back."""
+    return None if value is None else json.loads(json.dumps(value))
+
+
+def _copy_run(run: RunRecord) -> RunRecord:
+    return replace(run, input=_copy(run.input), output=_copy(run.output))
+
+
+def _copy_workflow(rec: WorkflowRecord) -> WorkflowRecord:
+    return replace(rec, definition=_copy(rec.definition))

@@ -1,0 +1,374 @@
+"""Run and step metrics over stored history: what ``plait metrics`` shows.
+
+API (the CLI calls these)::
+
+    histories = await load_histories(store, workflow=None, since=None, limit=1000)
+    report = compute(histories, since=None)          # pure
+    report = await collect(store, workflow=None, since=None, limit=1000)   # both at once
+    report.to_json()                                  # the --json object
+    render_metrics(report)                            # the plain-text table
+    since_cutoff("1h", now=time.time())               # --since 1h -> an epoch cutoff
+
+Definitions (one place; the alert rules in ``alerts.py`` read these same numbers):
+
+- A run *finished* when its status is completed, failed or cancelled; ``active`` counts
+  the rest.  ``success_rate`` = completed / finished (None when nothing finished).
+- Run duration = ``finished_at - started_at`` of finished runs that started.
+- A step *executed* in a run when it started at least one attempt there
+  (``StepRecord.attempts > 0``); skipped and upstream-failed steps did not execute.
+  ``executions`` counts those runs.  Of the finished executions (completed, failed,
+  cancelled), ``success_rate`` = completed / finished; a step that completed through its
+  fallback counts as completed and is also counted in ``fallbacks``.
+- Step duration = ``finished_at - started_at`` of the step, so it includes every attempt
+  and the retry delays between them.  Attempt duration = ``finished_at - started_at`` of
+  each finished attempt that is not a fallback.
+- ``retries_per_execution`` = mean of ``attempts - 1`` over executions;
+  ``retries_per_run`` (workflow level) = mean over runs of the retries of all its steps.
+- Percentiles use **linear interpolation between closest ranks** (NumPy's default
+  ``linear`` method, Excel's ``PERCENTILE.INC``): for the sorted values ``x[0..n-1]``
+  and ``q`` in [0, 1], ``h = (n - 1) * q`` and the result is
+  ``x[floor h] + (h - floor h) * (x[floor h + 1] - x[floor h])``.  For 1..10:
+  p50 = 5.5, p95 = 9.55, p99 = 9.91.  No values: None.
+
+JSON (``MetricsReport.to_json()``; keys are stable, durations in seconds)::
+
+    {"since": float | null, "runs": int,
+     "workflows": [{
+        "workflow": str, "runs": int, "completed": int, "failed": int, "cancelled": int,
+        "active": int, "success_rate": float | null,
+        "duration_s": {"count": int, "mean", "p50", "p95", "p99", "max": float | null},
+        "retries_per_run": float | null, "fallbacks": int,
+        "steps": [{
+            "step": str, "executions": int, "completed": int, "failures": int,
+            "cancelled": int, "success_rate": float | null,
+            "duration_s": {...as above}, "attempt_duration_s": {...as above},
+            "attempts": int, "retries": int, "retries_per_execution": float | null,
+            "fallbacks": int}]}]}
+
+Workflows are sorted by name; steps by first appearance in the workflow's runs
+(definition order, since stores return steps in definition order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..core.durations import format_duration, parse_duration
+from ..core.model import JSONDict
+from ..core.states import RunStatus, StepStatus
+from ..store.base import AttemptRecord, RunFilter, RunRecord, StepRecord, Store
+
+__all__ = ["MetricsReport", "RunHistory", "StepMetrics", "Summary", "WorkflowMetrics",
+           "collect", "compute", "load_histories", "percentile", "render_metrics",
+           "since_cutoff"]
+
+DEFAULT_LIMIT = 1000
+_FINISHED_RUN = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+_FINISHED_STEP = frozenset({StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.CANCELLED})
+
+
+# ------------------------------------------------------------------------ statistics
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-quantile (``q`` in [0, 1]) of ``values`` by linear interpolation
+    between closest ranks (see the module docstring); None for no values."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"a quantile must be between 0 and 1, got {q!r}")
+    if not values:
+        return None
+    ordered = sorted(values)
+    h = (len(ordered) - 1) * q
+    low = math.floor(h)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (h - low) * (ordered[high] - ordered[low])
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summary:
+    """Distribution of a set of durations (seconds); every field None when empty."""
+
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Summary:
+        if not values:
+            return cls()
+        return cls(count=len(values), mean=_mean(values), p50=percentile(values, 0.50),
+                   p95=percentile(values, 0.95), p99=percentile(values, 0.99),
+                   max=max(values))
+
+    def to_json(self) -> JSONDict:
+        return {"count": self.count, "mean": self.mean, "p50": self.p50, "p95": self.p95,
+                "p99": self.p99, "max": self.max}
+
+
+# ------------------------------------------------------------------------ the report
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepMetrics:
+    step: str
+    executions: int
+    completed: int
+    failures: int
+    cancelled: int
+    success_rate: float | None
+    duration: Summary
+    attempt_duration: Summary
+    attempts: int
+    retries: int
+    retries_per_execution: float | None
+    fallbacks: int
+
+    def to_json(self) -> JSONDict:
+        return {"step": self.step, "executions": self.executions,
+                "completed": self.completed, "failures": self.failures,
+                "cancelled": self.cancelled, "success_rate": self.success_rate,
+                "duration_s": self.duration.to_json(),
+                "attempt_duration_s": self.attempt_duration.to_json(),
+                "attempts": self.attempts, "retries": self.retries,
+                "retries_per_execution": self.retries_per_execution,
+                "fallbacks": self.fallbacks}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowMetrics:
+    workflow: str
+    runs: int
+    completed: int
+    failed: int
+    cancelled: int
+    active: int
+    success_rate: float | None
+    duration: Summary
+    retries_per_run: float | None
+    fallbacks: int
+    steps: tuple[StepMetrics, ...] = ()
+
+    def step(self, step_id: str) -> StepMetrics | None:
+        return next((s for s in self.steps if s.step == step_id), None)
+
+    def to_json(self) -> JSONDict:
+        return {"workflow": self.workflow, "runs": self.runs, "completed": self.completed,
+                "failed": self.failed, "cancelled": self.cancelled, "active": self.active,
+                "success_rate": self.success_rate, "duration_s": self.duration.to_json(),
+                "retries_per_run": self.retries_per_run, "fallbacks": self.fallbacks,
+                "steps": [s.to_json() for s in self.steps]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsReport:
+    workflows: tuple[WorkflowMetrics, ...] = ()
+    since: float | None = None
+
+    @property
+    def runs(self) -> int:
+        return sum(w.runs for w in self.workflows)
+
+    def workflow(self, name: str) -> WorkflowMetrics | None:
+        return next((w for w in self.workflows if w.workflow == name), None)
+
+    def to_json(self) -> JSONDict:
+        return {"since": self.since, "runs": self.runs,
+                "workflows": [w.to_json() for w in self.workflows]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunHistory:
+    """One run with its steps and attempts: the input of ``compute``."""
+
+    run: RunRecord
+    steps: Sequence[StepRecord] = ()
+    attempts: Sequence[AttemptRecord] = ()
+
+
+# ------------------------------------------------------------------------ computing
+
+
+def _elapsed(start: float | None, end: float | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return max(0.0, end - start)
+
+
+@dataclass(slots=True)
+class _StepTally:
+    """Accumulates one step's numbers across the runs of one workflow."""
+
+    executions: int = 0
+    completed: int = 0
+    failures: int = 0
+    cancelled: int = 0
+    attempts: int = 0
+    fallbacks: int = 0
+    durations: list[float] = field(default_factory=list)
+    attempt_durations: list[float] = field(default_factory=list)
+
+    def add(self, step: StepRecord, attempts: Sequence[AttemptRecord]) -> None:
+        self.executions += 1
+        self.attempts += step.attempts
+        self.completed += step.status == StepStatus.COMPLETED
+        self.failures += step.status == StepStatus.FAILED
+        self.cancelled += step.status == StepStatus.CANCELLED
+        self.fallbacks += step.fallback_used
+        duration = _elapsed(step.started_at, step.finished_at)
+        if duration is not None and step.status in _FINISHED_STEP:
+            self.durations.append(duration)
+        for attempt in attempts:
+            took = _elapsed(attempt.started_at, attempt.finished_at)
+            if took is not None and not attempt.fallback:
+                self.attempt_durations.append(took)
+
+    def metrics(self, step_id: str) -> StepMetrics:
+        retries = self.attempts - self.executions
+        finished = self.completed + self.failures + self.cancelled
+        return StepMetrics(
+            step=step_id, executions=self.executions, completed=self.completed,
+            failures=self.failures, cancelled=self.cancelled,
+            success_rate=_ratio(self.completed, finished),
+            duration=Summary.of(self.durations),
+            attempt_duration=Summary.of(self.attempt_durations),
+            attempts=self.attempts, retries=retries,
+            retries_per_execution=retries / self.executions if self.executions else None,
+            fallbacks=self.fallbacks)
+
+
+def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMetrics:
+    tallies: dict[str, _StepTally] = {}
+    run_retries: list[float] = []
+    for history in histories:
+        by_step: dict[str, list[AttemptRecord]] = {}
+        for attempt in history.attempts:
+            by_step.setdefault(attempt.step_id, []).append(attempt)
+        retries = 0
+        for step in history.steps:
+            if step.attempts > 0:
+                tallies.setdefault(step.step_id, _StepTally()).add(
+                    step, by_step.get(step.step_id, ()))
+                retries += step.attempts - 1
+        run_retries.append(retries)
+    runs = [h.run for h in histories]
+    counts = {status: sum(r.status == status for r in runs) for status in _FINISHED_RUN}
+    durations = [d for r in runs if r.status in _FINISHED_RUN
+                 if (d := _elapsed(r.started_at, r.finished_at)) is not None]
+    steps = tuple(t.metrics(sid) for sid, t in tallies.items())
+    return WorkflowMetrics(
+        workflow=name, runs=len(runs), completed=counts[RunStatus.COMPLETED],
+        failed=counts[RunStatus.FAILED], cancelled=counts[RunStatus.CANCELLED],
+        active=len(runs) - sum(counts.values()),
+        success_rate=_ratio(counts[RunStatus.COMPLETED], sum(counts.values())),
+        duration=Summary.of(durations), retries_per_run=_mean(run_retries),
+        fallbacks=sum(s.fallbacks for s in steps), steps=steps)
+
+
+def compute(histories: Iterable[RunHistory], *, since: float | None = None) -> MetricsReport:
+    """The metrics of ``histories`` (pure: no store, no clock).  ``since`` is only
+    recorded in the report, to say which window the histories cover."""
+    by_workflow: dict[str, list[RunHistory]] = {}
+    for history in histories:
+        by_workflow.setdefault(history.run.workflow, []).append(history)
+    return MetricsReport(
+        workflows=tuple(_workflow_metrics(name, by_workflow[name])
+                        for name in sorted(by_workflow)),
+        since=since)
+
+
+# ------------------------------------------------------------------------ the store
+
+
+async def load_histories(store: Store, *, workflow: str | None = None,
+                         since: float | None = None,
+                         limit: int = DEFAULT_LIMIT) -> list[RunHistory]:
+    """The newest ``limit`` runs (created at or after ``since``) with their steps and
+    attempts.  Sequential on purpose: one connection, bounded load on the store."""
+    runs = await store.list_runs(RunFilter(workflow=workflow, since=since, limit=limit))
+    return [RunHistory(run=run, steps=await store.get_steps(run.run_id),
+                       attempts=await store.get_attempts(run.run_id)) for run in runs]
+
+
+async def collect(store: Store, *, workflow: str | None = None, since: float | None = None,
+                  limit: int = DEFAULT_LIMIT) -> MetricsReport:
+    """``compute`` over ``load_histories``: the report ``plait metrics`` shows."""
+    histories = await load_histories(store, workflow=workflow, since=since, limit=limit)
+    return compute(histories, since=since)
+
+
+def since_cutoff(value: str | float, *, now: float) -> float:
+    """``--since 1h`` -> ``now - 3600``.  ValueError (naming the accepted forms) for
+    anything ``parse_duration`` refuses."""
+    return now - parse_duration(value)
+
+
+# ------------------------------------------------------------------------ rendering
+
+
+def _dur(value: float | None) -> str:
+    return "-" if value is None else format_duration(value)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Columns padded to their widest cell; the first column left-aligned, the rest
+    right-aligned (they are numbers)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
+        return "  ".join([first, *rest]).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+_STEP_HEADER = ("step", "execs", "success", "p50", "p95", "p99", "attempt p95",
+                "retries/exec", "fallbacks", "failures")
+
+
+def _step_row(s: StepMetrics) -> list[str]:
+    return [s.step, str(s.executions), _pct(s.success_rate), _dur(s.duration.p50),
+            _dur(s.duration.p95), _dur(s.duration.p99), _dur(s.attempt_duration.p95),
+            _num(s.retries_per_execution), str(s.fallbacks), str(s.failures)]
+
+
+def _render_workflow(w: WorkflowMetrics) -> list[str]:
+    active = f", {w.active} active" if w.active else ""
+    head = [f"{w.workflow}: {w.runs} runs ({w.completed} completed, {w.failed} failed, "
+            f"{w.cancelled} cancelled{active})",
+            f"  success {_pct(w.success_rate)}   duration p50 {_dur(w.duration.p50)}  "
+            f"p95 {_dur(w.duration.p95)}  p99 {_dur(w.duration.p99)}   "
+            f"retries/run {_num(w.retries_per_run)}   fallbacks {w.fallbacks}"]
+    if not w.steps:
+        return head
+    return [*head, "", *("  " + line for line in _table(_STEP_HEADER,
+                                                          [_step_row(s) for s in w.steps]))]
+
+
+def render_metrics(report: MetricsReport) -> str:
+    """A plain-text report: per workflow a summary and a table of its steps."""
+    if not report.workflows:
+        return "no runs\n"
+    blocks = ["\n".join(_render_workflow(w)) for w in report.workflows]
+    return "\n\n".join(blocks) + "\n"
