@@ -96,6 +96,14 @@ def _call(runner: asyncio.Runner, fn: Callable[..., Any], *args: Any) -> Any:
     return runner.run(value) if inspect.isawaitable(value) else value
 
 
+def _timed(runner: asyncio.Runner, run: Callable[..., Any], graph: Any) -> tuple[float, float]:
+    """Wall and CPU seconds of one run.  CPU time (all threads of this process) is not
+    inflated when other processes compete for the cores, so it is reported too."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    _call(runner, run, graph)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def _nothing() -> None:
     return None
 
@@ -118,12 +126,16 @@ def _measure(adapter: Any, workload: Workload, repeats: int, warmup: int, budget
             if hasattr(adapter, "timings"):
                 result["phases"] = adapter.timings(graph)
             walls: list[float] = result["walls"]  # filled in place: a later failure keeps them
-            for _ in range(warmup):
-                _call(runner, run, graph)
+            cpus: list[float] = result["cpus"]
+            for i in range(warmup):
+                wall, _ = _timed(runner, run, graph)
+                if i == 0:
+                    result["first_s"] = wall  # a cold run: lazy imports, first-use caches
             while len(walls) < repeats and not (walls and sum(walls) >= budget_s):
-                start = time.perf_counter()
-                _call(runner, run, graph)
-                walls.append(time.perf_counter() - start)
+                wall, cpu = _timed(runner, run, graph)
+                walls.append(wall)
+                cpus.append(cpu)
+            result.setdefault("first_s", walls[0])
             if hasattr(adapter, "notes"):
                 result["notes"] = adapter.notes()
             result["helpers_peak_rss_mb"] = helpers_peak_rss_mb()
@@ -144,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     options = dict(o.split("=", 1) for o in args.opt)
-    result: dict[str, Any] = {"adapter": args.adapter, "spec": args.workload, "walls": []}
+    result: dict[str, Any] = {"adapter": args.adapter, "spec": args.workload, "walls": [],
+                              "cpus": []}
     try:
         workload = make_workload(args.workload)
         result.update(workload=workload.name, steps=workload.size, edges=workload.edges,
@@ -157,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _measure(adapter, workload, args.repeats, args.warmup, args.budget, result)
             result["median_s"] = statistics.median(result["walls"])
+            result["median_cpu_s"] = statistics.median(result["cpus"])
     except BaseException as exc:  # reported to the orchestrator, which decides what it means
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc(limit=8)

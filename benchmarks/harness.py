@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,15 @@ class Measurement:
         return self.median_s / self.steps * 1e6
 
     @property
+    def cpu_per_step_us(self) -> float:
+        return float(self.data["median_cpu_s"]) / self.steps * 1e6
+
+    @property
+    def first_s(self) -> float:
+        """The first run in a fresh process (cold: lazy imports and first-use caches)."""
+        return float(self.data["first_s"])
+
+    @property
     def makespan_ratio(self) -> float:
         return self.median_s / float(self.data["critical_path_s"])
 
@@ -86,6 +96,29 @@ class Measurement:
     def phase(self, name: str) -> float | None:
         value = self.data.get("phases", {}).get(name)
         return None if value is None else float(value)
+
+
+def merge(parts: list[Measurement]) -> Measurement:
+    """One measurement from several rounds of the same job: all walls pooled (median over
+    them), peaks maxed, one-off timings (build, phases) by median.  Rounds interleaved
+    with other engines' keep a burst of load on a shared machine from biasing one side."""
+    first = next((p for p in parts if p.ok), parts[0])
+    if not all(p.ok for p in parts):
+        bad = next(p for p in parts if not p.ok)
+        return Measurement(job=first.job, data=bad.data, elapsed_s=sum(p.elapsed_s for p in parts))
+    data = dict(first.data)
+    for key in ("walls", "cpus"):
+        data[key] = [w for p in parts for w in p.data[key]]
+    data["median_s"] = statistics.median(data["walls"])
+    data["median_cpu_s"] = statistics.median(data["cpus"])
+    data["first_s"] = statistics.median(float(p.data["first_s"]) for p in parts)
+    for key in ("peak_rss_mb", "helpers_peak_rss_mb"):
+        data[key] = max(float(p.data.get(key, 0.0)) for p in parts)
+    data["build_s"] = statistics.median(float(p.data.get("build_s", 0.0)) for p in parts)
+    phases = [p.data["phases"] for p in parts if "phases" in p.data]
+    if phases:
+        data["phases"] = {k: statistics.median(ph[k] for ph in phases) for k in phases[0]}
+    return Measurement(job=first.job, data=data, elapsed_s=sum(p.elapsed_s for p in parts))
 
 
 def measure(job: Job) -> Measurement:
@@ -141,9 +174,18 @@ def machine_header(title: str, extra: Iterable[str] = ()) -> list[str]:
              f"- date: {now}",
              f"- machine: {cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB",
              f"- Python: {platform.python_version()} ({platform.python_implementation()})",
-             f"- git commit: {git_commit()}"]
+             f"- git commit: {git_commit()}",
+             f"- load average when this report was written (1, 5, 15 min): {load()}"]
     lines += [f"- {line}" for line in extra]
     return lines + [""]
+
+
+def load() -> str:
+    """Other work on the machine skews timings; the report says how busy it was."""
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def cpu_model() -> str:

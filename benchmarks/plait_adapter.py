@@ -16,6 +16,8 @@ from typing import Any
 
 from workloads import Workload
 
+from plait import RunResult, Workflow
+
 StepFn = Callable[[], Awaitable[None]]
 
 # SPEC section 2 default limits; a definition past them must raise them explicitly.
@@ -41,10 +43,8 @@ def _depth(workload: Workload) -> int:
     return max(level.values(), default=0)
 
 
-def build_workflow(workload: Workload) -> Any:
+def build_workflow(workload: Workload) -> Workflow:
     """A plait Workflow with one step per Workload step and one dependency per edge."""
-    from plait import Workflow
-
     kwargs: dict[str, Any] = {"concurrency": max(16, workload.size)}
     depth = _depth(workload)
     if workload.size > DEFAULT_MAX_STEPS or depth > DEFAULT_MAX_DEPTH:
@@ -62,7 +62,7 @@ def build_workflow(workload: Workload) -> Any:
     return wf
 
 
-async def run_workflow(wf: Any, db: str = "memory://") -> Any:
+async def run_workflow(wf: Workflow, db: str = "memory://") -> RunResult:
     result = await wf.run_async({}, db=db)
     if result.status != "completed":
         raise RuntimeError(f"plait run ended {result.status!r}, not 'completed'")
@@ -89,16 +89,15 @@ class PlaitAdapter:
         try:
             return version("plait")
         except PackageNotFoundError:
-            import plait
-            return str(getattr(plait, "__version__", "unknown"))
+            return "unknown (not installed as a package)"
 
     def unsupported(self, workload: Workload) -> str | None:
         return None
 
-    def build(self, workload: Workload) -> Any:
+    def build(self, workload: Workload) -> Workflow:
         return build_workflow(workload)
 
-    def timings(self, wf: Any) -> dict[str, float]:
+    def timings(self, wf: Workflow) -> dict[str, float]:
         """validate() and plan() timed on their own: both must stay fast at 100k steps."""
         out: dict[str, float] = {}
         for phase in ("validate", "plan"):
@@ -107,7 +106,7 @@ class PlaitAdapter:
             out[f"{phase}_s"] = time.perf_counter() - start
         return out
 
-    async def arun(self, wf: Any) -> None:
+    async def arun(self, wf: Workflow) -> None:
         await run_workflow(wf, self.db)
 
     def teardown(self) -> None:

@@ -20,7 +20,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import HERE, Job, Measurement, fmt_num, fmt_s, log, machine_header, measure, met, table
+from harness import (
+    HERE,
+    Job,
+    Measurement,
+    fmt_num,
+    fmt_s,
+    log,
+    machine_header,
+    measure,
+    merge,
+    met,
+    table,
+)
 
 BASELINE = "baseline:BaselineAdapter"
 PLAIT = "plait_adapter:PlaitAdapter"
@@ -39,17 +51,26 @@ MAX_PEAK_MB = 400.0
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
-    """How much to repeat: medians of >= 5 no-op runs and >= 3 sleep runs in full mode."""
+    """How much to repeat.  Every (engine, workload) runs in `rounds` fresh processes,
+    interleaved with the other engine's, each doing warm-up then its repeats; medians
+    are over all rounds' runs (full mode: 15 per no-op workload, 3 per sleep workload
+    and per 100,000-step workload)."""
 
-    noop_repeats: int
+    rounds: int
+    noop_repeats: int  # per round
     sleep_repeats: int
     warmup: int
     scale_n: int
     scale_repeats: int
 
+    def runs(self, repeats: int) -> int:
+        return self.rounds * repeats
 
-FULL = Plan(noop_repeats=7, sleep_repeats=3, warmup=1, scale_n=100_000, scale_repeats=3)
-QUICK = Plan(noop_repeats=3, sleep_repeats=1, warmup=1, scale_n=10_000, scale_repeats=1)
+
+FULL = Plan(rounds=3, noop_repeats=5, sleep_repeats=1, warmup=1, scale_n=100_000,
+            scale_repeats=1)
+QUICK = Plan(rounds=1, noop_repeats=3, sleep_repeats=1, warmup=1, scale_n=10_000,
+             scale_repeats=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +101,16 @@ def run_all(job: Job) -> Measurement:
     return result
 
 
+def measure_rounds(plan: Plan, engs: list[Engine], spec: str, repeats: int,
+                   warmup: int) -> Results:
+    """All engines on one workload, `plan.rounds` times, engines alternating."""
+    parts: dict[str, list[Measurement]] = {e.label: [] for e in engs}
+    for _ in range(plan.rounds):
+        for eng in engs:
+            parts[eng.label].append(run_all(eng.job(spec, repeats, warmup)))
+    return {(label, spec): merge(ms) for label, ms in parts.items()}
+
+
 # --- the three parts of the report -----------------------------------------------------
 
 Results = dict[tuple[str, str], Measurement]  # (engine label, spec) -> measurement
@@ -90,9 +121,7 @@ def measure_standard(plan: Plan, engs: list[Engine]) -> Results:
     for spec in NOOP_SPECS + SLEEP_SPECS:
         noop = spec in NOOP_SPECS
         repeats = plan.noop_repeats if noop else plan.sleep_repeats
-        warmup = plan.warmup if noop else 0  # a sleep run is long enough to warm itself
-        for eng in engs:
-            out[eng.label, spec] = run_all(eng.job(spec, repeats, warmup))
+        out.update(measure_rounds(plan, engs, spec, repeats, plan.warmup))
     return out
 
 
@@ -105,10 +134,9 @@ def scale_specs(n: int) -> list[tuple[str, str]]:
 def measure_scale(plan: Plan, engs: list[Engine], known: Results) -> Results:
     out: Results = {}
     for small, large in scale_specs(plan.scale_n):
-        for eng in engs:
-            if (eng.label, small) not in known:
-                out[eng.label, small] = run_all(eng.job(small, plan.noop_repeats, plan.warmup))
-            out[eng.label, large] = run_all(eng.job(large, plan.scale_repeats, 0))
+        if not all((e.label, small) in known for e in engs):
+            out.update(measure_rounds(plan, engs, small, plan.noop_repeats, plan.warmup))
+        out.update(measure_rounds(plan, engs, large, plan.scale_repeats, 0))
     return out
 
 
@@ -119,14 +147,15 @@ def standard_rows(res: Results, engs: list[Engine]) -> list[list[object]]:
         for eng in engs:
             m = res[eng.label, spec]
             if m.problem:
-                rows.append([m.data.get("workload", spec), eng.label, "", "", m.problem,
-                             "", "", "", ""])
+                rows.append([m.data.get("workload", spec), eng.label, m.problem]
+                            + [""] * 8)
                 continue
             noop = spec in NOOP_SPECS
             ratio = m.median_s / base.median_s if base.ok else None
             rows.append([m.data["workload"], eng.label, m.steps, m.data["edges"],
-                         fmt_s(m.median_s),
+                         fmt_s(m.first_s), fmt_s(m.median_s),
                          fmt_num(m.per_step_us) if noop else "—",
+                         fmt_num(m.cpu_per_step_us) if noop else "—",
                          "—" if noop else f"{m.makespan_ratio:.3f}",
                          fmt_num(ratio, 2) + "×" if ratio else "—",
                          fmt_num(m.peak_mb, 0)])
@@ -182,8 +211,10 @@ def _ok(m: Measurement) -> Measurement:
 def _overhead_check(res: Results, spec: str) -> Check:
     p, b = _ok(res["plait", spec]), _ok(res["raw asyncio", spec])
     ratio = p.per_step_us / b.per_step_us
+    cpu = p.cpu_per_step_us / b.cpu_per_step_us
     return (f"{p.data['workload']}: per-step overhead vs raw asyncio",
-            f"{p.per_step_us:.1f} µs vs {b.per_step_us:.1f} µs = {ratio:.2f}×",
+            f"{p.per_step_us:.1f} µs vs {b.per_step_us:.1f} µs = {ratio:.2f}× "
+            f"(CPU time: {cpu:.2f}×)",
             f"≤ {MAX_OVERHEAD_VS_ASYNCIO:g}×", ratio <= MAX_OVERHEAD_VS_ASYNCIO)
 
 
@@ -222,21 +253,27 @@ def report(plan: Plan, engs: list[Engine], std: Results, scale: Results,
     version = any_plait.data.get("version", "not importable")
     lines = machine_header("plait benchmarks" + (" (quick smoke run)" if quick else ""), [
         f"plait: {version}; stores: {', '.join(e.db or '—' for e in engs if e.db)}",
-        f"repeats: median of {plan.noop_repeats} no-op runs (after {plan.warmup} warm-up) "
-        f"and of {plan.sleep_repeats} sleep runs; {plan.scale_repeats} at scale",
-        "every (engine, workload) measured in its own fresh interpreter; peak memory is "
-        "that process's ru_maxrss (interpreter + imports + workload data + run)",
+        f"repeats: median of {plan.runs(plan.noop_repeats)} no-op runs, "
+        f"{plan.runs(plan.sleep_repeats)} sleep runs and {plan.runs(plan.scale_repeats)} "
+        f"runs at scale, from {plan.rounds} fresh interpreter(s) per (engine, workload) "
+        f"interleaved with the other engines' (each after {plan.warmup} warm-up run, "
+        "except at scale)",
+        "peak memory: the measuring process's ru_maxrss (interpreter + imports + workload "
+        "data + graph + run); build, validate() and plan(): median over the processes",
     ])
     checks = target_checks({**std, **scale}, plan.scale_n)
     lines += ["## Targets (issue \"core\", memory store)", ""]
     lines += table(["target", "measured", "threshold", "met?"],
                    [[c[0], c[1], c[2], met(c[3])] for c in checks])
     lines += ["## Standard workloads", "",
-              "Per-step overhead = median wall time / steps (no-op workloads). Makespan "
-              "ratio = median wall time / critical path (sleep workloads; sleeps are "
-              "`asyncio.sleep`).", ""]
-    lines += table(["workload", "engine", "steps", "edges", "median wall", "per step (µs)",
-                    "makespan / critical path", "× raw asyncio", "peak MB"],
+              "Per-step overhead = median wall time / steps (no-op workloads); CPU per "
+              "step = median process CPU time / steps, which other processes' load does "
+              "not inflate. Makespan ratio = median wall time / critical path (sleep "
+              "workloads; sleeps are `asyncio.sleep`). First run = the first run in a "
+              "fresh process (lazy imports, cold caches), not part of the median.", ""]
+    lines += table(["workload", "engine", "steps", "edges", "first run", "median wall",
+                    "wall per step (µs)", "CPU per step (µs)", "makespan / critical path",
+                    "× raw asyncio", "peak MB"],
                    standard_rows(std, engs))
     lines += [f"## Scale ({plan.scale_n:,} steps)", "",
               "build = `Workflow` + `add_step` for every step; validate and plan timed "

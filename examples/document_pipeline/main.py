@@ -29,8 +29,9 @@ from typing import Any
 from plait import Workflow
 
 PAGE_WORDS = 12  # words per page
-STOPWORDS = frozenset("a an and are as at be by for from in is it of on or that the to "
-                      "this was were will with".split())
+STOPWORDS = frozenset({"a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in",
+                       "is", "it", "of", "on", "or", "that", "the", "to", "this", "was",
+                       "were", "will", "with"})
 
 SAMPLE = codecs.encode(
     "Invoice 1042 from Acme Tools. The customer ordered twelve steel hammers and four "

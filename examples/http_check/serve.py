@@ -14,7 +14,7 @@ ROUTES = {"/health": (200, {"ok": True}), "/broken": (503, {"ok": False, "error"
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_GET(self) -> None:  # the name http.server calls
         status, body = ROUTES.get(self.path, (404, {"error": "not found"}))
         data = json.dumps(body).encode()
         self.send_response(status)

@@ -10,7 +10,7 @@ import inspect
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast, overload
 
@@ -35,7 +35,7 @@ from .core.plan import Plan, make_plan
 from .core.serialize import workflow_to_dict
 from .core.source import parse_text
 from .core.validate import CheckedWorkflow, check, gc_paused
-from .errors import DefinitionError, InputError, Problem
+from .errors import DefinitionError, Problem
 from .observe.graph import dot, mermaid
 from .runtime.binding import signature_of
 from .runtime.results import RunResult
@@ -250,7 +250,6 @@ class Workflow:
 
         checked = self.validate()
         value = {} if input is None else input
-        _check_input_params(checked, value)
         store = open_store(db or "memory://")
         await store.open()
         engine = Engine(store)
@@ -361,26 +360,3 @@ def _doc(fn: Callable[..., object] | None) -> str | None:
     if not isinstance(doc, str) or not doc.strip():
         return None
     return inspect.cleandoc(doc).split("\n\n")[0]
-
-
-def _check_input_params(checked: CheckedWorkflow, value: JSON) -> None:
-    """Before anything runs: Python-built steps whose parameters can only come from the
-    input must find them there (SPEC 1.2), naming the function and the parameter."""
-    declared = {k for s in checked.spec.steps for k in s.outputs}
-    ids = set(checked.graph.ids)
-    for step in checked.spec.steps:
-        if step.func is None or step.config.get("with"):
-            continue
-        sig = signature_of(step.func)
-        for name, has_default in sig.params:
-            if has_default or name in ("input", "ctx") or name in sig.wants_ctx:
-                continue
-            if name in ids or name in declared:
-                continue
-            if not (isinstance(value, dict) and name in value):
-                raise InputError(f"step {step.id!r}: parameter {name!r} of "
-                                 f"{_call_name(step.func)} is not 'input', 'ctx', a step "
-                                 f"id, a declared output key or a key of the run input")
-
-
-_ = replace

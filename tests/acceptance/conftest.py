@@ -24,6 +24,12 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture
+def environ() -> dict[str, str]:
+    """``cli_env()`` for tests that start the CLI themselves (subprocess.Popen)."""
+    return cli_env()
+
+
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 

@@ -30,9 +30,9 @@ def test_plan_text(plait, diamond):
     proc = plait("plan", "diamond.yaml")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "workflow diamond: 9 steps, 10 edges, depth 5" in out
+    assert "workflow diamond: 9 steps, 9 edges, depth 5" in out
     stages = [line.split(None, 1) for line in out.splitlines() if line.startswith("  ")]
-    assert stages == [["1", "start, side"], ["2", "left, right"], ["3", "right_more, gate"],
+    assert stages == [["1", "start, side"], ["2", "left, right"], ["3", "gate, right_more"],
                       ["4", "accept, reject"], ["5", "join"]]
     assert "critical path (5 steps): start -> left -> gate -> accept -> join" in out
 
@@ -41,9 +41,9 @@ def test_plan_json(plait, diamond):
     proc = plait("plan", "diamond.yaml", "--json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    assert plan == {"workflow": "diamond", "steps": 9, "edges": 10, "depth": 5,
+    assert plan == {"workflow": "diamond", "steps": 9, "edges": 9, "depth": 5,
                     "critical_path": ["start", "left", "gate", "accept", "join"],
-                    "stages": [["start", "side"], ["left", "right"], ["right_more", "gate"],
+                    "stages": [["start", "side"], ["left", "right"], ["gate", "right_more"],
                                ["accept", "reject"], ["join"]]}
 
 

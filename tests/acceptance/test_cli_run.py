@@ -210,7 +210,22 @@ def test_unsupported_store_url_exits_2(plait, flow):
 def test_unknown_stored_workflow_name_exits_2(plait):
     proc = plait("run", "not-stored@3")
     assert proc.returncode == 2
-    assert "no stored workflow by that name" in proc.stderr
+    assert "no such file, and no stored workflow 'not-stored@3'" in proc.stderr
+
+
+def test_a_stored_workflow_runs_by_name(plait, flow, tmp_path):
+    db = {"PLAIT_DB": f"sqlite:///{tmp_path / 'runs.db'}"}
+    first = plait("run", "flow.yaml", "--input", '{"x": 1}', "--quiet", env=db)
+    assert first.returncode == 0, first.stderr
+    by_name = plait("run", "adder", "--input", '{"x": 2}', "--json", env=db)
+    assert by_name.returncode == 0, by_name.stderr
+    result = json.loads(by_name.stdout)
+    assert (result["workflow"], result["version"]) == ("adder", 1)
+    assert result["output"] == {"total": 5}
+    assert plait("run", "adder@1", "--input", '{"x": 2}', "--quiet", env=db).returncode == 0
+    missing = plait("run", "adder@2", "--quiet", env=db)
+    assert missing.returncode == 2
+    assert "no stored workflow 'adder@2'" in missing.stderr
 
 
 def test_live_progress_and_table_on_a_terminal(plait, flow):
@@ -223,3 +238,49 @@ def test_live_progress_and_table_on_a_terminal(plait, flow):
     for step in ("double", "big", "shout", "total"):
         assert step in out
     assert "run completed in" in out
+
+
+def test_waiting_for_an_approval_exits_3(plait, write):
+    write("approve.yaml", """
+        name: needs-approval
+        steps:
+          - {id: draft, type: transform, value: hello}
+          - {id: sign_off, type: approval, prompt: "Ship it?", depends_on: [draft]}
+          - {id: ship, type: transform, value: 1, depends_on: [sign_off]}
+    """)
+    proc = plait("run", "approve.yaml", "--json")
+    assert proc.returncode == 3, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "waiting"
+    assert result["steps"]["sign_off"]["status"] == "waiting"
+    assert result["steps"]["ship"]["status"] == "pending"
+
+    plain = plait("run", "approve.yaml")
+    assert plain.returncode == 3
+    assert "waiting for a decision on sign_off: plait approve " in plain.stdout
+    assert plain.stdout.splitlines()[-1].startswith("run waiting for an approval")
+
+
+def test_json_stdout_stays_clean_when_steps_print(plait, write):
+    write("noisy_steps.py", """
+        import os
+        import subprocess
+        import sys
+
+
+        def shout():
+            print("printed by the step")
+            os.write(1, b"written to fd 1\\n")
+            subprocess.run([sys.executable, "-c", "print('from a child process')"])
+            return 1
+    """)
+    write("noisy.yaml", """
+        name: noisy
+        steps:
+          - {id: loud, type: python, call: "noisy_steps:shout"}
+    """)
+    proc = plait("run", "noisy.yaml", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["output"] == {"loud": 1}
+    for text in ("printed by the step", "written to fd 1", "from a child process"):
+        assert text in proc.stderr

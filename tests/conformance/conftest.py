@@ -58,29 +58,36 @@ def _params() -> list[object]:
     return [pytest.param(b, id=b.name, marks=marks.get(b.name, [])) for b in BACKENDS]
 
 
-@pytest.fixture(params=_params())
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    backend: Backend = request.param
-    url = backend.url(tmp_path)
+async def open_backend(backend: Backend, url: str,
+                       opener: Callable[[str], Store] = open_store) -> Store:
+    """The opened store for ``url``, or skip/fail the test as the module docstring says."""
     try:
-        s = open_store(url)
+        store = opener(url)
     except StoreError as exc:
         if _unsupported(exc):
             pytest.skip(f"{backend.name} backend not implemented yet: {exc}")
         raise
     try:
-        await s.open()
-    except (StoreError, OSError) as exc:
+        await store.open()
+    except Exception as exc:
         if not backend.needs_server:
             raise
-        message = f"{backend.name} server at {url} did not answer: {exc}"
+        message = (f"{backend.name} server at {url} did not answer: "
+                   f"{type(exc).__name__}: {exc}")
         if in_ci():
             pytest.fail(f"{message} (CI=true: a database backend may not be skipped)")
         pytest.skip(message)
+    return store
+
+
+@pytest.fixture(params=_params())
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    backend: Backend = request.param
+    opened = await open_backend(backend, backend.url(tmp_path))
     try:
-        yield s
+        yield opened
     finally:
-        await s.close()
+        await opened.close()
 
 
 @pytest.fixture

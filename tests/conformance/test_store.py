@@ -681,3 +681,96 @@ async def test_values_given_to_the_store_are_copied(store: Store, uid: UID) -> N
     output["list"].append(2)
     assert (await store.get_run(run_id)).input == {"items": [1, 2]}
     assert (await store.get_steps(run_id))[0].output == {"list": [1]}
+
+
+# ---------------------------------------------------------------- ownership (leases)
+
+
+async def test_claim_an_unowned_run(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    claimed = await store.claim_run(run_id, "host:1", now=100.0, lease=30.0)
+    assert claimed is not None
+    assert claimed.run_id == run_id
+    assert claimed.owner == "host:1"
+    assert claimed.heartbeat_at == 100.0
+    again = await store.claim_run(run_id, "host:1", now=101.0, lease=30.0)
+    assert again is not None and again.owner == "host:1"  # the owner may claim again
+    stored = await store.get_run(run_id)
+    assert (stored.owner, stored.heartbeat_at) == ("host:1", 101.0)
+
+
+async def test_a_live_owner_keeps_the_run(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.claim_run(run_id, "host:1", now=100.0, lease=30.0)
+    assert await store.claim_run(run_id, "host:2", now=110.0, lease=30.0) is None
+    assert (await store.get_run(run_id)).owner == "host:1"
+
+
+async def test_a_stale_owner_loses_the_run(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.claim_run(run_id, "host:1", now=100.0, lease=30.0)
+    taken = await store.claim_run(run_id, "host:2", now=140.0, lease=30.0)
+    assert taken is not None and taken.owner == "host:2"
+    # the fenced owner learns it lost the run at its next heartbeat
+    assert await store.heartbeat(run_id, "host:1", now=141.0) is False
+    assert await store.heartbeat(run_id, "host:2", now=141.0) is True
+
+
+async def test_heartbeat_extends_the_lease(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.claim_run(run_id, "host:1", now=100.0, lease=30.0)
+    assert await store.heartbeat(run_id, "host:1", now=125.0) is True
+    assert (await store.get_run(run_id)).heartbeat_at == 125.0
+    assert await store.claim_run(run_id, "host:2", now=140.0, lease=30.0) is None
+    assert await store.claim_run(run_id, "host:2", now=160.0, lease=30.0) is not None
+
+
+async def test_heartbeat_of_a_non_owner_is_refused(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    assert await store.heartbeat(run_id, "host:1", now=1.0) is False  # nobody owns it
+    await store.claim_run(run_id, "host:1", now=1.0, lease=30.0)
+    assert await store.heartbeat(run_id, "host:2", now=2.0) is False
+    assert (await store.get_run(run_id)).heartbeat_at == 1.0
+
+
+async def test_release_frees_the_run_only_for_its_owner(store: Store, uid: UID) -> None:
+    run_id = await new_run(store, uid)
+    await store.claim_run(run_id, "host:1", now=100.0, lease=30.0)
+    await store.release_run(run_id, "host:2")  # not the owner: no effect
+    assert (await store.get_run(run_id)).owner == "host:1"
+    await store.release_run(run_id, "host:1")
+    assert (await store.get_run(run_id)).owner is None
+    taken = await store.claim_run(run_id, "host:2", now=101.0, lease=30.0)
+    assert taken is not None and taken.owner == "host:2"
+
+
+async def test_claiming_a_missing_run_raises_run_not_found(store: Store) -> None:
+    with pytest.raises(RunNotFound):
+        await store.claim_run(new_run_id(), "host:1", now=1.0, lease=30.0)
+    with pytest.raises(RunNotFound):
+        await store.heartbeat(new_run_id(), "host:1", now=1.0)
+
+
+async def test_concurrent_claims_have_one_winner(store: Store, uid: UID) -> None:
+    import asyncio
+
+    run_id = await new_run(store, uid)
+    results = await asyncio.gather(*(store.claim_run(run_id, f"host:{n}", now=1.0,
+                                                     lease=30.0) for n in range(5)))
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    assert (await store.get_run(run_id)).owner == winners[0].owner
+
+
+async def test_concurrent_writers_of_one_change_have_one_winner(store: Store,
+                                                                uid: UID) -> None:
+    import asyncio
+
+    run_id = await new_run(store, uid)
+    outcomes = await asyncio.gather(
+        *(store.write(WriteBatch(run_id=run_id, steps=[
+            change("a", S.PENDING, S.QUEUED, worker=f"w{n}")])) for n in range(4)),
+        return_exceptions=True)
+    assert sum(o is None for o in outcomes) == 1
+    assert all(isinstance(o, StaleWriteError) for o in outcomes if o is not None)
+    assert [e.step_id for e in await store.get_events(run_id) if e.kind == "step"] == ["a"]

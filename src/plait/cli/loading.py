@@ -52,9 +52,9 @@ async def load_target(target: str, store: Store) -> Workflow:
     name, version = reference
     try:
         record = await store.get_workflow(name, version)
-    except WorkflowNotFound:
+    except WorkflowNotFound as exc:
         raise DefinitionError([Problem(
-            location="", message="no such file, and no stored workflow by that name",
+            location="", message=f"no such file, and {exc}",
             hint=f"give the path of a YAML or JSON definition, or run it once so "
             f"{name!r} is stored in {store.url}")], source=target) from None
     add_import_paths(None)

@@ -67,7 +67,8 @@ def validate(files: tuple[str, ...], no_import: bool) -> None:
               help="Print exactly one JSON object (the run, its steps and output) on stdout.")
 @click.option("--detach", is_flag=True,
               help="Store the run and return at once (needs a durable store and workers).")
-@click.option("-q", "--quiet", is_flag=True, help="Print only the final status line.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print only the final status line (--json takes precedence).")
 def run(target: str, input_text: str | None, input_file: str | None, db: str,
         as_json: bool, detach: bool, quiet: bool) -> None:
     """Run a workflow to its end.

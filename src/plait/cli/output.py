@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..core.model import JSON
 from ..core.plan import Plan
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError
@@ -131,6 +132,15 @@ def status_line(result: RunResult) -> str:
             f"(workflow {result.workflow} v{result.version}, run {result.run_id})")
 
 
+def waiting_hint(result: RunResult) -> str | None:
+    """How to go on when steps wait for a person, or None."""
+    waiting = [sid for sid, step in result.steps.items() if step.status == "waiting"]
+    if not waiting:
+        return None
+    commands = "; ".join(f"plait approve {result.run_id} {sid} [--reject]" for sid in waiting)
+    return f"waiting for a decision on {', '.join(waiting)}: {commands}"
+
+
 def summary_table(result: RunResult) -> Table:
     table = Table(title=f"{result.workflow} v{result.version}  run {result.run_id}",
                   title_justify="left", expand=False)
@@ -159,11 +169,17 @@ def plain_summary(result: RunResult) -> str:
     lines = ["  ".join([*(cell.ljust(widths[c]) for c, cell in enumerate(row[:4])),
                         row[4]]).rstrip() for row in rows]
     if result.output is not None:
-        shown = json.dumps(result.output, ensure_ascii=False)
-        if len(shown) > MAX_PLAIN_OUTPUT:
-            shown = shown[:MAX_PLAIN_OUTPUT] + "… (truncated; use --json for all of it)"
-        lines.append(f"output: {shown}")
+        lines.append(f"output: {output_json(result.output)[0]}")
     return "\n".join(lines) + "\n"
+
+
+def output_json(value: JSON) -> tuple[str, bool]:
+    """A run's output as compact JSON, cut at MAX_PLAIN_OUTPUT characters (and whether
+    it was cut): the whole of it is for ``--json``."""
+    shown = json.dumps(value, ensure_ascii=False)
+    if len(shown) <= MAX_PLAIN_OUTPUT:
+        return shown, False
+    return shown[:MAX_PLAIN_OUTPUT] + "… (truncated; use --json for all of it)", True
 
 
 def status_style(status: str) -> str:

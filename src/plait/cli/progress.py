@@ -142,7 +142,7 @@ class LiveProgress:
 
     def __init__(self, console: Console, view: ProgressView) -> None:
         self._live = Live(view, console=console, refresh_per_second=10, transient=True,
-                          redirect_stdout=False, redirect_stderr=False)
+                          redirect_stdout=True, redirect_stderr=True)
 
     def __enter__(self) -> LiveProgress:
         self._live.start()

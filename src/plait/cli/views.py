@@ -4,6 +4,7 @@ pipes, or live progress and a summary table on a terminal."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import TextIO
@@ -36,15 +37,25 @@ class RunView:
         raise NotImplementedError
 
     def interrupted(self, presses: int) -> None:
-        """Ctrl-C was pressed ``presses`` times during the run."""
+        """Ctrl-C was pressed ``presses`` times during the run (said on stderr)."""
         message = ("cancelling the run (press Ctrl-C again to stop at once)" if presses == 1
                    else "stopping at once")
-        output.console(self.err).print(Text(message, "yellow"))
+        self.notices().print(Text(message, "yellow"))
+
+    def notices(self) -> Console:
+        """Where notices during the run go."""
+        return output.console(self.err)
 
 
 class JsonView(RunView):
     """``--json``: exactly one JSON object on stdout (SPEC 8); the status line of a run
-    that did not complete goes to stderr."""
+    that did not complete goes to stderr.  While the run executes, whatever its steps
+    print (or the programs they start) goes to stderr, so stdout stays parseable."""
+
+    @contextlib.contextmanager
+    def progress(self, checked: CheckedWorkflow, run: RunRecord) -> Iterator[Listener | None]:
+        with stdout_to_stderr():
+            yield None
 
     def finish(self, result: RunResult) -> None:
         output.print_json(result.to_json(), self.out)
@@ -64,6 +75,9 @@ class PlainView(RunView):
 
     def finish(self, result: RunResult) -> None:
         self.out.write(output.plain_summary(result))
+        hint = output.waiting_hint(result)
+        if hint:
+            self.out.write(hint + "\n")
         self.out.write(output.status_line(result) + "\n")
 
 
@@ -81,18 +95,43 @@ class TerminalView(RunView):
         with LiveProgress(self.console, ProgressView(title, model)):
             yield model.apply
 
+    def notices(self) -> Console:
+        return self.console  # above the live display, which redraws below it
+
     def finish(self, result: RunResult) -> None:
         self.console.print(output.summary_table(result))
         if result.output is not None:
             self.console.print(Text("output", "bold"))
-            self.console.print_json(data=result.output)
+            text, cut = output.output_json(result.output)
+            if cut:
+                self.console.print(text, markup=False)
+            else:
+                self.console.print_json(text)
+        hint = output.waiting_hint(result)
+        if hint:
+            self.console.print(Text(hint, "yellow"))
         self.console.print(Text(output.status_line(result),
                                 output.status_style(result.status)))
 
-    def interrupted(self, presses: int) -> None:
-        message = ("cancelling the run (press Ctrl-C again to stop at once)" if presses == 1
-                   else "stopping at once")
-        self.console.print(Text(message, "yellow"))
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send file descriptor 1 (and ``sys.stdout``) to stderr for the duration."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no real descriptors (embedded): redirect Python's stdout only
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def choose_view(*, as_json: bool, quiet: bool) -> RunView:

@@ -21,6 +21,8 @@ from typing import cast
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
+from jinja2.lexer import Token, TokenStream
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .model import JSON
@@ -158,8 +160,63 @@ def syntax_problem(source: str) -> SyntaxProblem | None:
 
 
 def _error_column(source: str, line: int) -> int:
-    """Best-effort column: how far the lexer got on the failing line, else the start of
-    the last tag opened on it (Jinja reports lines, not columns)."""
+    """Best-effort column (Jinja reports lines, not columns): where the lexer stopped on
+    the failing line; else the token the parser stopped at; else the last tag opened."""
+    lexed = _lexer_column(source, line)
+    if lexed is not None:
+        return lexed
+    parsed = _parser_column(source, line)
+    if parsed is not None:
+        return parsed
+    text = source.split("\n")[line - 1] if line - 1 < len(source.split("\n")) else ""
+    opened = max(text.rfind("{{"), text.rfind("{%"))
+    return opened + 1 if opened >= 0 else 1
+
+
+def _parser_column(source: str, line: int) -> int | None:
+    """Column of the token the parser failed on.  The parser reads a filtered token
+    stream (no whitespace or comments); counting the tokens it pulled tells which raw
+    token, with its position, it stopped at."""
+    positions: list[tuple[int, int]] = []  # (line, column) of each token the parser sees
+    col_of_line: dict[int, int] = {}
+    try:
+        for lineno, kind, value in ENV.lexer.tokeniter(source, None):
+            col = col_of_line.get(lineno, 0)
+            if kind not in _SKIPPED_TOKENS:
+                positions.append((lineno, col + len(value) - len(value.lstrip())))
+            if "\n" in value:
+                col_of_line[lineno + value.count("\n")] = len(value.rsplit("\n", 1)[1])
+            else:
+                col_of_line[lineno] = col + len(value)
+    except TemplateSyntaxError:
+        return None
+    pulled = 0
+
+    def counted(tokens: Iterator[Token]) -> Iterator[Token]:
+        nonlocal pulled
+        for token in tokens:
+            pulled += 1
+            yield token
+
+    parser = Parser(ENV, source)
+    parser.stream = TokenStream(counted(iter(ENV.lexer.tokenize(source))), None, None)
+    try:
+        parser.parse()
+    except TemplateSyntaxError:
+        index = pulled - 1  # the token pulled last is `current`, where it stopped
+    else:
+        return None
+    if 0 <= index < len(positions) and positions[index][0] == line:
+        return positions[index][1] + 1
+    return None
+
+
+_SKIPPED_TOKENS = frozenset({"whitespace", "comment_begin", "comment", "comment_end",
+                             "raw_begin", "raw_end", "linecomment_begin", "linecomment",
+                             "linecomment_end"})
+
+
+def _lexer_column(source: str, line: int) -> int | None:
     consumed_line, col = 1, 0
     try:
         for lineno, _kind, value in ENV.lexer.tokeniter(source, None):
@@ -170,9 +227,7 @@ def _error_column(source: str, line: int) -> int:
     except TemplateSyntaxError:
         if consumed_line == line:
             return col + 1
-    text = source.split("\n")[line - 1] if line - 1 < len(source.split("\n")) else ""
-    opened = max(text.rfind("{{"), text.rfind("{%"))
-    return opened + 1 if opened >= 0 else 1
+    return None
 
 
 def render(source: str, context: Mapping[str, object]) -> JSON:

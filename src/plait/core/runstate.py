@@ -145,9 +145,8 @@ class RunState:
         for i in completed:
             step = state.spec.steps[i]
             if step.outputs:
-                for key, value in state._state_writes(step, state.rows[i].output).items():
-                    state.state[key] = reduce_value(state.spec.reducers.get(key), key,
-                                                    state.state.get(key), value)
+                state.state.update(state._reduced(
+                    state._state_writes(step, state.rows[i].output)))
         for i, row in enumerate(state.rows):
             if row.status is S.RUNNING:
                 state.running.add(i)
@@ -246,19 +245,21 @@ class RunState:
     def succeed(self, i: int, output: JSON, now: float, *, fallback: bool = False) -> None:
         """The step completed with ``output`` (already checked to be JSON).
 
-        Raises OutputError, changing nothing, when declared output keys are missing."""
+        Raises OutputError, changing nothing, when declared output keys are missing or
+        a reducer cannot combine a value (everything is computed before anything moves)."""
         step = self.spec.steps[i]
-        writes = self._state_writes(step, output) if step.outputs else None
+        writes = self._reduced(self._state_writes(step, output)) if step.outputs else None
         row = self.rows[i]
         source = row.status
         self._move(i, S.COMPLETED, now)
-        row.output, row.error, row.finished_at = output, None, now
+        # a fallback's success keeps the error that made it necessary
+        row.output, row.finished_at = output, now
+        if not fallback:
+            row.error = None
         row.fallback_used = fallback
         self.running.discard(i)
         if writes:
-            for key, value in writes.items():
-                self.state[key] = reduce_value(self.spec.reducers.get(key), key,
-                                               self.state.get(key), value)
+            self.state.update(writes)
         self.attempt_changes.append(AttemptChange(step.id, row.attempts, now, True, "completed",
                                           worker=row.worker, fallback=fallback))
         self._record(i, source, S.COMPLETED, now)
@@ -437,6 +438,12 @@ class RunState:
         if expressions.truthy(value):
             return None
         return (S.SKIPPED, f"when was false: {text}")
+
+    def _reduced(self, writes: JSONDict) -> JSONDict:
+        """The new values of the written state keys, reducers applied (state unchanged)."""
+        reducers, state = self.spec.reducers, self.state
+        return {key: reduce_value(reducers.get(key), key, state.get(key), value)
+                for key, value in writes.items()}
 
     def _state_writes(self, step: StepSpec, output: JSON) -> JSONDict:
         keys = step.outputs

@@ -86,9 +86,9 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
     for cycle in find_cycles(graph):
         add("steps", "cycle: " + " -> ".join(cycle),
             "remove one of these dependencies (bounded repetition is a `loop` step)")
+    _check_templates(spec, graph, known, add)  # ancestry is checked only when acyclic
     if not graph.order:
         return None
-    _check_templates(spec, graph, known, add)
     _check_state_writes(spec, graph, add)
     depth = depths(graph)
     deepest = max(depth, default=0)
@@ -203,7 +203,7 @@ def _check_templates(spec: WorkflowSpec, graph: Graph, known: set[str], add: _Ad
                 if name not in known:
                     add(where, f"template reads unknown step {name!r}",
                         did_you_mean(name, known))
-                elif not graph.is_ancestor(graph.index[name], i):
+                elif graph.order and not graph.is_ancestor(graph.index[name], i):
                     add(where, f"template reads steps.{name}, which is not an ancestor of "
                         f"{step.id!r} (it may not have run)",
                         f"add {name!r} to depends_on of {step.id!r}")

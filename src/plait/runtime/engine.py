@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 import os
 import random
 import socket
@@ -18,7 +19,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 from ..core import expressions
@@ -43,12 +43,14 @@ from ..errors import (
 from ..steps.registry import HTTPPolicy, Services, StepCall, get_step_type
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
-from .binding import bind, import_call, invoke
+from .binding import bind, import_call, invoke, signature_of
 from .pools import PoolRegistry
 from .results import RunResult, StepResult, iso
 from .secrets import Secrets
+from .threads import DaemonThreadPool
 
 _CANCEL_POLL_S = 0.5
+_log = logging.getLogger("plait.engine")
 _MISSING = object()
 
 
@@ -118,8 +120,7 @@ class Engine:
         self.pools = PoolRegistry()
         self.breakers: dict[str, CircuitBreaker] = {}
         self.lease = lease
-        self._executor = ThreadPoolExecutor(max_workers=max_threads,
-                                            thread_name_prefix="plait-step")
+        self._executor = DaemonThreadPool(max_threads)
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy or HTTPPolicy())
         self._loops: dict[str, _RunLoop] = {}
@@ -142,6 +143,7 @@ class Engine:
         if problems:
             raise InputError("input does not match the workflow's input schema:\n  - "
                              + "\n  - ".join(problems))
+        check_input_params(checked, input)
         preflight(checked)
         spec = checked.spec
         stored = await self.store.save_workflow(spec.name, checked.definition,
@@ -267,13 +269,13 @@ class Engine:
         run = await self.store.get_run(run_id)
         return RunResult.from_records(run, await self.store.get_steps(run_id))
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, reason: str = "cancelled on request") -> None:
         """Cancel a run: at once when this engine executes it, else through the store
         (the process executing it notices within a second)."""
         loop = self._loops.get(run_id)
         await self.store.request_cancel(run_id)
         if loop is not None:
-            loop.request_cancel("cancelled on request")
+            loop.request_cancel(reason)
 
     async def approve(self, run_id: str, step_id: str, *, approved: bool = True,
                       by: str | None = None, data: JSON = None) -> None:
@@ -303,6 +305,26 @@ class Engine:
         if found is None:
             found = self.breakers[key] = CircuitBreaker(spec)  # type: ignore[arg-type]
         return found
+
+
+def check_input_params(checked: CheckedWorkflow, value: JSON) -> None:
+    """Before anything runs: Python-built steps whose parameters can only come from the
+    input must find them there (SPEC 1.2), naming the function and the parameter."""
+    declared = {k for s in checked.spec.steps for k in s.outputs}
+    ids = checked.graph.index
+    for step in checked.spec.steps:
+        if step.func is None or step.config.get("with"):
+            continue
+        sig = signature_of(step.func)
+        for name, has_default in sig.params:
+            if has_default or name in ("input", "ctx") or name in sig.wants_ctx \
+                    or (name in ids and name != step.id) or name in declared:
+                continue
+            if not (isinstance(value, dict) and name in value):
+                raise InputError(f"step {step.id!r}: parameter {name!r} of "
+                                 f"{getattr(step.func, '__qualname__', step.func)} is not "
+                                 f"'input', 'ctx', a step id, a declared output key or a "
+                                 f"key of the run input")
 
 
 def preflight(checked: CheckedWorkflow) -> None:
@@ -350,6 +372,7 @@ class _RunLoop:
         self._last_cancel_poll = 0.0
         self._declared = {k for s in self.spec.steps for k in s.outputs}
         self.parked: dict[int, float | None] = {}  # approval steps -> deadline
+        self._pool_waiting = 0  # steps of this run waiting for a pool slot
         self._decisions_due = False
         self._notes_seen = 0
         self._types = [get_step_type(s.type) for s in self.spec.steps]
@@ -407,10 +430,13 @@ class _RunLoop:
                 self.tasks[i] = self._spawn(self._attempt(i, call, fallback=False))
             if state.done:
                 break
-            if not self.tasks and not self._busy_timers() and not state.has_ready():
-                if state.halting:
-                    state.cancel_unstarted(self.clock(), self._halt_reason())
-                    continue
+            if not self.tasks and state.halting:
+                # nothing runs any more: whatever has not started never will
+                state.cancel_unstarted(self.clock(), self._halt_reason())
+                self.parked.clear()
+                continue
+            if not self.tasks and not self._busy_timers() and not state.has_ready() \
+                    and not self._pool_waiting:
                 if self.parked:  # only people can move the run on: it waits
                     await self._park_run()
                     return
@@ -517,6 +543,7 @@ class _RunLoop:
     def _take_pool(self, i: int, name: str, now: float) -> bool:
         pool = self.engine.pools.get(self._pool_specs[name])
         if pool.full():
+            self._pool_waiting += 1
             pool.waiters.append(lambda: self._requeue(i))
             return False
         if pool.window is not None:
@@ -527,9 +554,15 @@ class _RunLoop:
         pool.acquire(now)
         return True
 
-    def _requeue(self, i: int) -> None:
+    def _requeue(self, i: int) -> bool:
+        """A pool slot freed: try the step again (False when the run moved on)."""
+        self._pool_waiting -= 1
+        if self.state.halting or self.state.rows[i].status is not StepStatus.QUEUED:
+            self._signal()
+            return False
         self.state.push_back(i)
         self._signal()
+        return True
 
     def _release_pool(self, i: int) -> None:
         name = self._pool_of[i]
@@ -567,7 +600,7 @@ class _RunLoop:
             return True, state.input
         if name == "ctx":
             return True, call.context()
-        if name in self.checked.graph.index:
+        if name in self.checked.graph.index and name != call.step.id:
             return True, state.steps_view[name]["output"]
         if name in self._declared:
             return True, state.state.get(name)
@@ -664,7 +697,8 @@ class _RunLoop:
         outcomes, self.outcomes = self.outcomes, []
         for i, kind, value, fallback in outcomes:
             self.tasks.pop(i, None)
-            self._release_pool(i)
+            if not fallback:  # a fallback runs outside the step's pool slot
+                self._release_pool(i)
             self._handle(i, kind, value, fallback, now)
 
     def _handle(self, i: int, kind: str, value: object, fallback: bool, now: float) -> None:
@@ -769,7 +803,10 @@ class _RunLoop:
                            run=run_change)
         await self.store.write(batch)
         for listener in self.engine.listeners:
-            listener(batch)
+            try:
+                listener(batch)
+            except Exception:  # noqa: BLE001 - a view must never break the run
+                _log.exception("run listener %r failed", listener)
 
     def result(self) -> RunResult:
         """The run as stored (built from the loop's own state: no store read)."""

@@ -16,7 +16,9 @@ class Pool:
         self.spec = spec
         self.active = 0
         self.window = RateWindow(spec.rate) if spec.rate else None
-        self.waiters: deque[Callable[[], None]] = deque()
+        # woken in order when a slot frees; a waiter returns False when it no longer
+        # wants the slot (its run ended), and the next one is woken instead
+        self.waiters: deque[Callable[[], bool]] = deque()
 
     def full(self) -> bool:
         return self.spec.concurrency is not None and self.active >= self.spec.concurrency
@@ -28,8 +30,9 @@ class Pool:
 
     def release(self) -> None:
         self.active -= 1
-        if self.waiters:
-            self.waiters.popleft()()
+        while self.waiters:
+            if self.waiters.popleft()():
+                break
 
 
 class PoolRegistry:

@@ -14,6 +14,7 @@ from ..core.durations import parse_duration
 from ..core.model import JSON
 from ..errors import FatalError, StepError
 from ..runtime.binding import bind, import_call, invoke, signature_of
+from ..runtime.results import iso
 from .registry import StepCall, StepType, register_step_type
 
 
@@ -95,7 +96,7 @@ async def run_delay(call: StepCall) -> JSON:
     remaining = target - time.time()
     if remaining > 0:
         await asyncio.sleep(remaining)
-    return {"waited_until": datetime.fromtimestamp(target).astimezone().isoformat()}
+    return {"waited_until": iso(target)}
 
 
 def _parse_until(value: JSON, step_id: str) -> float:

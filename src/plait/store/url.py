@@ -12,11 +12,15 @@ _MEMORY: dict[str, MemoryStore] = {}
 def open_store(url: str) -> Store:
     """A store for ``url`` (not yet opened).  ``memory://name`` stores are shared within
     the process by name, so a run and a later lookup see the same runs; bare ``memory://`` is
-    private to each call."""
+    private to each call.  ``sqlite:///path.db`` is a file shared by every process."""
     if url.startswith("memory://"):
         if url == "memory://":
             return MemoryStore(url)  # anonymous: private to the caller
         return _MEMORY.setdefault(url, MemoryStore(url))
+    if url.startswith("sqlite:"):
+        from .sqlite import SqliteStore  # imported on demand: the CLI starts faster
+
+        return SqliteStore(url)
     scheme = url.split(":", 1)[0]
     raise StoreError(f"unsupported store URL {url!r} (scheme {scheme!r}); "
-                     f"use memory://")
+                     f"use memory:// or sqlite:///path.db")

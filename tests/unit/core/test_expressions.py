@@ -151,9 +151,9 @@ def test_templates_in_lists_every_template_with_its_path() -> None:
 def test_syntax_problem_reports_line_and_column() -> None:
     assert syntax_problem("{{ ok }}") is None
     first = syntax_problem("{{ a + }}")
-    assert first is not None and (first.line, first.column) == (1, 1)
+    assert first is not None and (first.line, first.column) == (1, 8)  # at the `}}`
     second = syntax_problem("line1\n  xx {{ a + }}")
-    assert second is not None and (second.line, second.column) == (2, 6)
+    assert second is not None and (second.line, second.column) == (2, 13)
     assert "end of print statement" in second.message
     third = syntax_problem("a\nb\n{% for x in %}")
     assert third is not None and third.line == 3

@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plait.core.model import RetryPolicy
-from plait.core.retry import ErrorInfo, next_delay, retry_delay, should_retry
+from plait.core.retry import (
+    MAX_RETRY_AFTER,
+    ErrorInfo,
+    next_delay,
+    retry_delay,
+    should_retry,
+)
 
 BOOM = ErrorInfo(type="ValueError", message="boom", names=("ValueError",))
 
@@ -115,9 +121,13 @@ def test_retry_after_shorter_than_the_backoff_does_not_shorten_it() -> None:
     assert next_delay(policy, 1, error("HTTPStatusError", retry_after=1.0), 0.0) == 5.0
 
 
-def test_retry_after_is_capped_by_max_delay() -> None:
+def test_retry_after_is_honoured_past_max_delay_up_to_a_day() -> None:
+    # README: a Retry-After raises the delay to what the server asks for (up to a day)
     policy = RetryPolicy(initial_delay=1.0, max_delay=30.0, jitter=0.0)
-    assert next_delay(policy, 1, error("HTTPStatusError", retry_after=3600.0), 0.0) == 30.0
+    assert next_delay(policy, 1, error("HTTPStatusError", retry_after=3600.0), 0.0) == 3600.0
+    assert MAX_RETRY_AFTER == 86400
+    bogus = next_delay(policy, 1, error("HTTPStatusError", retry_after=1e12), 0.0)
+    assert bogus == MAX_RETRY_AFTER
 
 
 def test_error_info_text() -> None:

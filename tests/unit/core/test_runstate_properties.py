@@ -192,6 +192,7 @@ class Driver:
         i = self.running.pop(self.rand.randrange(len(self.running)))
         sid = self.graph.ids[i]
         attempt = self.state.rows[i].attempts
+        assert attempt <= len(self.plan.outcomes[sid]), f"{sid}: attempt {attempt} too many"
         outcome = self.plan.outcomes[sid][attempt - 1]
         if outcome == "ok":
             output: Any = ({"result": self.plan.results[sid]} if sid in self.plan.results
@@ -293,9 +294,7 @@ def expected_verdict(driver: Driver, i: int) -> StepStatus | None:
         verdict = S.UPSTREAM_FAILED
     elif rule == "none_failed":
         verdict = None
-    elif rule == "all_success" and skipped:
-        verdict = S.SKIPPED
-    elif completed == 0:
+    elif rule == "all_success" and skipped or completed == 0:
         verdict = S.SKIPPED
     if verdict is not None:
         return verdict
@@ -381,7 +380,7 @@ def test_random_runs_follow_spec_5(plan: Plan) -> None:
 def test_step_changes_replay_to_the_final_rows(plan: Plan) -> None:
     driver = Driver(plan)
     driver.run()
-    replay: dict[str, StepStatus] = {sid: S.PENDING for sid in driver.graph.ids}
+    replay: dict[str, StepStatus] = dict.fromkeys(driver.graph.ids, S.PENDING)
     for ch in driver.step_changes:
         assert replay[ch.step] is ch.source
         replay[ch.step] = ch.target

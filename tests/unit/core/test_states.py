@@ -42,9 +42,9 @@ def test_table_covers_every_state() -> None:
 
 
 def test_final_states_have_no_way_out() -> None:
-    assert FINAL_STEP_STATES == {S.COMPLETED, S.FAILED, S.SKIPPED, S.UPSTREAM_FAILED,
-                                 S.CANCELLED}
-    assert FINAL_RUN_STATES == {R.COMPLETED, R.FAILED, R.CANCELLED}
+    assert {S.COMPLETED, S.FAILED, S.SKIPPED, S.UPSTREAM_FAILED,
+                                 S.CANCELLED} == FINAL_STEP_STATES
+    assert {R.COMPLETED, R.FAILED, R.CANCELLED} == FINAL_RUN_STATES
     for state in FINAL_STEP_STATES:
         assert STEP_TRANSITIONS[state] == frozenset()
     for state in FINAL_RUN_STATES:

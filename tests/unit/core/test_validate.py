@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from plait.core.validate import check
 from plait.core.loader import parse_definition
+from plait.core.validate import check
 
 from .helpers import find, load, problems_of, t, wf
 
@@ -123,7 +123,7 @@ def test_template_reading_a_distant_ancestor_is_fine() -> None:
 def test_template_syntax_error_has_line_and_column() -> None:
     problem = find(problems_of(wf(t("a", value="line one\n  xx {{ input.a + }}"))),
                    "steps[0].value")
-    assert "syntax error at line 2, column 6" in problem.message
+    assert "syntax error at line 2, column 19" in problem.message  # the `}}` after `+`
 
 
 def test_lexer_error_column_points_inside_the_tag() -> None:

@@ -7,11 +7,17 @@ parameters, then the statement.  ``queries(backend)`` maps each name to its SQL.
 Migrations live in ``plait/store/migrations/<backend>/NNNN_what.sql``, numbered from
 0001 without gaps; ``migrations(backend)`` returns them in order.  Their effect is
 pinned by ``schema.sql`` in the same directory (checked by tests/migration).
+
+The modules beside this one hold what the SQLite store needs besides its connection:
+``sqlite_schema`` (applying migrations) and ``sqlite_rows`` (batches to statement
+parameters, rows to records).
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -32,7 +38,7 @@ class Migration:
 @cache
 def queries(backend: str) -> dict[str, str]:
     """Every named query of ``backend``'s queries file."""
-    text = resources.files(__package__).joinpath(f"{backend}.sql").read_text("utf-8")
+    text = resources.files("plait.store.sql").joinpath(f"{backend}.sql").read_text("utf-8")
     parts = _HEADER.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
     found: dict[str, str] = {}
@@ -65,3 +71,19 @@ def schema_snapshot(backend: str) -> str:
     """``schema.sql``: the schema that applying every migration must produce."""
     folder = resources.files("plait.store").joinpath("migrations", backend)
     return folder.joinpath("schema.sql").read_text("utf-8")
+
+
+def statements(script: str) -> Iterator[str]:
+    """The statements of an SQL script, one at a time, each with the comments before
+    it (run them one by one: ``executescript`` would commit a migration half-way)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
+    leftover = [ln for ln in pending.splitlines()
+                if ln.strip() and not ln.strip().startswith("--")]
+    if leftover:
+        raise StoreError(f"incomplete SQL statement at the end of a script: "
+                         f"{' '.join(leftover)[:200]!r}")

@@ -31,11 +31,12 @@ ORDER BY (SELECT min(rowid) FROM workflows AS f WHERE f.name = w.name), version;
 -- insert_run --
 -- A new run.  A second run with the same public id violates runs.run_id UNIQUE.
 -- (run_id, workflow, version, fingerprint, status, input, output, error, created_at,
---  started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested)
+--  started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
+--  heartbeat_at)
 INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, output, error,
                   created_at, started_at, finished_at, retry_of, parent_run_id, sla,
-                  cancel_requested)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+                  cancel_requested, owner, heartbeat_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- insert_step --
 -- One pending step of a new run.  (run, step_id, position, status)
@@ -44,6 +45,10 @@ INSERT INTO steps (run, step_id, position, status) VALUES (?, ?, ?, ?);
 -- run_key --
 -- The integer key and status of a run, found by its public id.  (run_id)
 SELECT id, status FROM runs WHERE run_id = ?;
+
+-- run_status --
+-- The stored status of a run, by its integer key.  (id)
+SELECT status FROM runs WHERE id = ?;
 
 -- get_run --
 -- Everything about one run.  (run_id)
@@ -83,10 +88,10 @@ SELECT status FROM steps WHERE run = ? AND step_id = ?;
 -- upsert_attempt --
 -- An attempt starts (new row) or ends (the row exists: status, end time and error
 -- change; start time and worker stay).
--- (run, step_id, attempt, fallback, status, at, finished_at, error, worker)
+-- (run, step_id, attempt, fallback, status, at, finished_at, error, worker, seq)
 INSERT INTO attempts (run, step_id, attempt, fallback, status, started_at, finished_at,
-                      error, worker)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                      error, worker, start_seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 ON CONFLICT (run, step_id, attempt, fallback)
 DO UPDATE SET status = ?5, finished_at = ?6, error = ?8;
 
@@ -100,11 +105,16 @@ UPDATE runs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?;
 -- (status, finished_at, output, error, id)
 UPDATE runs SET status = ?, finished_at = ?, output = ?, error = ? WHERE id = ?;
 
+-- last_seq --
+-- The seq of a run's latest event (0 for none); read under the write lock, so the
+-- next events are numbered from it.  (run)
+SELECT coalesce(max(seq), 0) FROM events WHERE run = ?;
+
 -- insert_event --
--- Append to the history; seq comes from AUTOINCREMENT.
--- (run, at, kind, step_id, source, target, attempt, data)
-INSERT INTO events (run, at, kind, step_id, source, target, attempt, data)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+-- Append to a run's history.  (run, seq, at, kind, step_id, source, target, attempt,
+-- data)
+INSERT INTO events (run, seq, at, kind, step_id, source, target, attempt, data)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- get_steps --
 -- A run's steps in definition order.  (run)
@@ -115,7 +125,7 @@ FROM steps WHERE run = ? ORDER BY position;
 -- get_attempts --
 -- A run's attempts by start time; ties keep the order they were stored in.  (run)
 SELECT step_id, attempt, fallback, status, started_at, finished_at, error, worker
-FROM attempts WHERE run = ? ORDER BY started_at, rowid;
+FROM attempts WHERE run = ? ORDER BY started_at, start_seq;
 
 -- get_events --
 -- A run's history after a given seq, in order.  (run, after)

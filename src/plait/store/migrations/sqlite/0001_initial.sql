@@ -44,7 +44,8 @@ CREATE INDEX runs_by_created ON runs (created_at DESC);
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
 
 -- One row per step of a run, updated in place; ``position`` is definition order.
--- WITHOUT ROWID: the hot update (run, step_id) is a single b-tree descent.
+-- An ordinary (rowid) table: outputs may be large, and an update that leaves (run,
+-- step_id) alone writes only the table page, not the index.
 CREATE TABLE steps (
     run             INTEGER NOT NULL REFERENCES runs (id),
     step_id         TEXT    NOT NULL,
@@ -59,10 +60,14 @@ CREATE TABLE steps (
     fallback_used   INTEGER NOT NULL DEFAULT 0,
     next_attempt_at REAL,
     worker          TEXT,
-    PRIMARY KEY (run, step_id)
-) WITHOUT ROWID;
+    UNIQUE (run, step_id)
+);
 
 -- One row per attempt (and per fallback attempt) of a step, keyed like AttemptChange.
+-- ``start_seq`` is the seq of the event that started it: it orders attempts that
+-- started at the same time in the order they were stored.
+-- WITHOUT ROWID (here and for events): one b-tree, so a commit dirties one page per
+-- table instead of a table page and an index page.
 CREATE TABLE attempts (
     run         INTEGER NOT NULL REFERENCES runs (id),
     step_id     TEXT    NOT NULL,
@@ -73,24 +78,27 @@ CREATE TABLE attempts (
     finished_at REAL,
     error       TEXT,
     worker      TEXT,
-    UNIQUE (run, step_id, attempt, fallback)
-);
+    start_seq   INTEGER NOT NULL,
+    PRIMARY KEY (run, step_id, attempt, fallback)
+) WITHOUT ROWID;
 
--- The append-only history.  AUTOINCREMENT: a seq is never reused, so a reader that
+-- The append-only history of each run.  ``seq`` numbers a run's events from 1 without
+-- gaps, in commit order (the next seq is read under the write lock), so a reader that
 -- remembers the last seq it saw never misses or repeats an event.
 --   kind 'step' and 'run': source -> target (source NULL for a run's creation);
 --   kind 'attempt':        attempt number and its status in ``target``;
 --   kind 'note':           ``data`` (JSON object).
 CREATE TABLE events (
-    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
     run     INTEGER NOT NULL REFERENCES runs (id),
+    seq     INTEGER NOT NULL,
     at      REAL    NOT NULL,
-    kind    TEXT    NOT NULL CHECK (kind IN ('step', 'attempt', 'run', 'note')),
+    -- written with OR: ``kind IN (...)`` costs a temporary b-tree per inserted row
+    kind    TEXT    NOT NULL
+            CHECK (kind = 'step' OR kind = 'attempt' OR kind = 'run' OR kind = 'note'),
     step_id TEXT,
     source  TEXT,
     target  TEXT,
     attempt INTEGER,
-    data    TEXT                        -- JSON
-);
-
-CREATE INDEX events_by_run ON events (run, seq);
+    data    TEXT,                       -- JSON
+    PRIMARY KEY (run, seq)
+) WITHOUT ROWID;

@@ -1,0 +1,84 @@
+-- The SQLite schema that applying every migration in order produces.
+-- Generated: python tests/migration/test_sqlite_migrations.py --write
+-- (tests/migration checks it; never edit it by hand, add a migration).
+
+CREATE TABLE workflows (
+    name        TEXT    NOT NULL,
+    version     INTEGER NOT NULL,
+    fingerprint TEXT    NOT NULL,
+    definition  TEXT    NOT NULL,
+    created_at  REAL    NOT NULL,
+    PRIMARY KEY (name, version)
+);
+
+CREATE TABLE runs (
+    id               INTEGER PRIMARY KEY,
+    run_id           TEXT    NOT NULL UNIQUE,
+    workflow         TEXT    NOT NULL,
+    version          INTEGER NOT NULL,
+    fingerprint      TEXT    NOT NULL,
+    status           TEXT    NOT NULL,
+    input            TEXT,
+    output           TEXT,
+    error            TEXT,
+    created_at       REAL    NOT NULL,
+    started_at       REAL,
+    finished_at      REAL,
+    retry_of         TEXT,
+    parent_run_id    TEXT,
+    sla              REAL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    owner            TEXT,
+    heartbeat_at     REAL
+);
+
+CREATE TABLE steps (
+    run             INTEGER NOT NULL REFERENCES runs (id),
+    step_id         TEXT    NOT NULL,
+    position        INTEGER NOT NULL,
+    status          TEXT    NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    output          TEXT,
+    error           TEXT,
+    started_at      REAL,
+    finished_at     REAL,
+    skip_reason     TEXT,
+    fallback_used   INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL,
+    worker          TEXT,
+    UNIQUE (run, step_id)
+);
+
+CREATE TABLE attempts (
+    run         INTEGER NOT NULL REFERENCES runs (id),
+    step_id     TEXT    NOT NULL,
+    attempt     INTEGER NOT NULL,
+    fallback    INTEGER NOT NULL,
+    status      TEXT    NOT NULL,
+    started_at  REAL    NOT NULL,
+    finished_at REAL,
+    error       TEXT,
+    worker      TEXT,
+    start_seq   INTEGER NOT NULL,
+    PRIMARY KEY (run, step_id, attempt, fallback)
+) WITHOUT ROWID;
+
+CREATE TABLE events (
+    run     INTEGER NOT NULL REFERENCES runs (id),
+    seq     INTEGER NOT NULL,
+    at      REAL    NOT NULL,
+    kind    TEXT    NOT NULL
+            CHECK (kind = 'step' OR kind = 'attempt' OR kind = 'run' OR kind = 'note'),
+    step_id TEXT,
+    source  TEXT,
+    target  TEXT,
+    attempt INTEGER,
+    data    TEXT,
+    PRIMARY KEY (run, seq)
+) WITHOUT ROWID;
+
+CREATE INDEX runs_by_created ON runs (created_at DESC);
+
+CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
+
+PRAGMA user_version = 1;

@@ -1,0 +1,80 @@
+"""The conformance fixture's own rules: skip a backend that does not exist yet, skip a
+server that does not answer outside CI, and fail it under CI=true."""
+
+from __future__ import annotations
+
+import pytest
+
+from plait.errors import StoreError
+from plait.store import MemoryStore, Store
+
+from .conftest import BACKENDS, Backend, open_backend
+
+PG = next(b for b in BACKENDS if b.name == "postgresql")
+
+
+class DownStore(MemoryStore):
+    async def open(self) -> None:
+        raise ConnectionRefusedError("connection refused")
+
+
+def unsupported(url: str) -> Store:
+    raise StoreError(f"unsupported store URL {url!r} (scheme 'x')")
+
+
+def down(url: str) -> Store:
+    return DownStore(url)
+
+
+def test_every_backend_of_the_contract_is_listed() -> None:
+    assert [b.name for b in BACKENDS] == ["memory", "sqlite", "postgresql"]
+    assert PG.needs_server
+    assert not any(b.needs_server for b in BACKENDS if b.name != "postgresql")
+
+
+def test_postgres_url_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: object) -> None:
+    monkeypatch.delenv("PLAIT_TEST_DATABASE_URL", raising=False)
+    assert PG.url(tmp_path) == "postgresql://127.0.0.1:5432/test"  # type: ignore[arg-type]
+    monkeypatch.setenv("PLAIT_TEST_DATABASE_URL", "postgresql://db:5433/ci")
+    assert PG.url(tmp_path) == "postgresql://db:5433/ci"  # type: ignore[arg-type]
+
+
+async def test_an_unsupported_scheme_is_skipped_even_in_ci(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.skip.Exception, match="not implemented yet"):
+        await open_backend(PG, "postgresql://x/y", opener=unsupported)
+
+
+async def test_a_silent_server_is_skipped_outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="did not answer"):
+        await open_backend(PG, "postgresql://x/y", opener=down)
+
+
+async def test_a_silent_server_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        await open_backend(PG, "postgresql://x/y", opener=down)
+
+
+async def test_a_serverless_backend_that_fails_to_open_is_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    local = Backend("sqlite", lambda tmp: "sqlite:///x.db")
+    with pytest.raises(ConnectionRefusedError):
+        await open_backend(local, "sqlite:///x.db", opener=down)
+
+
+async def test_other_store_errors_are_not_skipped() -> None:
+    def broken(url: str) -> Store:
+        raise StoreError("bad path")
+
+    with pytest.raises(StoreError, match="bad path"):
+        await open_backend(PG, "postgresql://x/y", opener=broken)
+
+
+async def test_a_working_backend_is_opened() -> None:
+    store = await open_backend(BACKENDS[0], "memory://", opener=MemoryStore)
+    assert isinstance(store, MemoryStore)

@@ -1,0 +1,91 @@
+"""A process that shares one SQLite file with others (used by test_sqlite_processes).
+
+    python sqlite_worker.py writer URL NAME RUNS   run RUNS workflows, print their ids
+    python sqlite_worker.py reader URL STOPFILE    read everything until STOPFILE exists
+
+Any error is printed on stderr and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from plait import Workflow
+from plait.store import RunFilter, open_store
+
+
+async def noop() -> dict[str, str]:
+    return {"by": sys.argv[3]}
+
+
+def workflows() -> list[Workflow]:
+    """The same definitions in every writer: saving them concurrently must keep one
+    version each."""
+    fan = Workflow("fan")
+    fan.add_step("src", noop)
+    for i in range(40):
+        fan.add_step(f"m{i}", noop, depends_on=["src"])
+    fan.add_step("sink", noop, depends_on=[f"m{i}" for i in range(40)])
+    chain = Workflow("chain")
+    for i in range(25):
+        chain.add_step(f"s{i}", noop, depends_on=[f"s{i - 1}"] if i else [])
+    return [fan, chain]
+
+
+async def write(url: str, name: str, runs: int) -> None:
+    done = []
+    flows = workflows()
+    for n in range(runs):
+        wf = flows[n % len(flows)]
+        result = await wf.run_async({}, db=url, run_id=f"{name}-{n}")
+        if result.status != "completed":
+            raise RuntimeError(f"run {result.run_id} ended {result.status}: {result.error}")
+        done.append(result.run_id)
+    print(json.dumps(done))
+
+
+async def read(url: str, stop: Path) -> None:
+    store = open_store(url)
+    deadline = time.monotonic() + 120
+    reads = 0
+    while time.monotonic() < deadline:
+        try:
+            await store.open()
+            break
+        except Exception as exc:  # the writers may not have created the file yet
+            if "unable to open" not in str(exc):
+                raise
+            await asyncio.sleep(0.01)
+    try:
+        while not stop.exists():
+            for run in await store.list_runs(RunFilter(limit=20)):
+                steps = await store.get_steps(run.run_id)
+                events = await store.get_events(run.run_id)
+                await store.get_attempts(run.run_id)
+                seqs = [e.seq for e in events]
+                if seqs != list(range(1, len(seqs) + 1)):
+                    raise RuntimeError(f"run {run.run_id}: events {seqs} have gaps")
+                if not steps:
+                    raise RuntimeError(f"run {run.run_id} has no steps")
+                reads += 4
+            await store.list_workflows()
+            reads += 2
+    finally:
+        await store.close()
+    print(json.dumps({"reads": reads}))
+
+
+def main() -> None:
+    role, url = sys.argv[1], sys.argv[2]
+    if role == "writer":
+        asyncio.run(write(url, sys.argv[3], int(sys.argv[4])))
+    else:
+        asyncio.run(read(url, Path(sys.argv[3])))
+
+
+if __name__ == "__main__":
+    main()

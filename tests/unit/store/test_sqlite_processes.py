@@ -1,0 +1,82 @@
+"""Many processes, one SQLite file: three writer processes run workflows while a
+reader process reads (like ``plait runs`` / ``plait show`` during a run).  No process may
+fail ("database is locked" or any other error), and every run must be complete."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from plait.core.states import RunStatus, StepStatus
+from plait.store import RunFilter
+from plait.store.sqlite import SqliteStore
+
+WORKER = Path(__file__).with_name("sqlite_worker.py")
+WRITERS = 3
+RUNS = 8
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(process: subprocess.Popen[str], timeout: float) -> str:
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, f"{process.args} failed:\n{err}"
+    assert "locked" not in err, err
+    return out
+
+
+async def test_writers_and_a_reader_share_one_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/shared.db"  # created by whichever process comes first
+    stop = tmp_path / "stop"
+    reader = spawn("reader", url, str(stop))
+    writers = [spawn("writer", url, f"w{n}", str(RUNS)) for n in range(WRITERS)]
+    try:
+        run_ids = [rid for w in writers for rid in json.loads(finish(w, 120))]
+    finally:
+        stop.touch()
+    reads = json.loads(finish(reader, 60))["reads"]
+    assert reads > 0
+
+    assert len(run_ids) == WRITERS * RUNS
+    store = SqliteStore(url)
+    await store.open()
+    try:
+        listed = await store.list_runs(RunFilter(limit=1000))
+        assert sorted(r.run_id for r in listed) == sorted(run_ids)
+        for run_id in run_ids:
+            run = await store.get_run(run_id)
+            assert run.status == RunStatus.COMPLETED
+            steps = await store.get_steps(run_id)
+            assert len(steps) == (42 if run.workflow == "fan" else 25)
+            assert all(s.status == StepStatus.COMPLETED for s in steps)
+            assert all(s.output == {"by": run_id.split("-")[0]} for s in steps)
+            attempts = await store.get_attempts(run_id)
+            assert len(attempts) == len(steps)
+            events = await store.get_events(run_id)
+            assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        # the same definitions saved by every writer at once: one version each
+        versions = sorted((w.name, w.version) for w in await store.list_workflows())
+        assert versions == [("chain", 1), ("fan", 1)]
+    finally:
+        await store.close()
+
+
+def test_the_first_open_of_a_new_file_by_many_processes_at_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/race.db"
+    code = ("import asyncio, sys; from plait.store.sqlite import SqliteStore\n"
+            "async def main():\n"
+            "    s = SqliteStore(sys.argv[1]); await s.open(); await s.close()\n"
+            "asyncio.run(main())\n")
+    start = time.monotonic()
+    openers = [subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE,
+                                text=True) for _ in range(6)]
+    for p in openers:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    assert time.monotonic() - start < 60
