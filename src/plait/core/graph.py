@@ -48,7 +48,13 @@ class Graph:
 def build_graph(ids: Sequence[str], parents: Sequence[Sequence[str]]) -> Graph:
     """Index a graph.  Unknown parent names must have been removed by the caller."""
     index = {sid: i for i, sid in enumerate(ids)}
-    parent_idx = tuple(tuple(dict.fromkeys(index[p] for p in ps)) for ps in parents)
+    return graph_from_indices(ids, index, [[index[p] for p in ps] for ps in parents])
+
+
+def graph_from_indices(ids: Sequence[str], index: dict[str, int],
+                       parents: Sequence[Sequence[int]]) -> Graph:
+    """Index a graph given each node's parent indices (duplicates are dropped)."""
+    parent_idx = tuple(_unique(ps) for ps in parents)
     kids: list[list[int]] = [[] for _ in ids]
     for child, ps in enumerate(parent_idx):
         for p in ps:
@@ -60,6 +66,12 @@ def build_graph(ids: Sequence[str], parents: Sequence[Sequence[str]]) -> Graph:
         position[node] = place
     return Graph(ids=tuple(ids), index=index, parents=parent_idx, children=children,
                  order=order if len(order) == len(ids) else (), position=tuple(position))
+
+
+def _unique(found: Sequence[int]) -> tuple[int, ...]:
+    if len(found) < 2 or len(set(found)) == len(found):
+        return tuple(found)
+    return tuple(dict.fromkeys(found))
 
 
 def _topological(parents: Sequence[Sequence[int]],

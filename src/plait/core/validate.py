@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from jsonschema import Draft202012Validator
@@ -14,7 +15,7 @@ from jsonschema.exceptions import SchemaError
 
 from ..errors import DefinitionError, Problem
 from . import expressions
-from .graph import Graph, build_graph, depths, find_cycles, heights
+from .graph import Graph, depths, find_cycles, graph_from_indices, heights
 from .loader import STEP_ID, WORKFLOW_NAME
 from .model import JSON, JSONDict, StepSpec, WorkflowSpec
 from .serialize import fingerprint_of, workflow_to_dict
@@ -25,21 +26,32 @@ CONTEXT_NAMES = frozenset({"input", "state", "steps", "run", "item", "index", "s
                            "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckedWorkflow:
-    """A definition that passed validation, with its graph and scheduling priorities."""
+    """A definition that passed validation, with its graph and scheduling priorities.
+
+    The canonical dict form and the fingerprint are computed on first use (storing a
+    run needs them; validating does not)."""
 
     spec: WorkflowSpec
     graph: Graph
     priority: tuple[float, ...]  # longest remaining path (critical path first)
-    fingerprint: str
-    definition: JSONDict  # the canonical dict form (what is stored)
     guards: tuple[tuple[tuple[int, bool], ...], ...]  # per step: (condition, branch)
     sinks: tuple[int, ...]
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @cached_property
+    def definition(self) -> JSONDict:
+        """The canonical dict form (what is stored)."""
+        with gc_paused():
+            return workflow_to_dict(self.spec)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.definition)
 
 
 def check(spec: WorkflowSpec, *, source: str | None = None,
@@ -81,8 +93,8 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
             seen[step.id] = i
         _check_step_fields(step, where, spec, add)
     known = set(seen)
-    parents = _parents(spec, known, add)
-    graph = build_graph(ids, parents)
+    parents = _parents(spec, seen, add)
+    graph = graph_from_indices(ids, seen, parents)
     for cycle in find_cycles(graph):
         add("steps", "cycle: " + " -> ".join(cycle),
             "remove one of these dependencies (bounded repetition is a `loop` step)")
@@ -97,9 +109,7 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
             f"limits.max_depth ({spec.limits.max_depth})", "raise limits.max_depth")
     if problems:
         return None
-    definition = workflow_to_dict(spec)
     return CheckedWorkflow(spec=spec, graph=graph, priority=tuple(heights(graph)),
-                           fingerprint=fingerprint_of(definition), definition=definition,
                            guards=_guards(spec, graph),
                            sinks=tuple(i for i, k in enumerate(graph.children) if not k))
 
@@ -143,7 +153,8 @@ def _check_step_fields(step: StepSpec, where: str, spec: WorkflowSpec, add: _Add
         if name not in step.config and not (name == "call" and step.func is not None):
             add(f"{where}.{name}", f"missing field {name!r} of a {step.type} step "
                 f"(step {step.id!r})")
-    if info.check is not None:
+    # (a Python-built step's only field, its generated `call`, needs no check)
+    if info.check is not None and (step.func is None or len(step.config) > 1):
         for suffix, message in info.check(step.config):
             add(f"{where}{suffix}", f"{message} (step {step.id!r})")
     if step.pool is not None and step.pool not in spec.pools:
@@ -156,25 +167,27 @@ def _check_step_fields(step: StepSpec, where: str, spec: WorkflowSpec, add: _Add
         add(f"{where}.then", "only condition steps have then/else")
 
 
-def _parents(spec: WorkflowSpec, known: set[str], add: _Add) -> list[list[str]]:
-    parents: list[list[str]] = [[] for _ in spec.steps]
-    position = {s.id: i for i, s in enumerate(spec.steps)}
+def _parents(spec: WorkflowSpec, index: dict[str, int], add: _Add) -> list[list[int]]:
+    """Parent indices of every step: depends_on plus the conditions listing it."""
+    parents: list[list[int]] = [[] for _ in spec.steps]
     for i, step in enumerate(spec.steps):
+        mine = parents[i]
         for j, dep in enumerate(step.depends_on):
-            if dep in known:
-                parents[i].append(dep)
+            found = index.get(dep)
+            if found is not None:
+                mine.append(found)
             else:
                 add(f"steps[{i}].depends_on[{j}]", f"unknown step {dep!r} in depends_on "
-                    f"of {step.id!r}", did_you_mean(dep, known))
+                    f"of {step.id!r}", did_you_mean(dep, index))
         for field, branch in (("then", step.then), ("else", step.else_)):
             for j, target in enumerate(branch):
-                if target not in known:
+                if target not in index:
                     add(f"steps[{i}].{field}[{j}]", f"unknown step {target!r} in {field} of "
-                        f"{step.id!r}", did_you_mean(target, known))
+                        f"{step.id!r}", did_you_mean(target, index))
                 elif target == step.id:
                     add(f"steps[{i}].{field}[{j}]", "a condition cannot list itself")
                 else:
-                    parents[position[target]].append(step.id)
+                    parents[index[target]].append(i)
     return parents
 
 
