@@ -112,7 +112,7 @@ class RunState:
         self.cancelled = False
         self.failure_reason: str | None = None
         # what happened since the last drain, in order, for the loop to persist
-        self.step_changes: list[StepChange] = []
+        self._transitions: list[tuple[int, StepStatus, StepStatus, float]] = []
         self.attempt_changes: list[AttemptChange] = []
         self.steps_view = StepsView(self.rows, self.graph.index)
         self.interrupted: list[int] = []  # running when the run was restored
@@ -215,8 +215,22 @@ class RunState:
                 if self.rows[i].status is S.COMPLETED}
 
     def drain(self) -> tuple[list[StepChange], list[AttemptChange]]:
-        out = (self.step_changes, self.attempt_changes)
-        self.step_changes, self.attempt_changes = [], []
+        """What happened since the last drain, to commit together.  Each step changed
+        carries one snapshot of its row as it is now: the batch's final state, which is
+        what the store keeps (a step queued and started in one batch is copied once)."""
+        rows, ids = self.rows, self.graph.ids
+        snapshots: dict[int, StepRuntime] = {}
+        changes: list[StepChange] = []
+        for i, source, target, at in self._transitions:
+            snap = snapshots.get(i)
+            if snap is None:
+                r = rows[i]
+                snap = snapshots[i] = StepRuntime(
+                    r.status, r.attempts, r.output, r.error, r.started_at, r.finished_at,
+                    r.skip_reason, r.fallback_used, r.next_attempt_at, r.worker)
+            changes.append(StepChange(ids[i], source, target, at, snap))
+        out = (changes, self.attempt_changes)
+        self._transitions, self.attempt_changes = [], []
         return out
 
     # ----------------------------------------------------------------- events
@@ -462,8 +476,4 @@ class RunState:
         row.status = target
 
     def _record(self, i: int, source: StepStatus, target: StepStatus, now: float) -> None:
-        r = self.rows[i]
-        copy = StepRuntime(r.status, r.attempts, r.output, r.error, r.started_at,
-                           r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
-                           r.worker)
-        self.step_changes.append(StepChange(self.graph.ids[i], source, target, now, copy))
+        self._transitions.append((i, source, target, now))
