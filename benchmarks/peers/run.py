@@ -207,15 +207,22 @@ def _gain_row(res: Results, spec: str, key: str, gain: float) -> list[object]:
 
 
 def _makespan_row(res: Results, engs: list[Engine], spec: str) -> list[object]:
-    levelled = [f"{e.label} {res[e.key, spec].makespan_ratio:.2f}×" for e in engs
-                if e.level_by_level and (e.key, spec) in res and res[e.key, spec].ok]
+    """The makespan target holds where level-by-level engines cannot get under 1.5×."""
+    levelled = {e.label: res[e.key, spec].makespan_ratio for e in engs
+                if e.level_by_level and (e.key, spec) in res and res[e.key, spec].ok}
+    shown = ", ".join(f"{label} {ratio:.2f}×" for label, ratio in levelled.items())
+    applies = bool(levelled) and min(levelled.values()) >= LEVEL_BARRIER_RATIO
     label = (f"{_workload_name(res, spec)}: plait makespan ≤ {MAX_MAKESPAN_RATIO:g}× critical "
-             f"path (level-by-level engines: {', '.join(levelled) or 'none measured'})")
+             f"path, where level-by-level engines are ≥ {LEVEL_BARRIER_RATIO:g}× "
+             f"({shown or 'none measured'})")
     plait = res.get(("plait", spec))
     if plait is None or not plait.ok:
         return [label, f"no measurement ({plait.problem if plait else 'not run'})", met(None)]
-    return [label, f"{plait.makespan_ratio:.3f}×",
-            met(plait.makespan_ratio <= MAX_MAKESPAN_RATIO)]
+    measured = f"{plait.makespan_ratio:.3f}×"
+    if not applies:
+        return [label, measured + " (target does not apply: a level-by-level engine is "
+                f"under {LEVEL_BARRIER_RATIO:g}× here)", met(None)]
+    return [label, measured, met(plait.makespan_ratio <= MAX_MAKESPAN_RATIO)]
 
 
 def _workload_name(res: Results, spec: str) -> str:

@@ -51,9 +51,12 @@ _LOCAL = re.compile(r"<locals>|<lambda>")
 def Retry(max_retries: int = 3, initial_delay: float = 1.0, backoff: float = 2.0,  # noqa: N802
           max_delay: float = 60.0, jitter: float = 0.1, retry_on: Sequence[str] = (),
           no_retry_on: Sequence[str] = ()) -> RetryPolicy:
-    """A retry policy (SPEC 5); exception names may be given as classes too."""
-    return RetryPolicy(max_retries=max_retries, initial_delay=initial_delay,
-                       backoff=backoff, max_delay=max_delay, jitter=jitter,
+    """A retry policy (SPEC 5); exception names may be given as classes too.  Delays
+    are durations (seconds or '500ms', '2s'...); numbers are kept as floats so the
+    fingerprint matches the same policy loaded from YAML."""
+    return RetryPolicy(max_retries=max_retries, initial_delay=parse_duration(initial_delay),
+                       backoff=float(backoff), max_delay=parse_duration(max_delay),
+                       jitter=float(jitter),
                        retry_on=tuple(_exc_name(e) for e in retry_on),
                        no_retry_on=tuple(_exc_name(e) for e in no_retry_on))
 
@@ -92,7 +95,8 @@ class Workflow:
                  description: str | None = None, limits: Limits | None = None) -> None:
         self.name = name
         self._options: dict[str, Any] = {
-            "concurrency": concurrency, "on_failure": on_failure, "timeout": timeout, "sla": sla,
+            "concurrency": concurrency, "on_failure": on_failure,
+            "timeout": _seconds(timeout), "sla": _seconds(sla),
             "input_schema": input, "reducers": dict(reducers or {}), "output": output,
             "version": version, "description": description, "limits": limits or Limits()}
         self._pools = {k: dict(v) for k, v in (pools or {}).items()}
@@ -324,7 +328,8 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
             fallback = None
     breaker = o.get("circuit_breaker")
     if isinstance(breaker, dict):
-        breaker = CircuitBreakerSpec(**breaker)
+        breaker = CircuitBreakerSpec(**{**breaker, "reset_after": _seconds(
+            breaker.get("reset_after", 60.0))})
     retry = _retry(o.get("retry"))
     deps = list(dict.fromkeys([*p.depends_on, *implied]))
     return StepSpec(

@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ TIMEOUT_S = 30
 
 
 def cli_env(**extra: str) -> dict[str, str]:
-    """The environment of a CLI subprocess: no terminal forced, the memory store."""
+    """The environment of a CLI subprocess: no terminal forced and no PLAIT_DB, so the
+    store is the default ./.plait/plait.db of the (temporary) working directory."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PLAIT_DB", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
                         "NO_COLOR", "COLUMNS")}
@@ -58,3 +60,58 @@ def write(tmp_path: Path) -> Callable[[str, str], Path]:
         return path
 
     return make
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """``spawn(*args, cwd=tmp_path, env={...})``: start ``python -m plait`` without
+    waiting (stdout and stderr piped); whatever still runs at the end is killed."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-m", "plait", *args], cwd=cwd or tmp_path,
+                                env=cli_env(**(env or {})), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float = 20.0,
+             proc: subprocess.Popen[str] | None = None, what: str = "the condition") -> None:
+    """Poll ``condition`` every 20 ms; fail the test (with the output of ``proc``, if it
+    ended) when it does not hold within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the process ended before {what}:\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def waiter() -> Callable[..., None]:
+    """``wait_for`` as a fixture (acceptance tests are not a package)."""
+    return wait_for
+
+
+def run_plait(*args: str, cwd: Path, env: dict[str, str] | None = None,
+              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m plait *args`` in ``cwd`` and wait for it."""
+    return subprocess.run([sys.executable, "-m", "plait", *args], cwd=cwd,
+                          env=cli_env(**(env or {})), input=stdin, capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def plait_in() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_plait`` for fixtures wider than one test: ``plait_in(*args, cwd=...)``."""
+    return run_plait

@@ -149,7 +149,7 @@ def test_input_file_and_stdin(plait, write, flow):
     (["--input", '{"x": "three"}'], ["invalid input", "input.x", "'three' is not of type "
                                      "'integer'"]),
     (["--input", "{}"], ["invalid input", "'x' is a required property"]),
-    (["--detach"], ["--detach is not supported until durable stores"]),
+    (["--detach", "--db", "memory://"], ["--detach needs a store another process can open"]),
 ])
 def test_bad_usage_or_input_exits_2_with_nothing_on_stdout(plait, flow, args, says):
     proc = plait("run", "flow.yaml", "--json", *args)

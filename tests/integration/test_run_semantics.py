@@ -325,3 +325,65 @@ async def test_run_output_template(run_wf: RunWf) -> None:
     wf.add_step("b", lambda a: a + 1)
     result = await run_wf(wf, {"who": "me"})
     assert result.output == {"total": 2, "who": "me"}
+
+
+async def test_run_output_render_error_fails_the_run(run_wf: RunWf) -> None:
+    wf = Workflow("outerr", output="{{ steps.a.output.missing }}")
+    wf.add_step("a", lambda: {"x": 1})
+    result = await run_wf(wf)
+    assert result.steps["a"].status == "completed"
+    assert result.status == "failed"
+    assert "run output" in (result.error or "") and "missing" in (result.error or "")
+
+
+async def test_templates_see_a_skipped_ancestor_as_null_output(run_wf: RunWf) -> None:
+    wf = Workflow.from_dict({"name": "nullout", "steps": [
+        {"id": "a", "type": "transform", "value": 1, "when": "{{ false }}"},
+        {"id": "b", "type": "transform", "depends_on": ["a"], "trigger": "all_done",
+         "value": {"out": "{{ steps.a.output }}", "status": "{{ steps.a.status }}"}}]})
+    result = await run_wf(wf)
+    assert result.steps["b"].output == {"out": None, "status": "skipped"}
+
+
+async def test_secrets_are_redacted_from_what_is_stored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from plait.runtime.engine import Engine
+    from plait.store import MemoryStore
+
+    from .conftest import run_with
+
+    secret = "s3cr3t-Value-91"
+    monkeypatch.setenv("PLAIT_SECRET_API_TOKEN", secret)
+
+    def leak(token: str) -> str:
+        raise ValueError(f"server refused token {token}")
+
+    wf = Workflow("secrets")
+    wf.add_step("header", type="transform",
+                value={"auth": "Bearer {{ secrets.API_TOKEN }}"})
+    wf.add_step("call", leak, with_={"token": "{{ secrets.API_TOKEN }}"}, retry=0)
+    store = MemoryStore()
+    engine = Engine(store)
+    try:
+        result = await run_with(engine, wf)
+    finally:
+        engine.close()
+    assert result.steps["header"].output == {"auth": "Bearer ***"}
+    assert result.steps["call"].status == "failed"
+    assert "server refused token ***" in (result.steps["call"].error or "")
+    stored = (repr(await store.get_run(result.run_id)) + repr(await store.get_steps(result.run_id))
+              + repr(await store.get_attempts(result.run_id))
+              + repr(await store.get_events(result.run_id)))
+    assert secret not in stored
+
+
+async def test_run_timeout_given_as_a_duration_string(run_wf: RunWf) -> None:
+    async def slow() -> None:
+        await asyncio.sleep(5)
+
+    wf = Workflow("timeoutstr", timeout="200ms")
+    wf.add_step("slow", slow)
+    result = await run_wf(wf)
+    assert result.status == "failed"
+    assert "timed out" in (result.error or "")
+    assert result.steps["slow"].status == "cancelled"

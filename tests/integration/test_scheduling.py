@@ -351,3 +351,31 @@ async def test_a_step_is_stored_running_before_its_function_is_called() -> None:
         eng.close()
     assert seen == {"status": "running", "attempts": 1,
                     "attempt_rows": [("probe", "running")]}
+
+
+async def test_cancel_through_a_shared_store_from_another_engine(tmp_path: Any) -> None:
+    from plait.store import open_store
+
+    url = f"sqlite:///{tmp_path}/runs.db"
+    mine, theirs = open_store(url), open_store(url)
+    await mine.open()
+    await theirs.open()
+    runner, canceller = Engine(mine), Engine(theirs)
+    try:
+        wf = Workflow("remote")
+        wf.add_step("a", sleeper(10))
+        wf.add_step("b", lambda: 1, depends_on=["a"])
+        run_id, task = await _start(runner, wf)
+        await asyncio.sleep(0.2)
+        t0 = time.monotonic()
+        await canceller.cancel(run_id)  # this engine does not execute the run
+        result = await asyncio.wait_for(task, 5)
+        assert time.monotonic() - t0 < 2.5  # noticed by polling the store
+        assert result.status == "cancelled"
+        assert statuses(result) == {"a": "cancelled", "b": "cancelled"}
+        assert (await theirs.get_run(run_id)).status == "cancelled"
+    finally:
+        runner.close()
+        canceller.close()
+        await mine.close()
+        await theirs.close()

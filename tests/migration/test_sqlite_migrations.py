@@ -175,8 +175,7 @@ async def test_a_database_that_is_not_plaits_is_refused_untouched(tmp_path: Path
 
 
 def test_a_failed_migration_leaves_the_old_schema(monkeypatch: pytest.MonkeyPatch) -> None:
-    from plait.store.sql import Migration
-    from plait.store.sql import sqlite_schema
+    from plait.store.sql import Migration, sqlite_schema
 
     conn = migrated()
     before = schema_of(conn)

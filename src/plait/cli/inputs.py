@@ -1,14 +1,39 @@
-"""Reading a run's input from ``--input`` or ``--input-file`` (argument parsing only)."""
+"""Reading what the command line is given: a run's input (``--input``,
+``--input-file``), other JSON options (``--data``), run ids and ``--since`` windows.
+Argument parsing only: every problem is a click error (exit 2) naming the option."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from pathlib import Path
 
 import click
 
 from ..core.model import JSON
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class RunIdType(click.ParamType):  # type: ignore[type-arg]
+    """A run id as plait makes them (32 hex digits) or as a store accepts them: 1 to
+    64 letters, digits, ``_`` or ``-``.  Anything else is refused before a store is
+    opened."""
+
+    name = "run_id"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        if not _RUN_ID.fullmatch(text):
+            self.fail(f"{value!r} is not a run id: a run id is 1 to 64 letters, digits, "
+                      f"'_' or '-' (see `plait runs`)", param, ctx)
+        return text
+
+
+RUN_ID = RunIdType()
 
 
 def read_input(text: str | None, file: str | None) -> JSON:
@@ -23,6 +48,23 @@ def read_input(text: str | None, file: str | None) -> JSON:
     if text is not None:
         return _parse(text, "--input", "not valid JSON")
     return {}
+
+
+def parse_json_option(text: str, option: str) -> JSON:
+    """The JSON value of ``option`` (click.BadParameter naming it when not JSON)."""
+    return _parse(text, option, "not valid JSON")
+
+
+def parse_since(value: str | None, option: str = "--since") -> float | None:
+    """``--since 1h`` -> the epoch cutoff (now - 1 hour); None when not given."""
+    if value is None:
+        return None
+    from ..observe.metrics import since_cutoff
+
+    try:
+        return since_cutoff(value, now=time.time())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 def _read_file(file: str) -> str:

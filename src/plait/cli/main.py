@@ -5,18 +5,34 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 
 from .. import __version__
-from . import commands, session
-from .inputs import read_input
+from ..core.states import RunStatus
+from . import commands, control, inspection, session
+from .detach import detachable
+from .inputs import RUN_ID, parse_json_option, parse_since, read_input
 from .settings import DB_ENV, DEFAULT_DB
 from .views import choose_view
 
-_DB_HELP = f"Store URL (memory://, sqlite:///path.db, postgresql://...). Default: ${DB_ENV}, " \
-           f"else {DEFAULT_DB}."
+_DB_HELP = f"Store URL (memory://, sqlite:///path.db). Default: ${DB_ENV}, else {DEFAULT_DB}."
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+_RUN_STATUSES = [str(s) for s in RunStatus]
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def db_option(command: F) -> F:
+    """``--db URL``, default ``$PLAIT_DB``, else the SQLite file of SPEC 6."""
+    return click.option("--db", default=DEFAULT_DB, envvar=DB_ENV, show_envvar=False,
+                        metavar="URL", help=_DB_HELP)(command)
+
+
+def json_option(help: str) -> Callable[[F], F]:
+    return click.option("--json", "as_json", is_flag=True, help=help)
 
 
 @click.group(context_settings=_CONTEXT)
@@ -29,10 +45,16 @@ def cli() -> None:
     runs independent steps in parallel, routes around conditions, retries what fails and
     records every transition.
 
+    Runs are stored in ./.plait/plait.db unless --db or $PLAIT_DB says otherwise.
+
     \b
     Examples:
       plait validate flow.yaml
       plait run flow.yaml --input '{"ticket": "refund please"}'
+      plait runs --status failed
+      plait show RUN_ID
+      plait retry RUN_ID
+      plait approve RUN_ID sign_off --data '{"note": "ok"}'
       plait plan flow.yaml
       plait graph flow.yaml --format dot | dot -Tsvg > flow.svg
     """
@@ -61,12 +83,12 @@ def validate(files: tuple[str, ...], no_import: bool) -> None:
 @click.option("--input", "input_text", metavar="JSON", help="The run's input, as JSON.")
 @click.option("--input-file", metavar="FILE",
               help="Read the run's input (JSON) from FILE ('-' for stdin).")
-@click.option("--db", default=DEFAULT_DB, envvar=DB_ENV, show_envvar=False, metavar="URL",
-              help=_DB_HELP)
+@db_option
 @click.option("--json", "as_json", is_flag=True,
               help="Print exactly one JSON object (the run, its steps and output) on stdout.")
 @click.option("--detach", is_flag=True,
-              help="Store the run and return at once (needs a durable store and workers).")
+              help="Store the run, continue it in a background process and print its id "
+              "(needs a SQLite store).")
 @click.option("-q", "--quiet", is_flag=True,
               help="Print only the final status line (--json takes precedence).")
 def run(target: str, input_text: str | None, input_file: str | None, db: str,
@@ -81,6 +103,11 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
     not a terminal a plain summary is printed. Ctrl-C cancels the run (running steps are
     recorded as cancelled); press it twice to stop at once.
 
+    With --detach the run is stored, `plait resume RUN_ID` continues it in a background
+    process (its output goes to .plait/logs/RUN_ID.log beside the database) and the run
+    id is printed alone on stdout (with --json: {"run_id", "workflow", "version",
+    "status", "pid", "log"}); exit 0. Follow it with `plait show RUN_ID`.
+
     \b
     Exit status:
       0  the run completed
@@ -88,14 +115,241 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
       2  bad usage, an invalid definition or bad input (nothing is stored)
       3  the run is waiting for an approval
     """
-    if detach:
-        raise click.UsageError("--detach is not supported until durable stores (sqlite, "
-                               "postgresql) and `plait worker` are available; run in the "
-                               "foreground for now")
+    if detach and not detachable(db):
+        raise click.UsageError(f"--detach needs a store another process can open, such "
+                               f"as sqlite:///path.db (the default); with {db} nothing "
+                               f"could continue the run")
     value = read_input(input_text, input_file)
     view = choose_view(as_json=as_json, quiet=quiet)
-    code = asyncio.run(session.run_command(target, value, db=db, view=view))
+    code = asyncio.run(session.run_command(target, value, db=db, view=view, detach=detach))
     commands.exit_now(code)
+
+
+@cli.command()
+@click.argument("run_id", type=RUN_ID)
+@db_option
+@json_option("Print exactly one JSON object (as plait run --json) on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the final status line.")
+def resume(run_id: str, db: str, as_json: bool, quiet: bool) -> None:
+    """Continue a stored run whose process stopped (crashed, killed, or a run waiting
+    for an approval).
+
+    Steps that completed are never run again; attempts that were running when the
+    process stopped count as failed attempts and retry under their step's policy. The
+    stored definition is used: its python steps must import from the current directory
+    or PYTHONPATH. A run that already ended is shown as it is. Refused (exit 1) while
+    another live process executes the run.
+
+    \b
+    Exit status (as plait run):
+      0  the run completed
+      1  the run failed or was cancelled
+      2  bad usage, an unknown run, or a store that cannot be used
+      3  the run is waiting for an approval
+    """
+    view = choose_view(as_json=as_json, quiet=quiet)
+    commands.exit_now(asyncio.run(session.resume_command(run_id, db=db, view=view)))
+
+
+
+@cli.command()
+@click.option("--workflow", metavar="W", help="Only runs of workflow W.")
+@click.option("--status", type=click.Choice(_RUN_STATUSES), help="Only runs in this status.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              metavar="N", help="Show at most N runs.")
+@db_option
+@json_option('Print one JSON object: {"runs": [{"run_id", "workflow", "version", '
+             '"fingerprint", "status", "error", "created_at", "started_at", "finished_at", '
+             '"duration_s", "steps_done", "steps_total", "retry_of", "parent_run_id"}]} '
+             "(times ISO-8601 UTC; duration_s null until the run ends).")
+def runs(workflow: str | None, status: str | None, limit: int, db: str,
+         as_json: bool) -> None:
+    """List runs, newest first.
+
+    Columns: run id, workflow@version, status, start time (UTC), duration (the time so
+    far, marked +, for a run still going) and steps ended/total.
+    """
+    sys.exit(asyncio.run(inspection.runs_command(db=db, workflow=workflow, status=status,
+                                                 limit=limit, as_json=as_json)))
+
+
+@cli.command()
+@click.argument("run_id", type=RUN_ID)
+@db_option
+@json_option("Print one JSON object: the run as plait run --json prints it, plus "
+             '"retry_of", "parent_run_id", "fingerprint", "input", "created_at", '
+             '"started_at", "finished_at" and "attempts": [{"step", "attempt", "fallback", '
+             '"status", "started_at", "finished_at", "duration_s", "worker", "error"}].')
+def show(run_id: str, db: str, as_json: bool) -> None:
+    """Show a run: its status, each step (status, attempts, duration, error or skip
+    reason, fallback used) and each attempt (start, end, duration, worker, error).
+
+    Times are UTC. Errors are cut to their first line; --json has all of them.
+    Exit status: 0, or 2 when there is no such run.
+    """
+    sys.exit(asyncio.run(inspection.show_command(run_id, db=db, as_json=as_json)))
+
+
+@cli.command()
+@click.argument("run_id", type=RUN_ID)
+@db_option
+def cancel(run_id: str, db: str) -> None:
+    """Cancel a run.
+
+    A run executing in another process (plait run, plait resume) is flagged in the
+    store; that process notices within about a second, records its running steps as
+    cancelled and ends the run cancelled. A run no process executes (waiting for an
+    approval, detached but not started, or left by a crashed process) is recorded as
+    cancelled at once.
+
+    \b
+    Exit status:
+      0  cancellation requested or done (or the run was already cancelled)
+      1  the run already completed or failed: nothing to cancel
+      2  bad usage, an unknown run, or a store that cannot be used
+    """
+    sys.exit(asyncio.run(control.cancel_command(run_id, db=db)))
+
+
+@cli.command()
+@click.argument("run_id", type=RUN_ID)
+@click.argument("step")
+@click.option("--reject", is_flag=True, help="Reject instead of approving (the step fails).")
+@click.option("--data", "data_text", metavar="JSON",
+              help="JSON recorded with the decision (the approval step's output data).")
+@click.option("--by", metavar="NAME", help="Who decides. Default: the OS user.")
+@db_option
+@json_option("Print exactly one JSON object (as plait run --json) on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the final status line.")
+def approve(run_id: str, step: str, reject: bool, data_text: str | None, by: str | None,
+            db: str, as_json: bool, quiet: bool) -> None:
+    """Approve (or --reject) an approval STEP that waits, then continue the run.
+
+    The decision is recorded with who made it, when, and --data. The run then continues
+    here in the foreground like `plait resume` (an approved step completes with output
+    {"approved", "by", "at", "data"}; a rejected one fails). When another live process
+    executes the run, that process applies the decision and continues the run: this
+    command waits (seconds at most) until it has, and exits 0. Refused with exit 2,
+    recording nothing, when the run or step is unknown, the step is not waiting, or the
+    run has ended.
+
+    \b
+    Exit status (as plait run):
+      0  the run completed
+      1  the run failed or was cancelled
+      2  bad usage, an unknown run, or a store that cannot be used
+      3  the run is waiting for an approval
+    """
+    data = parse_json_option(data_text, "--data") if data_text is not None else None
+    view = choose_view(as_json=as_json, quiet=quiet)
+    code = asyncio.run(control.approve_command(run_id, step, approved=not reject, by=by,
+                                               data=data, db=db, view=view))
+    commands.exit_now(code)
+
+
+
+@cli.command()
+@click.argument("run_id", type=RUN_ID)
+@click.option("--from", "from_step", metavar="STEP",
+              help="Run STEP and everything downstream of it again (default: the failed "
+              "and cancelled steps and everything downstream of them).")
+@click.option("--input", "input_text", metavar="JSON",
+              help="A new input for the new run (default: the old run's input).")
+@db_option
+@json_option("Print exactly one JSON object (the new run, as plait run --json) on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the final status line.")
+def retry(run_id: str, from_step: str | None, input_text: str | None, db: str,
+          as_json: bool, quiet: bool) -> None:
+    """Run a run again as a new run that reuses the outputs of the steps that completed
+    upstream of what is run again.
+
+    The new run (same workflow version, linked by retry_of) is executed here in the
+    foreground; its id is printed first (on stderr) and in the final status line.
+
+    \b
+    Exit status (as plait run):
+      0  the run completed
+      1  the run failed or was cancelled
+      2  bad usage, an unknown run, or a store that cannot be used
+      3  the run is waiting for an approval
+    """
+    new_input = parse_json_option(input_text, "--input") if input_text is not None else None
+    view = choose_view(as_json=as_json, quiet=quiet)
+    code = asyncio.run(session.retry_command(run_id, from_step=from_step, new_input=new_input,
+                                             replace_input=input_text is not None, db=db,
+                                             view=view))
+    commands.exit_now(code)
+
+
+
+@cli.command()
+@click.argument("run_id", type=RUN_ID)
+@click.option("--html", metavar="OUT", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML page to OUT (and print its path) instead.")
+@db_option
+def gantt(run_id: str, html: str | None, db: str) -> None:
+    """Draw a run's timeline: one lane per step, one bar per attempt.
+
+    On a terminal the chart is in colour and as wide as the terminal. The HTML page
+    also highlights the critical path (the chain of steps that decided the run's
+    length) and lists every step.
+    """
+    sys.exit(asyncio.run(inspection.gantt_command(run_id, db=db, html=html)))
+
+
+@cli.command()
+@click.option("--workflow", metavar="W", help="Only workflow W.")
+@click.option("--since", metavar="DURATION",
+              help="Only runs created in the last DURATION (30s, 5m, 1h, 2d...).")
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True,
+              metavar="N", help="Read at most the N newest runs.")
+@db_option
+@json_option('Print one JSON object: the metrics ({"since", "runs", "workflows": [...]}) '
+             'and "alerts": {"fired", "firings": [...]}.')
+@click.option("--check", is_flag=True, help="Exit 1 when any alert rule fires.")
+@click.option("--alerts", "alerts_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help='Alert rules from a YAML file: alerts: {WORKFLOW or "*": [rules]}.')
+def metrics(workflow: str | None, since: str | None, limit: int, db: str, as_json: bool,
+            check: bool, alerts_file: str | None) -> None:
+    """Success rate, duration percentiles (p50/p95/p99) and retries, per workflow and
+    per step.
+
+    Alert rules (such as `success_rate < 0.9`, `p95 > 30s`, `step fetch: failures >= 3`)
+    come from the `alerts:` of the stored definitions and from --alerts FILE; firings
+    are listed after the report.
+
+    \b
+    Exit status:
+      0  no alert fired (or no --check)
+      1  --check and at least one alert fired
+      2  bad usage (a bad --since or rule), or a store that cannot be used
+    """
+    cutoff = parse_since(since)
+    sys.exit(asyncio.run(inspection.metrics_command(
+        db=db, workflow=workflow, since=cutoff, limit=limit, as_json=as_json, check=check,
+        alerts_file=alerts_file)))
+
+
+@cli.command()
+@click.option("--workflow", metavar="W", help="Only runs of workflow W.")
+@click.option("--since", metavar="DURATION",
+              help="Only runs created in the last DURATION (30s, 5m, 1h, 2d...).")
+@db_option
+@json_option('Print one JSON object: {"now", "count", "breaches": [{"run_id", "workflow", '
+             '"version", "status", "active", "sla_s", "elapsed_s", "over_s", "over_ratio", '
+             '"created_at", "started_at", "finished_at"}]}.')
+@click.option("--check", is_flag=True, help="Exit 1 when any run is past its SLA.")
+def sla(workflow: str | None, since: str | None, db: str, as_json: bool,
+        check: bool) -> None:
+    """List runs past their SLA (a definition's `sla:`), worst first.
+
+    A run's elapsed time runs from its start (or creation, if it never started) to its
+    end, or to now while it is still going. Breaches are reported, never acted on.
+    Exit status: 0 (with --check: 1 when there is a breach), 2 on bad usage.
+    """
+    cutoff = parse_since(since)
+    sys.exit(asyncio.run(inspection.sla_command(db=db, workflow=workflow, since=cutoff,
+                                                as_json=as_json, check=check)))
 
 
 @cli.command()
@@ -118,7 +372,7 @@ def plan(file: str, as_json: bool) -> None:
 @click.argument("target", metavar="FILE|NAME[@V]")
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid",
               show_default=True, help="Mermaid flowchart or Graphviz DOT.")
-@click.option("--db", default=DEFAULT_DB, envvar=DB_ENV, metavar="URL", help=_DB_HELP)
+@db_option
 def graph(target: str, fmt: str, db: str) -> None:
     """Print a workflow's graph as Mermaid or Graphviz DOT.
 

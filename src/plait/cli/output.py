@@ -39,14 +39,16 @@ def print_json(value: object, out: TextIO) -> None:
 # ------------------------------------------------------------------ problems
 
 
-def problems_text(error: DefinitionError, target: str) -> Text:
-    """Every problem of an invalid definition, one per line, each with its location."""
+def problems_text(error: DefinitionError, target: str, *,
+                  what: str = "workflow definition") -> Text:
+    """Every problem of an invalid definition (or of ``what`` else), one per line, each
+    with its location."""
     source = error.source or target
     count = len(error.problems)
     noun = "problem" if count == 1 else "problems"
     text = Text()
     text.append(f"{source}", "bold")
-    text.append(f": invalid workflow definition ({count} {noun})\n", "red")
+    text.append(f": invalid {what} ({count} {noun})\n", "red")
     for problem in sorted(error.problems, key=lambda p: _natural(p.location)):
         text.append("  - ")
         if problem.location:

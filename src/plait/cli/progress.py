@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.states import FINAL_STEP_STATES, StepStatus
-from ..store.base import WriteBatch
+from ..store.base import StepRecord, WriteBatch
 from .style import STATUS_STYLES, format_seconds
 
 MAX_LISTED = 8  # running steps and failures shown at once; the rest are counted
@@ -58,6 +58,16 @@ class ProgressModel:
             for change in batch.steps:
                 self._change(change.step, change.source, change.target, change.at,
                              change.row.attempts, change.row.error, change.row.next_attempt_at)
+
+    def seed(self, steps: Iterable[StepRecord]) -> None:
+        """Start from the stored steps of a run that is resumed (or a retry reusing
+        outputs): what already ended counts as done, what was running as running."""
+        with self._lock:
+            for row in steps:
+                if row.status is not StepStatus.PENDING:
+                    self._change(row.step_id, StepStatus.PENDING, row.status,
+                                 row.started_at or time.time(), row.attempts, row.error,
+                                 row.next_attempt_at)
 
     def _change(self, step: str, source: StepStatus, target: StepStatus, at: float,
                 attempts: int, error: str | None, due: float | None) -> None:

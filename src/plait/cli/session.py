@@ -1,5 +1,5 @@
-"""One ``plait run`` (and the other commands that need a store), from loading the
-definition to the exit code.
+"""The commands that execute runs: ``plait run``, ``resume`` and ``retry``, and the
+shared pieces every command that opens a store uses (``opened_store``, ``guarded``).
 
 The work is the runtime's: this module opens the store, hands the engine a listener
 for progress, turns the first Ctrl-C into a cancellation the engine records (the run
@@ -12,25 +12,72 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.text import Text
 
 from ..core.model import JSON
+from ..core.states import FINAL_RUN_STATES, StepStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import DefinitionError, InputError, PlaitError, StoreError
-from ..runtime.engine import Engine
+from ..errors import (
+    DefinitionError,
+    InputError,
+    PlaitError,
+    RunError,
+    RunNotFound,
+    StoreError,
+)
+from ..runtime.engine import Engine, preflight
 from ..runtime.results import RunResult
 from ..store import open_store
-from ..store.base import RunRecord, Store
+from ..store.base import RunRecord, StepRecord, Store
+from ..store.memory import MemoryStore
 from . import output
-from .loading import load_target
-from .settings import ExitCode, exit_code_for
+from .loading import add_import_paths, load_target, stored_reference
+from .settings import DB_ENV, ExitCode, exit_code_for
 from .views import RunView
+
+MAX_LISTED_REUSED = 8  # step ids named in the notice of `plait retry`
+
+Work = Callable[[], Coroutine[Any, Any, RunResult]]
+
+
+class Refusal(Exception):
+    """A command cannot do what it was asked: ``message`` goes to stderr and the
+    command exits with ``code``."""
+
+    def __init__(self, message: str | Text, code: ExitCode = ExitCode.USAGE) -> None:
+        super().__init__(str(message))
+        self.message = message
+        self.code = code
+
+
+# ------------------------------------------------------------------ stores
+
+
+def missing_database(url: str) -> Path | None:
+    """The file of a ``sqlite:`` URL when it does not exist yet, else None."""
+    if not url.startswith("sqlite:"):
+        return None
+    from ..store.sqlite import parse_url
+
+    try:
+        path, _ = parse_url(url)
+    except StoreError:
+        return None  # opening the store reports the bad URL
+    return None if path.exists() else path
 
 
 @asynccontextmanager
-async def opened_store(url: str) -> AsyncIterator[Store]:
-    store = open_store(url)
+async def opened_store(url: str, *, create: bool = True) -> AsyncIterator[Store]:
+    """The store of ``url``, opened.  Commands that only read or change existing runs
+    pass ``create=False``: a SQLite file that does not exist then stays missing and
+    the command sees an empty store (no runs)."""
+    store: Store = open_store(url) if create or missing_database(url) is None \
+        else MemoryStore(url)
     await store.open()
     try:
         yield store
@@ -38,62 +85,233 @@ async def opened_store(url: str) -> AsyncIterator[Store]:
         await store.close()
 
 
-async def run_command(target: str, input: JSON, *, db: str, view: RunView) -> ExitCode:
-    """``plait run``: the exit code of SPEC 8 (problems are written to ``view.err``)."""
+async def guarded(db: str, body: Callable[[Store], Awaitable[ExitCode]], *,
+                  err: TextIO | None = None, create: bool = False) -> ExitCode:
+    """Run ``body`` with the store of ``db`` open; what goes wrong becomes a message on
+    stderr and an exit code, never a traceback: an unknown run and a store that cannot
+    be used (unreadable, corrupt, newer schema) exit 2, a Refusal with its code."""
+    console = output.console(err, stderr=err is None)
     try:
-        async with opened_store(db) as store:
-            try:
-                checked = (await load_target(target, store)).validate()
-            except DefinitionError as exc:
-                return _report_definition(view, exc, target)
-            engine = Engine(store)
-            try:
-                return await _submit_and_execute(engine, checked, input, view, target)
-            finally:
-                engine.close()
+        async with opened_store(db, create=create) as store:
+            return await body(store)
+    except Refusal as exc:
+        message = exc.message
+        console.print(output.error_text(message) if isinstance(message, str) else message,
+                      end="")
+        return exc.code
+    except RunNotFound as exc:
+        console.print(output.error_text(f"{exc} in {db}{_missing_hint(db)}"), end="")
+        return ExitCode.USAGE
     except StoreError as exc:
-        output.console(view.err).print(output.error_text(f"store {db}: {exc}"))
+        console.print(output.error_text(f"store {db}: {exc}"), end="")
         return ExitCode.USAGE
 
 
-async def _submit_and_execute(engine: Engine, checked: CheckedWorkflow, input: JSON,
-                              view: RunView, target: str) -> ExitCode:
-    try:
-        run = await engine.submit(checked, input)
-    except InputError as exc:
-        output.console(view.err).print(output.error_text(f"{target}: {exc}",
-                                                         heading="invalid input"))
-        return ExitCode.USAGE
-    except DefinitionError as exc:
-        return _report_definition(view, exc, target)
-    with view.progress(checked, run) as listener:
-        if listener is not None:
-            engine.listeners.append(listener)
+def _missing_hint(db: str) -> str:
+    path = missing_database(db)
+    if path is None:
+        return ""
+    return (f" (the database {path} does not exist: run plait in the directory the run "
+            f"was started from, or give --db / ${DB_ENV})")
+
+
+# ------------------------------------------------------------------ plait run
+
+
+async def run_command(target: str, input: JSON, *, db: str, view: RunView,
+                      detach: bool = False) -> ExitCode:
+    """``plait run``: the exit code of SPEC 8 (problems are written to ``view.err``).
+    With ``detach`` the run is stored and handed to a background ``plait resume``."""
+
+    async def body(store: Store) -> ExitCode:
         try:
-            result = await execute_interruptibly(engine, checked, run, view.interrupted)
-        except PlaitError as exc:
-            output.console(view.err).print(output.error_text(
-                f"run {run.run_id} of {target} stopped: {exc}"))
-            return ExitCode.FAILED
+            checked = (await load_target(target, store)).validate()
+        except DefinitionError as exc:
+            raise Refusal(output.problems_text(exc, target)) from exc
+        engine = Engine(store)
+        try:
+            run = await _submit(engine, checked, input, target)
+            if detach:
+                from .detach import start_resume
+
+                definition = None if stored_reference(target) else Path(target)
+                try:
+                    started = start_resume(run, db, definition)
+                except OSError as exc:
+                    raise Refusal(f"run {run.run_id} is stored, but no background process "
+                                  f"could be started for it ({exc}); continue it with "
+                                  f"`plait resume {run.run_id}`", ExitCode.FAILED) from exc
+                view.detached(run, started)
+                return ExitCode.OK
+            return await _execute_new(engine, checked, run, view, target)
         finally:
-            if listener is not None:
-                engine.listeners.remove(listener)
+            engine.close()
+
+    return await guarded(db, body, err=view.err, create=True)
+
+
+async def _submit(engine: Engine, checked: CheckedWorkflow, input: JSON,
+                  target: str) -> RunRecord:
+    try:
+        return await engine.submit(checked, input)
+    except InputError as exc:
+        raise Refusal(output.error_text(f"{target}: {exc}", heading="invalid input")) from exc
+    except DefinitionError as exc:
+        raise Refusal(output.problems_text(exc, target)) from exc
+
+
+async def _execute_new(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
+                       view: RunView, target: str) -> ExitCode:
+    try:
+        result = await watch(engine, checked, run, view, lambda: engine.execute(checked, run))
+    except PlaitError as exc:
+        raise Refusal(f"run {run.run_id} of {target} stopped: {exc}",
+                      ExitCode.FAILED) from exc
     view.finish(result)
     return exit_code_for(result.status)
 
 
-def _report_definition(view: RunView, exc: DefinitionError, target: str) -> ExitCode:
-    output.console(view.err).print(output.problems_text(exc, target), end="")
-    return ExitCode.USAGE
+# ------------------------------------------------------------------ plait resume
 
 
-async def execute_interruptibly(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
-                                on_interrupt: Callable[[int], None]) -> RunResult:
-    """Execute ``run``.  The first SIGINT asks the engine to cancel the run (it ends
-    ``cancelled``, with what was running recorded as cancelled); a second one cancels
-    the execution at once (the engine still records the run as cancelled)."""
+async def resume_command(run_id: str, *, db: str, view: RunView) -> ExitCode:
+    """``plait resume``: continue a stored run in the foreground (exit codes as run).
+    A run that already ended is shown as it is, with a notice."""
+
+    async def body(store: Store) -> ExitCode:
+        run = await store.get_run(run_id)
+        engine = Engine(store)
+        try:
+            if run.status in FINAL_RUN_STATES:
+                view.notices().print(Text(f"run {run_id} already ended ({run.status}); "
+                                          f"there is nothing to resume", "yellow"))
+                result = await engine.result(run_id)
+                view.finish(result)
+                return exit_code_for(result.status)
+            checked = await runnable_definition(engine, run)
+            try:
+                return await continue_run(engine, checked, run, view)
+            except RunError as exc:
+                raise Refusal(f"run {run_id} not resumed: {exc}", ExitCode.FAILED) from exc
+        finally:
+            engine.close()
+
+    return await guarded(db, body, err=view.err)
+
+
+async def runnable_definition(engine: Engine, run: RunRecord) -> CheckedWorkflow:
+    """The stored definition ``run`` ran, with the functions of its python steps
+    importable from here (the current directory and PYTHONPATH); Refusal otherwise."""
+    add_import_paths(None)
+    source = f"{run.workflow}@{run.version}"
     try:
-        return await _execute(engine, checked, run, on_interrupt)
+        checked = await engine.stored_workflow(run.workflow, run.version)
+        preflight(checked)
+    except DefinitionError as exc:
+        text = output.problems_text(exc, source)
+        text.append("python steps import from the current directory and PYTHONPATH: run "
+                    "this in the directory the run was started from\n", "cyan")
+        raise Refusal(text) from exc
+    return checked
+
+
+async def continue_run(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
+                       view: RunView, steps: Sequence[StepRecord] | None = None) -> ExitCode:
+    """Execute a stored run here until it ends or waits (``Engine.resume``).  RunError
+    when it cannot be executed here (another live process owns it)."""
+    if steps is None:
+        steps = await engine.store.get_steps(run.run_id)
+    try:
+        result = await watch(engine, checked, run, view,
+                             lambda: engine.resume(run.run_id, checked), steps)
+    except RunError:
+        raise
+    except PlaitError as exc:
+        raise Refusal(f"run {run.run_id} stopped: {exc}", ExitCode.FAILED) from exc
+    view.finish(result)
+    return exit_code_for(result.status)
+
+
+# ------------------------------------------------------------------ plait retry
+
+
+async def retry_command(run_id: str, *, from_step: str | None, new_input: JSON,
+                        replace_input: bool, db: str, view: RunView) -> ExitCode:
+    """``plait retry``: a new run reusing the completed outputs upstream of what failed
+    (or of ``from_step``), executed in the foreground (exit codes as run)."""
+
+    async def body(store: Store) -> ExitCode:
+        old = await store.get_run(run_id)
+        engine = Engine(store)
+        try:
+            checked = await runnable_definition(engine, old)
+            new = await _fork(engine, old, from_step,
+                              {"input": new_input} if replace_input else {})
+            steps = await store.get_steps(new.run_id)
+            view.notices().print(_retry_notice(old, new, steps))
+            try:
+                return await continue_run(engine, checked, new, view, steps)
+            except RunError as exc:
+                raise Refusal(f"run {new.run_id} stopped: {exc}", ExitCode.FAILED) from exc
+        finally:
+            engine.close()
+
+    return await guarded(db, body, err=view.err)
+
+
+async def _fork(engine: Engine, old: RunRecord, from_step: str | None,
+                replaced: dict[str, JSON]) -> RunRecord:
+    source = f"{old.workflow}@{old.version}"
+    try:
+        return await engine.fork(old.run_id, from_step=from_step, **replaced)
+    except RunNotFound:
+        raise
+    except RunError as exc:
+        raise Refusal(str(exc)) from exc
+    except InputError as exc:
+        raise Refusal(output.error_text(f"{source}: {exc}", heading="invalid input")) from exc
+    except DefinitionError as exc:
+        raise Refusal(output.problems_text(exc, source)) from exc
+
+
+def _retry_notice(old: RunRecord, new: RunRecord, steps: Sequence[StepRecord]) -> Text:
+    reused = [s.step_id for s in steps if s.status is StepStatus.COMPLETED]
+    text = Text(f"run {new.run_id}: retry of run {old.run_id}")
+    if not reused:
+        text.append(", running every step")
+    else:
+        named = ", ".join(reused[:MAX_LISTED_REUSED])
+        more = len(reused) - MAX_LISTED_REUSED
+        text.append(f", reusing the outputs of {named}"
+                    + (f" and {more} more steps" if more > 0 else ""))
+    return text
+
+
+# ------------------------------------------------------------------ executing
+
+
+async def watch(engine: Engine, checked: CheckedWorkflow, run: RunRecord, view: RunView,
+                work: Work, steps: Sequence[StepRecord] = ()) -> RunResult:
+    """Run ``work`` (the engine executing ``run``) with the view's live progress and
+    Ctrl-C handling."""
+    with view.progress(checked, run, steps) as listener:
+        if listener is not None:
+            engine.listeners.append(listener)
+        try:
+            return await execute_interruptibly(engine, run.run_id, work, view.interrupted)
+        finally:
+            if listener is not None:
+                engine.listeners.remove(listener)
+
+
+async def execute_interruptibly(engine: Engine, run_id: str, work: Work,
+                                on_interrupt: Callable[[int], None]) -> RunResult:
+    """Await ``work`` (executing run ``run_id``).  The first SIGINT asks the engine to
+    cancel the run (it ends ``cancelled``, with what was running recorded as
+    cancelled); a second one cancels the execution at once (the engine still records
+    the run as cancelled)."""
+    try:
+        return await _execute(engine, run_id, work, on_interrupt)
     except BaseExceptionGroup as group:
         # The canceller never fails, so the group holds the run's own error.
         if len(group.exceptions) == 1:
@@ -101,13 +319,13 @@ async def execute_interruptibly(engine: Engine, checked: CheckedWorkflow, run: R
         raise
 
 
-async def _execute(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
+async def _execute(engine: Engine, run_id: str, work: Work,
                    on_interrupt: Callable[[int], None]) -> RunResult:
     loop = asyncio.get_running_loop()
     cancel_requested = asyncio.Event()
     presses = 0
     async with asyncio.TaskGroup() as tg:
-        work = tg.create_task(engine.execute(checked, run))
+        task = tg.create_task(work())
 
         def on_sigint() -> None:
             nonlocal presses
@@ -116,23 +334,23 @@ async def _execute(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
             if presses == 1:
                 cancel_requested.set()
             else:
-                work.cancel()
+                task.cancel()
 
         async def cancel_when_asked() -> None:
             await cancel_requested.wait()
-            await engine.cancel(run.run_id)
+            await engine.cancel(run_id)
 
         canceller = tg.create_task(cancel_when_asked())
         handled = _handle_sigint(loop, on_sigint)
         try:
-            await asyncio.wait([work])
+            await asyncio.wait([task])
         finally:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
             canceller.cancel()
-    if work.cancelled():
-        return await engine.result(run.run_id)
-    return work.result()
+    if task.cancelled():
+        return await engine.result(run_id)
+    return task.result()
 
 
 def _handle_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
@@ -145,4 +363,3 @@ def _handle_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None])
     except (NotImplementedError, RuntimeError, ValueError):
         return False
     return True
-

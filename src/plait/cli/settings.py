@@ -1,7 +1,9 @@
 """The command line's defaults, in one place.
 
-``DEFAULT_DB`` becomes ``sqlite:///./.plait/plait.db`` once the SQLite store exists
-(SPEC 6); ``--db`` and ``PLAIT_DB`` override it.
+``DEFAULT_DB`` is the store of SPEC 6: a SQLite file under ``./.plait/`` of the current
+directory, created by the first command that stores something (``plait run``); the
+commands that only read leave a missing file missing.  ``--db`` and ``PLAIT_DB``
+override it.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 DB_ENV = "PLAIT_DB"
-DEFAULT_DB = "memory://"
+DEFAULT_DB = "sqlite:///./.plait/plait.db"
 
 
 class ExitCode(IntEnum):

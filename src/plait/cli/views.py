@@ -6,17 +6,20 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import TextIO
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 from rich.text import Text
 
 from ..core.validate import CheckedWorkflow
 from ..runtime.results import RunResult
-from ..store.base import RunRecord, WriteBatch
+from ..store.base import RunRecord, StepRecord, WriteBatch
 from . import output
 from .progress import LiveProgress, ProgressModel, ProgressView
+
+if TYPE_CHECKING:
+    from .detach import Detached
 
 Listener = Callable[[WriteBatch], None]
 
@@ -29,12 +32,28 @@ class RunView:
         self.err = err or sys.stderr
 
     @contextlib.contextmanager
-    def progress(self, checked: CheckedWorkflow, run: RunRecord) -> Iterator[Listener | None]:
-        """While the run executes: yields an engine listener, or None for no progress."""
+    def progress(self, checked: CheckedWorkflow, run: RunRecord,
+                 steps: Sequence[StepRecord] = ()) -> Iterator[Listener | None]:
+        """While the run executes: yields an engine listener, or None for no progress.
+        ``steps`` are the run's stored steps when it does not start from scratch."""
         yield None
 
     def finish(self, result: RunResult) -> None:
         raise NotImplementedError
+
+    def detached(self, run: RunRecord, started: Detached) -> None:
+        """``run --detach``: the run id alone on stdout (``RUN=$(plait run f --detach)``),
+        what happens to it on stderr."""
+        self.out.write(run.run_id + "\n")
+        self.out.flush()
+        self.notices().print(
+            f"run {run.run_id} of {run.workflow} v{run.version} continues in the "
+            f"background (pid {started.pid}); its output goes to {started.log}; follow it "
+            f"with `plait show {run.run_id}`", highlight=False, markup=False)
+
+    def handed_off(self, result: RunResult, message: str) -> None:
+        """The run is continued by another process: say so (``result``: the run now)."""
+        self.out.write(message + "\n")
 
     def interrupted(self, presses: int) -> None:
         """Ctrl-C was pressed ``presses`` times during the run (said on stderr)."""
@@ -53,7 +72,8 @@ class JsonView(RunView):
     print (or the programs they start) goes to stderr, so stdout stays parseable."""
 
     @contextlib.contextmanager
-    def progress(self, checked: CheckedWorkflow, run: RunRecord) -> Iterator[Listener | None]:
+    def progress(self, checked: CheckedWorkflow, run: RunRecord,
+                 steps: Sequence[StepRecord] = ()) -> Iterator[Listener | None]:
         with stdout_to_stderr():
             yield None
 
@@ -62,12 +82,25 @@ class JsonView(RunView):
         if result.status != "completed":
             self.err.write(output.status_line(result) + "\n")
 
+    def detached(self, run: RunRecord, started: Detached) -> None:
+        """``{"run_id", "workflow", "version", "status", "pid", "log"}``."""
+        output.print_json({"run_id": run.run_id, "workflow": run.workflow,
+                           "version": run.version, "status": str(run.status),
+                           "pid": started.pid, "log": str(started.log)}, self.out)
+
+    def handed_off(self, result: RunResult, message: str) -> None:
+        output.print_json(result.to_json(), self.out)
+        self.err.write(message + "\n")
+
 
 class QuietView(RunView):
     """``--quiet``: the final status line only."""
 
     def finish(self, result: RunResult) -> None:
         self.out.write(output.status_line(result) + "\n")
+
+    def detached(self, run: RunRecord, started: Detached) -> None:
+        self.out.write(run.run_id + "\n")
 
 
 class PlainView(RunView):
@@ -89,8 +122,10 @@ class TerminalView(RunView):
         self.console = console
 
     @contextlib.contextmanager
-    def progress(self, checked: CheckedWorkflow, run: RunRecord) -> Iterator[Listener | None]:
+    def progress(self, checked: CheckedWorkflow, run: RunRecord,
+                 steps: Sequence[StepRecord] = ()) -> Iterator[Listener | None]:
         model = ProgressModel(checked.graph.ids)
+        model.seed(steps)
         title = f"{checked.name} v{run.version}"
         with LiveProgress(self.console, ProgressView(title, model)):
             yield model.apply

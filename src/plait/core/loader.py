@@ -108,7 +108,11 @@ def _names(value: JSON) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"expected a list of names, got {value!r}")
+        hint = ""
+        if isinstance(value, bool) or (isinstance(value, list)
+                                       and any(isinstance(v, bool) for v in value)):
+            hint = " (YAML reads unquoted yes/no/on/off/true/false as booleans: quote them)"
+        raise TypeError(f"expected a list of names, got {value!r}{hint}")
     return tuple(cast(list[str], value))
 
 

@@ -175,10 +175,14 @@ class RunState:
         return bool(self._ready)
 
     def pop_ready(self) -> int | None:
-        """The queued step with the longest remaining path, or None."""
-        if not self._ready or self.halting:
-            return None
-        return heapq.heappop(self._ready)[1]
+        """The queued step with the longest remaining path, or None.  Entries of steps
+        no longer queued (pushed twice, or cancelled meanwhile) are dropped here."""
+        ready, rows = self._ready, self.rows
+        while ready and not self.halting:
+            i = heapq.heappop(ready)[1]
+            if rows[i].status is S.QUEUED:
+                return i
+        return None
 
     def push_back(self, i: int) -> None:
         """Return a popped step that could not start yet (pool full, rate limited)."""

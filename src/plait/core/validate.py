@@ -10,9 +10,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from ..errors import DefinitionError, Problem
 from . import expressions
 from .graph import Graph, depths, find_cycles, graph_from_indices, heights
@@ -117,6 +114,10 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
 def _check_schema(spec: WorkflowSpec, add: _Add) -> None:
     if spec.input_schema is None:
         return
+    # imported here: only definitions with an input schema pay for jsonschema
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(spec.input_schema)
     except SchemaError as exc:
@@ -280,6 +281,8 @@ def validate_input(checked: CheckedWorkflow, value: JSON) -> list[str]:
     schema = checked.spec.input_schema
     if schema is None:
         return []
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(schema)
     out: list[str] = []
     for err in sorted(validator.iter_errors(value), key=lambda e: list(e.path)):

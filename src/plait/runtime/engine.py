@@ -408,13 +408,13 @@ class _RunLoop:
         if self.spec.timeout is not None:
             self._timer(now + self.spec.timeout, "run_timeout", -1)
         state.start(now)
+        for due, i in state.queued_later():  # retries that were waiting when it stopped
+            self._timer(due, "retry", i)
         for i in state.interrupted:  # resumed: those attempts died with their process
             self._handle(i, "error", InterruptedAttempt(state.rows[i].worker,
                                                         step=self.spec.steps[i].id),
                          False, now)
         state.interrupted.clear()
-        for due, i in state.queued_later():
-            self._timer(due, "retry", i)
         for i in state.waiting_steps():
             if self._types[i].parks:
                 self._park(i)

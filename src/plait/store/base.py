@@ -175,7 +175,8 @@ class Store(Protocol):
         ...
 
     async def get_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
-        """History with ``seq > after``, in order."""
+        """The run's history with ``seq > after``, in order.  ``seq`` increases within a
+        run (backends may number per run or globally)."""
         ...
 
     async def request_cancel(self, run_id: str) -> None:

@@ -47,7 +47,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from queue import SimpleQueue
 from typing import Any, TypeVar
@@ -408,7 +408,10 @@ class _Database:
 
     def list_runs(self, f: RunFilter) -> list[RunRecord]:
         status = None if f.status is None else rows.TEXT[f.status]
-        found = self.conn.execute(_Q["list_runs"], (f.workflow, status, f.since, f.limit))
+        found = (self.conn.execute(_Q["list_runs"], (status, f.since, f.limit))
+                 if f.workflow is None else
+                 self.conn.execute(_Q["list_workflow_runs"],
+                                   (f.workflow, status, f.since, f.limit)))
         return [rows.run_record(row) for row in found]
 
     def get_steps(self, run_id: str) -> list[StepRecord]:
@@ -462,10 +465,11 @@ class _StoreThread:
     """The thread that owns the connection: runs jobs one at a time, in the order they
     were submitted, and settles each job's future on the loop that awaits it.  (Lighter
     than a ThreadPoolExecutor plus wrap_future: one queue put there, one
-    call_soon_threadsafe back.)"""
+    call_soon_threadsafe back; that halves the hop, the largest cost of a small write
+    after the commit itself.)"""
 
     def __init__(self, name: str) -> None:
-        self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
+        self._jobs: SimpleQueue[_Job | Callable[[], object]] = SimpleQueue()
         # daemon: a store never closed must not keep the interpreter from exiting
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
@@ -476,13 +480,19 @@ class _StoreThread:
         self._jobs.put((loop, future, job, args))
         return future
 
-    def stop(self) -> None:
-        """Finish the jobs already submitted, then end the thread."""
-        self._jobs.put(None)
+    def stop(self, last: Callable[[], object]) -> None:
+        """Run the jobs already submitted, then ``last`` (its driver errors ignored: it
+        releases what the thread holds), then end the thread; waits for all that."""
+        self._jobs.put(last)
         self._thread.join()
 
     def _serve(self) -> None:
-        while (item := self._jobs.get()) is not None:
+        while True:
+            item = self._jobs.get()
+            if not isinstance(item, tuple):
+                with suppress(sqlite3.Error):  # shutting down: nobody to tell
+                    item()
+                return
             loop, future, job, args = item
             try:
                 ok, value = True, job(*args)
@@ -513,25 +523,25 @@ class SqliteStore:
         return thread.submit(self._db.call, job, *args)
 
     async def open(self) -> None:
+        """Create the file and its directory if needed, migrate, and be ready."""
         if self._thread is not None:
             return
         self._thread = _StoreThread(f"plait-sqlite:{self.path.name}")
         try:
             await self._run(self._db.connect)
         except BaseException:
-            self._thread.stop()
-            self._thread = None
+            thread, self._thread = self._thread, None
+            thread.stop(self._db.close)  # also when cancelled while connecting
             raise
 
     async def close(self) -> None:
-        thread = self._thread
+        thread, self._thread = self._thread, None
         if thread is None:
             return
         try:
-            await self._run(self._db.close)
+            await thread.submit(self._db.call, self._db.close)
         finally:
-            self._thread = None
-            thread.stop()
+            thread.stop(self._db.close)  # at once when the close above ran
 
     async def save_workflow(self, name: str, definition: JSONDict, fingerprint: str,
                             version: int | None) -> WorkflowRecord:

@@ -2,6 +2,7 @@
 
     python sqlite_worker.py writer URL NAME RUNS   run RUNS workflows, print their ids
     python sqlite_worker.py reader URL STOPFILE    read everything until STOPFILE exists
+    python sqlite_worker.py long URL NAME STEPS    run one chain of STEPS steps (to kill)
 
 Any error is printed on stderr and the exit status is 1.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from pathlib import Path
 
 from plait import Workflow
@@ -49,17 +49,9 @@ async def write(url: str, name: str, runs: int) -> None:
 
 
 async def read(url: str, stop: Path) -> None:
-    store = open_store(url)
-    deadline = time.monotonic() + 120
+    store = open_store(url)  # the reader may be the process that creates the file
+    await store.open()
     reads = 0
-    while time.monotonic() < deadline:
-        try:
-            await store.open()
-            break
-        except Exception as exc:  # the writers may not have created the file yet
-            if "unable to open" not in str(exc):
-                raise
-            await asyncio.sleep(0.01)
     try:
         while not stop.exists():
             for run in await store.list_runs(RunFilter(limit=20)):
@@ -79,10 +71,21 @@ async def read(url: str, stop: Path) -> None:
     print(json.dumps({"reads": reads}))
 
 
+async def long_chain(url: str, name: str, steps: int) -> None:
+    from plait.core.model import Limits
+
+    chain = Workflow("long", limits=Limits(max_depth=steps + 1))
+    for i in range(steps):
+        chain.add_step(f"s{i}", noop, depends_on=[f"s{i - 1}"] if i else [])
+    await chain.run_async({}, db=url, run_id=name)
+
+
 def main() -> None:
     role, url = sys.argv[1], sys.argv[2]
     if role == "writer":
         asyncio.run(write(url, sys.argv[3], int(sys.argv[4])))
+    elif role == "long":
+        asyncio.run(long_chain(url, sys.argv[3], int(sys.argv[4])))
     else:
         asyncio.run(read(url, Path(sys.argv[3])))
 

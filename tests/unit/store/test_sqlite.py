@@ -440,3 +440,40 @@ async def test_a_workflow_runs_on_sqlite_and_is_readable_afterwards(tmp_path: Pa
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
     finally:
         await store.close()
+
+
+async def test_close_waits_for_writes_already_handed_over(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/c.db"
+    store = SqliteStore(url)
+    await store.open()
+    await store.create_run(record(), [f"s{i}" for i in range(50)])
+    pending = [asyncio.ensure_future(store.write(WriteBatch(
+        run_id="run-1", steps=[change(f"s{i}", S.PENDING, S.QUEUED)]))) for i in range(50)]
+    await asyncio.sleep(0)  # every write is handed to the store's thread
+    await store.close()
+    await asyncio.gather(*pending)
+    again = SqliteStore(url)
+    await again.open()
+    try:
+        assert all(s.status == S.QUEUED for s in await again.get_steps("run-1"))
+    finally:
+        await again.close()
+
+
+async def test_concurrent_tasks_share_one_store(store: SqliteStore) -> None:
+    async def one_run(n: int) -> None:
+        run_id = f"run-{n}"
+        await store.create_run(record(run_id), ["a", "b"])
+        for step in ("a", "b"):
+            await store.write(WriteBatch(run_id=run_id, steps=[
+                change(step, S.PENDING, S.QUEUED), change(step, S.QUEUED, S.RUNNING),
+                change(step, S.RUNNING, S.COMPLETED, output=n)],
+                attempts=[AttemptChange(step, 1, 1.0, False, "running")]))
+            await store.write(WriteBatch(run_id=run_id, attempts=[
+                AttemptChange(step, 1, 2.0, True, "completed")]))
+
+    await asyncio.gather(*(one_run(n) for n in range(40)))
+    for n in range(40):
+        steps = await store.get_steps(f"run-{n}")
+        assert [(s.status, s.output) for s in steps] == [(S.COMPLETED, n)] * 2
+        assert [e.seq for e in await store.get_events(f"run-{n}")] == list(range(1, 12))

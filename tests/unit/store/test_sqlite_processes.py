@@ -5,6 +5,8 @@ fail ("database is locked" or any other error), and every run must be complete."
 from __future__ import annotations
 
 import json
+import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -80,3 +82,48 @@ def test_the_first_open_of_a_new_file_by_many_processes_at_once(tmp_path: Path) 
         _, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
     assert time.monotonic() - start < 60
+
+
+async def test_a_writer_killed_mid_run_leaves_a_consistent_database(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/killed.db"
+    writer = spawn("long", url, "victim", "20000")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _completed(tmp_path / "killed.db") < 200:
+        time.sleep(0.02)  # let it commit a few hundred batches, then kill it mid-stride
+    writer.send_signal(signal.SIGKILL)
+    writer.communicate(timeout=30)
+
+    conn = sqlite3.connect(tmp_path / "killed.db")
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    store = SqliteStore(url)
+    await store.open()
+    try:
+        run = await store.get_run("victim")
+        assert run.status == RunStatus.RUNNING  # it never finished
+        steps = await store.get_steps("victim")
+        events = await store.get_events("victim")
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        # every stored status is where the step's history ends: no half-written batch
+        last = {e.step_id: e.data["to"] for e in events if e.kind == "step"}
+        assert all(str(s.status) == last.get(s.step_id, "pending") for s in steps)
+        done = sum(s.status == StepStatus.COMPLETED for s in steps)
+        assert 200 <= done < len(steps)
+        attempts = {(a.step_id, a.status) for a in await store.get_attempts("victim")}
+        assert all((s.step_id, "completed") in attempts
+                   for s in steps if s.status == StepStatus.COMPLETED)
+    finally:
+        await store.close()
+
+
+def _completed(path: Path) -> int:
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(path, timeout=10)
+    try:
+        return conn.execute("SELECT count(*) FROM steps WHERE status = 'completed'"
+                            ).fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+    finally:
+        conn.close()

@@ -43,8 +43,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 INSERT INTO steps (run, step_id, position, status) VALUES (?, ?, ?, ?);
 
 -- run_key --
--- The integer key and status of a run, found by its public id.  (run_id)
-SELECT id, status FROM runs WHERE run_id = ?;
+-- The integer key of a run, found by its public id.  (run_id)
+SELECT id FROM runs WHERE run_id = ?;
 
 -- run_status --
 -- The stored status of a run, by its integer key.  (id)
@@ -58,14 +58,26 @@ SELECT run_id, workflow, version, fingerprint, status, input, output, error, cre
 FROM runs WHERE run_id = ?;
 
 -- list_runs --
--- Runs newest first, each filter ignored when its parameter is NULL; ties keep the
--- order the runs were created in.
+-- Runs newest first, optionally of one status and created since a time (a filter is
+-- ignored when its parameter is NULL); ties keep the order the runs were created in.
+-- Walks runs_by_created and stops at the limit.  (status, since, limit)
+SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
+       started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
+       heartbeat_at
+FROM runs
+WHERE (?1 IS NULL OR status = ?1)
+  AND (?2 IS NULL OR created_at >= ?2)
+ORDER BY created_at DESC, id ASC
+LIMIT ?3;
+
+-- list_workflow_runs --
+-- The same for the runs of one workflow, through runs_by_workflow.
 -- (workflow, status, since, limit)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at
 FROM runs
-WHERE (?1 IS NULL OR workflow = ?1)
+WHERE workflow = ?1
   AND (?2 IS NULL OR status = ?2)
   AND (?3 IS NULL OR created_at >= ?3)
 ORDER BY created_at DESC, id ASC

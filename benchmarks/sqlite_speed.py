@@ -1,7 +1,7 @@
 """Steps per second of durable runs on the SQLite store (issue 4: >= 5,000 steps/s with
 synchronous=NORMAL, >= 1,000 with FULL, for fan-out 1->1000->1 and chain-1000).
 
-    .venv/bin/python tests/unit/store/sqlite_speed.py [--repeat 5] [--dir /tmp]
+    .venv/bin/python benchmarks/sqlite_speed.py [--repeat 5] [--dir /tmp]
 
 For each workload and mode: a fresh database, one run through ``Workflow.run_async``
 with ``db="sqlite:///..."``; prints the best steps/s of the repeats and the share of

@@ -1,0 +1,176 @@
+"""The commands that read history: ``plait runs``, ``show``, ``gantt``, ``metrics`` and
+``sla``.  They never create a database (a missing SQLite file reads as no runs) and
+never change a run; the numbers and charts come from ``plait.observe``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from rich.text import Text
+
+from ..core.states import FINAL_RUN_STATES, RunStatus
+from ..errors import DefinitionError, PlaitError
+from ..runtime.engine import Engine
+from ..runtime.results import RunResult
+from ..store.base import RunFilter, Store
+from . import output, records
+from .session import Refusal, guarded
+from .settings import ExitCode
+
+
+async def runs_command(*, db: str, workflow: str | None, status: str | None, limit: int,
+                       as_json: bool) -> ExitCode:
+    """``plait runs``: newest first, with how many steps of each ended."""
+
+    async def body(store: Store) -> ExitCode:
+        wanted = RunFilter(workflow=workflow, limit=limit,
+                           status=RunStatus(status) if status else None)
+        summaries = [records.RunSummary.of(run, await store.get_steps(run.run_id))
+                     for run in await store.list_runs(wanted)]
+        if as_json:
+            output.print_json(records.runs_json(summaries), sys.stdout)
+            return ExitCode.OK
+        console = output.console()
+        if not summaries:
+            console.print(f"no runs in {db}" + _filters(workflow, status), markup=False)
+            return ExitCode.OK
+        records.print_table(console, records.RUNS_HEADERS,
+                            records.runs_rows(summaries, time.time()), status_column=2)
+        return ExitCode.OK
+
+    return await guarded(db, body)
+
+
+def _filters(workflow: str | None, status: str | None) -> str:
+    parts = [f"workflow {workflow}" if workflow else "", f"status {status}" if status else ""]
+    shown = " and ".join(p for p in parts if p)
+    return f" with {shown}" if shown else ""
+
+
+async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
+    """``plait show``: the run, each step, then each attempt."""
+
+    async def body(store: Store) -> ExitCode:
+        run = await store.get_run(run_id)
+        steps = await store.get_steps(run_id)
+        attempts = await store.get_attempts(run_id)
+        if as_json:
+            output.print_json(records.show_json(run, steps, attempts), sys.stdout)
+            return ExitCode.OK
+        now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
+            else time.time()
+        console = output.console()
+        console.print(records.header_text(records.header_lines(run, now),
+                                          console.is_terminal), end="")
+        console.print()
+        records.print_table(console, records.STEP_HEADERS, records.step_rows(steps),
+                            status_column=1, title="steps")
+        if attempts:
+            console.print()
+            records.print_table(console, records.ATTEMPT_HEADERS,
+                                records.attempt_rows(attempts, now), status_column=2,
+                                title="attempts")
+        hint = output.waiting_hint(RunResult.from_records(run, steps))
+        if hint:
+            console.print()
+            console.print(Text(hint, "yellow"))
+        return ExitCode.OK
+
+    return await guarded(db, body)
+
+
+async def gantt_command(run_id: str, *, db: str, html: str | None) -> ExitCode:
+    """``plait gantt``: a chart on the terminal, or one self-contained HTML file."""
+    from ..observe import gantt
+
+    async def body(store: Store) -> ExitCode:
+        run = await store.get_run(run_id)
+        steps = await store.get_steps(run_id)
+        attempts = await store.get_attempts(run_id)
+        now = None if run.status in FINAL_RUN_STATES else time.time()
+        if html is None:
+            console = output.console()
+            color = console.is_terminal and not os.environ.get("NO_COLOR")
+            sys.stdout.write(gantt.render_terminal(run, steps, attempts, console.width,
+                                                   now=now, color=color))
+            return ExitCode.OK
+        edges = await _edges(store, run.workflow, run.version)
+        page = gantt.render_html(run, steps, attempts, graph_edges=edges, now=now)
+        target = Path(html)
+        try:
+            target.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise Refusal(f"cannot write {html}: {exc.strerror or exc}") from exc
+        sys.stdout.write(f"{target.resolve()}\n")
+        return ExitCode.OK
+
+    return await guarded(db, body)
+
+
+async def _edges(store: Store, name: str, version: int) -> list[tuple[str, str]] | None:
+    """The definition's edges, for the critical path; None when it cannot be loaded
+    (the page then highlights the slowest steps)."""
+    from ..observe.gantt import edges_of
+
+    engine = Engine(store)
+    try:
+        return edges_of(await engine.stored_workflow(name, version))
+    except PlaitError:
+        return None
+    finally:
+        engine.close()
+
+
+async def metrics_command(*, db: str, workflow: str | None, since: float | None,
+                          limit: int, as_json: bool, check: bool,
+                          alerts_file: str | None) -> ExitCode:
+    """``plait metrics``: the report, and the alert rules (from the stored definitions'
+    ``alerts:`` and ``--alerts FILE``) evaluated on it; with ``check``, exit 1 when any
+    fires."""
+    from ..observe import alerts, metrics
+
+    async def body(store: Store) -> ExitCode:
+        try:
+            extra = alerts.load_rules(alerts_file) if alerts_file else ()
+        except DefinitionError as exc:
+            raise Refusal(output.problems_text(exc, alerts_file or "",
+                                                  what="alert rules")) from exc
+        report = await metrics.collect(store, workflow=workflow, since=since, limit=limit)
+        names = [w.workflow for w in report.workflows]
+        try:
+            rules = (*await alerts.stored_rules(store, names), *extra)
+        except DefinitionError as exc:
+            raise Refusal(output.problems_text(exc, "stored definitions",
+                                                  what="alert rules")) from exc
+        firings = alerts.evaluate(report, rules)
+        if as_json:
+            output.print_json({**report.to_json(), "alerts": alerts.firings_to_json(firings)},
+                              sys.stdout)
+        else:
+            sys.stdout.write(metrics.render_metrics(report))
+            if rules or check:
+                sys.stdout.write("\n" + alerts.render_firings(firings))
+        return ExitCode.FAILED if check and firings else ExitCode.OK
+
+    return await guarded(db, body)
+
+
+async def sla_command(*, db: str, workflow: str | None, since: float | None,
+                      as_json: bool, check: bool) -> ExitCode:
+    """``plait sla``: runs past their SLA, worst first; with ``check``, exit 1 when
+    there is any."""
+    from ..observe import sla
+
+    async def body(store: Store) -> ExitCode:
+        now = time.time()
+        found = await sla.breaches(store, now=now, workflow=workflow, since=since)
+        if as_json:
+            output.print_json(sla.to_json(found, now=now), sys.stdout)
+        else:
+            sys.stdout.write(sla.render_breaches(found))
+        return ExitCode.FAILED if check and found else ExitCode.OK
+
+    return await guarded(db, body)

@@ -1,0 +1,222 @@
+"""Rendering stored runs: the ``plait runs`` list and the ``plait show`` page, as JSON
+and as text (rich tables on a terminal, aligned plain columns in a pipe).
+
+Times: JSON holds ISO-8601 UTC (``2024-05-01T12:00:00.123456Z``) like every ``--json``
+of the CLI; text shows UTC too, and says so in its headings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.model import JSONDict
+from ..core.states import FINAL_RUN_STATES, FINAL_STEP_STATES
+from ..runtime.results import RunResult, StepResult, iso
+from ..store.base import AttemptRecord, RunRecord, StepRecord
+from .output import MAX_NOTE, output_json, status_style, step_note
+from .style import format_seconds
+
+MAX_INPUT = 300  # characters of a run's input shown by `plait show` outside --json
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """One line of ``plait runs``: the run and how many of its steps ended."""
+
+    run: RunRecord
+    steps_done: int
+    steps_total: int
+
+    @classmethod
+    def of(cls, run: RunRecord, steps: Sequence[StepRecord]) -> RunSummary:
+        done = sum(1 for s in steps if s.status in FINAL_STEP_STATES)
+        return cls(run=run, steps_done=done, steps_total=len(steps))
+
+
+def duration(run: RunRecord) -> float | None:
+    """Seconds from start to finish of a run that ended (None otherwise)."""
+    if run.started_at is None or run.finished_at is None:
+        return None
+    return round(run.finished_at - run.started_at, 6)
+
+
+def elapsed_text(run: RunRecord, now: float) -> str:
+    """The duration of an ended run; the time so far, marked ``+``, of an active one."""
+    if run.started_at is None:
+        return "-"
+    if run.finished_at is None:
+        return format_seconds(max(0.0, now - run.started_at)) + "+"
+    return format_seconds(run.finished_at - run.started_at)
+
+
+def utc(ts: float | None, *, millis: bool = False) -> str:
+    """``2024-05-01 12:00:00`` (UTC), ``-`` when unknown."""
+    if ts is None:
+        return "-"
+    text = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return text[:-3] if millis else text[:-7]
+
+
+def first_line(text: str | None, limit: int = MAX_NOTE) -> str:
+    line = text.strip().splitlines()[0] if text and text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------ tables
+
+
+def print_table(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]],
+                *, status_column: int | None = None, title: str | None = None) -> None:
+    """A rich table on a terminal; aligned columns, no colour and no wrapping in a pipe
+    (the last column is not padded, so each row stays one line)."""
+    if console.is_terminal:
+        table = Table(title=title, title_justify="left", expand=False)
+        for i, header in enumerate(headers):
+            last = i == len(headers) - 1
+            table.add_column(header, no_wrap=not last, overflow="fold" if last else "ellipsis")
+        for row in rows:
+            cells: list[str | Text] = list(row)
+            if status_column is not None:
+                status = row[status_column]
+                cells[status_column] = Text(status, status_style(status))
+            table.add_row(*cells)
+        console.print(table)
+        return
+    if title:
+        console.print(title, markup=False, highlight=False)
+    console.print(plain_columns(headers, rows), end="", markup=False, highlight=False)
+
+
+def plain_columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    table = [list(headers), *(list(r) for r in rows)]
+    widths = [max(len(row[c]) for row in table) for c in range(len(headers) - 1)]
+    lines = ["  ".join([*(cell.ljust(widths[c]) for c, cell in enumerate(row[:-1])),
+                        row[-1]]).rstrip() for row in table]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ plait runs
+
+
+RUNS_HEADERS = ("RUN ID", "WORKFLOW", "STATUS", "STARTED (UTC)", "DURATION", "STEPS")
+
+
+def runs_json(summaries: Sequence[RunSummary]) -> JSONDict:
+    """``{"runs": [...]}``, newest first (see ``run_summary_json``)."""
+    return {"runs": [run_summary_json(s) for s in summaries]}
+
+
+def run_summary_json(summary: RunSummary) -> JSONDict:
+    run = summary.run
+    return {"run_id": run.run_id, "workflow": run.workflow, "version": run.version,
+            "fingerprint": run.fingerprint, "status": str(run.status), "error": run.error,
+            "created_at": iso(run.created_at), "started_at": iso(run.started_at),
+            "finished_at": iso(run.finished_at), "duration_s": duration(run),
+            "steps_done": summary.steps_done, "steps_total": summary.steps_total,
+            "retry_of": run.retry_of, "parent_run_id": run.parent_run_id}
+
+
+def runs_rows(summaries: Sequence[RunSummary], now: float) -> list[list[str]]:
+    return [[s.run.run_id, f"{s.run.workflow}@{s.run.version}", str(s.run.status),
+             utc(s.run.started_at), elapsed_text(s.run, now),
+             f"{s.steps_done}/{s.steps_total}"] for s in summaries]
+
+
+# ------------------------------------------------------------------ plait show
+
+
+def show_json(run: RunRecord, steps: Sequence[StepRecord],
+              attempts: Sequence[AttemptRecord]) -> JSONDict:
+    """The SPEC 8 run object (as ``plait run --json``) plus ``retry_of``,
+    ``parent_run_id``, ``fingerprint``, ``input``, ``created_at``, ``started_at``,
+    ``finished_at`` and ``attempts`` (in start order)."""
+    value = RunResult.from_records(run, list(steps)).to_json()
+    value.update({"retry_of": run.retry_of, "parent_run_id": run.parent_run_id,
+                  "fingerprint": run.fingerprint, "input": run.input,
+                  "created_at": iso(run.created_at), "started_at": iso(run.started_at),
+                  "finished_at": iso(run.finished_at),
+                  "attempts": [attempt_json(a) for a in attempts]})
+    return value
+
+
+def attempt_json(a: AttemptRecord) -> JSONDict:
+    took = None if a.finished_at is None else round(a.finished_at - a.started_at, 6)
+    return {"step": a.step_id, "attempt": a.attempt, "fallback": a.fallback,
+            "status": a.status, "started_at": iso(a.started_at),
+            "finished_at": iso(a.finished_at), "duration_s": took, "worker": a.worker,
+            "error": a.error}
+
+
+def header_lines(run: RunRecord, now: float) -> list[tuple[str, str]]:
+    """``(label, value)`` lines heading ``plait show``."""
+    status = str(run.status)
+    if run.error and run.status in FINAL_RUN_STATES:
+        first = first_line(run.error)
+        if first != status:
+            status += f": {first}"
+    lines = [("run", run.run_id),
+             ("workflow", f"{run.workflow} v{run.version} (fingerprint {run.fingerprint})"),
+             ("status", status)]
+    if run.retry_of:
+        lines.append(("retry of", run.retry_of))
+    if run.parent_run_id:
+        lines.append(("parent run", run.parent_run_id))
+    if run.status not in FINAL_RUN_STATES:
+        if run.owner:
+            lines.append(("executed by", run.owner))
+        if run.cancel_requested:
+            lines.append(("cancel", "requested"))
+    lines += [("created", f"{utc(run.created_at)} UTC"),
+              ("started", f"{utc(run.started_at)} UTC" if run.started_at else "-"),
+              ("finished", f"{utc(run.finished_at)} UTC" if run.finished_at else "-"),
+              ("duration", elapsed_text(run, now)),
+              ("input", _clip(json.dumps(run.input, ensure_ascii=False), MAX_INPUT))]
+    if run.output is not None:
+        lines.append(("output", output_json(run.output)[0]))
+    return lines
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "… (use --json for all)"
+
+
+def header_text(lines: Sequence[tuple[str, str]], color: bool) -> Text:
+    width = max(len(label) for label, _ in lines)
+    text = Text()
+    for label, value in lines:
+        text.append(label.ljust(width + 2), "bold" if color else "")
+        style = status_style(value.split(":", 1)[0]) if label == "status" and color else ""
+        text.append(value + "\n", style)
+    return text
+
+
+STEP_HEADERS = ("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR / SKIP REASON")
+ATTEMPT_HEADERS = ("STEP", "ATTEMPT", "STATUS", "STARTED (UTC)", "FINISHED (UTC)",
+                   "DURATION", "WORKER", "ERROR")
+
+
+def step_rows(steps: Sequence[StepRecord]) -> list[list[str]]:
+    rows = []
+    for s in steps:
+        result = StepResult.from_record(s)
+        rows.append([s.step_id, str(s.status), str(s.attempts),
+                     format_seconds(result.duration_s), step_note(result)])
+    return rows
+
+
+def attempt_rows(attempts: Sequence[AttemptRecord], now: float) -> list[list[str]]:
+    rows = []
+    for a in attempts:
+        took = (a.finished_at if a.finished_at is not None else now) - a.started_at
+        shown = format_seconds(took) + ("" if a.finished_at is not None else "+")
+        rows.append([a.step_id, f"{a.attempt} (fallback)" if a.fallback else str(a.attempt),
+                     a.status, utc(a.started_at, millis=True), utc(a.finished_at, millis=True),
+                     shown, a.worker or "-", first_line(a.error)])
+    return rows
