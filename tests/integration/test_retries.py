@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from plait import FatalError, Retry, StepContext, Workflow
-from plait.errors import RunError
 from plait.runtime.engine import Engine
 from plait.store import MemoryStore
 
@@ -484,12 +483,6 @@ async def test_context_attempt_counts_retries(run_wf: RunWf) -> None:
     assert statuses(result) == {"s": "completed"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG engine: a CancelledError raised by the step's own code (nobody cancelled the "
-    "attempt) is reported as 'cancelled' by _RunLoop._attempt; _handle then calls "
-    "RunState.cancel_step, which does not propagate to children although the run is "
-    "not halting, so the children stay pending and the loop raises RunError('cannot "
-    "make progress') instead of finishing the run"), raises=RunError)
 async def test_a_stray_cancelled_error_from_step_code_does_not_wedge_the_run(
         run_wf: RunWf) -> None:
     async def own_cancel() -> None:

@@ -345,7 +345,8 @@ class RunState:
         row.finished_at, row.skip_reason = now, reason
         self.running.discard(i)
         self._record(i, source, S.CANCELLED, now)
-        self._finished(i, now, propagate=False)
+        # when the run goes on (a single step was cancelled), dependants are judged
+        self._finished(i, now, propagate=not self.halting)
 
     def halt(self, reason: str, *, cancelled: bool) -> None:
         """Start nothing new (fail-fast, cancel, run timeout)."""

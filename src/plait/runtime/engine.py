@@ -1,6 +1,6 @@
 """The engine: starts, executes, resumes and cancels runs against one Store.
 
-``_RunLoop`` is the one run loop.  It asks the core's RunState what may start, commits
+``RunLoop`` is the one run loop.  It asks the core's RunState what may start, commits
 every change to the store *before* acting on it (a step is stored ``running`` with its
 attempt counted before its function is called), runs attempts as tasks in a TaskGroup
 the run owns, and feeds their outcomes back to the core.  Changes that happen together
@@ -10,42 +10,30 @@ are committed together (group commit).
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 import os
 import random
 import socket
 import time
-import traceback
 import uuid
 from collections.abc import Callable
-from typing import cast
 
-from ..core import expressions
 from ..core.guards import CircuitBreaker
-from ..core.jsoncheck import ensure_json
 from ..core.model import JSON, JSONDict
-from ..core.retry import ErrorInfo
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
-    CircuitOpenError,
     InputError,
-    OutputError,
     RunError,
-    StepError,
-    StepTimeout,
-    TemplateError,
-    TransitionError,
 )
-from ..steps.registry import HTTPPolicy, Services, StepCall, get_step_type
-from ..store.base import RunChange, RunRecord, Store, WriteBatch
-from ..store.memory import MemoryStore
-from .binding import bind, import_call, invoke, signature_of
+from ..steps.registry import HTTPPolicy, Services, get_step_type
+from ..store.base import RunRecord, Store, WriteBatch
+from .binding import import_call, signature_of
+from .loop import RunLoop
 from .pools import PoolRegistry
-from .results import RunResult, StepResult, iso
+from .results import RunResult
 from .secrets import Secrets
 from .threads import DaemonThreadPool
 
@@ -84,26 +72,6 @@ def owner_alive(owner: str) -> bool:
     return True
 
 
-class InterruptedAttempt(StepError):
-    """An attempt that was running when the process executing it stopped."""
-
-    def __init__(self, worker: str | None, *, step: str) -> None:
-        super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
-                         f"stopped", step=step)
-
-
-def error_info(exc: BaseException) -> ErrorInfo:
-    names = tuple(c.__name__ for c in type(exc).__mro__
-                  if c not in (object, BaseException, Exception))
-    retryable = bool(getattr(exc, "retryable", True)) if isinstance(exc, StepError) else True
-    retry_after = getattr(exc, "retry_after", None)
-    tb = "".join(traceback.format_exception(exc, limit=-8))[-4000:]
-    return ErrorInfo(type=type(exc).__name__, message=str(exc), names=names,
-                     retryable=retryable,
-                     retry_after=retry_after if isinstance(retry_after, int | float) else None,
-                     traceback=tb)
-
-
 class Engine:
     """Runs workflows against a store.  One engine per process is typical; pools and
     circuit breakers are shared by every run the engine executes."""
@@ -123,7 +91,7 @@ class Engine:
         self._executor = DaemonThreadPool(max_threads)
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy or HTTPPolicy())
-        self._loops: dict[str, _RunLoop] = {}
+        self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.
         self.listeners: list[Callable[[WriteBatch], None]] = []
@@ -165,7 +133,7 @@ class Engine:
             state = RunState(checked, run_id=run.run_id, input=run.input, secrets=secrets)
         else:
             state.secrets = secrets
-        loop = _RunLoop(self, checked, claimed, state, secrets)
+        loop = RunLoop(self, checked, claimed, state, secrets)
         self._loops[run.run_id] = loop
         try:
             await loop.run()
@@ -347,533 +315,3 @@ def preflight(checked: CheckedWorkflow) -> None:
         get_step_type(step.type)
     if problems:
         raise DefinitionError(problems)
-
-
-class _RunLoop:
-    """The one run loop (see the module docstring)."""
-
-    def __init__(self, engine: Engine, checked: CheckedWorkflow, run: RunRecord,
-                 state: RunState, secrets: Secrets) -> None:
-        self.engine = engine
-        self.store = engine.store
-        self.checked = checked
-        self.spec = checked.spec
-        self.run_rec = run
-        self.state = state
-        self.secrets = secrets
-        self.clock = engine.clock
-        self.tasks: dict[int, asyncio.Task[None]] = {}
-        self.outcomes: list[tuple[int, str, object, bool]] = []  # (step, kind, value, fb)
-        self.timers: list[tuple[float, int, str, int]] = []  # (due, seq, kind, step)
-        self._timer_seq = 0
-        self._wake: asyncio.Future[None] | None = None
-        self._cancel_reason: str | None = None
-        self._tg: asyncio.TaskGroup | None = None
-        self._last_cancel_poll = 0.0
-        self._declared = {k for s in self.spec.steps for k in s.outputs}
-        self.parked: dict[int, float | None] = {}  # approval steps -> deadline
-        self._pool_waiting = 0  # steps of this run waiting for a pool slot
-        self._decisions_due = False
-        self._notes_seen = 0
-        self._types = [get_step_type(s.type) for s in self.spec.steps]
-        self._pool_specs = self.spec.pools
-        self._pool_of = tuple(s.pool for s in self.spec.steps)
-        # a store shared with other processes is polled for cancel requests, approval
-        # decisions and the ownership heartbeat; a memory store is this process's own
-        self._polls = not isinstance(self.store, MemoryStore)
-
-    # ------------------------------------------------------------- driving
-
-    async def run(self) -> None:
-        try:
-            async with asyncio.TaskGroup() as tg:
-                self._tg = tg
-                await self._main()
-        except BaseExceptionGroup as group:
-            # Attempt tasks never raise (outcomes are reported), so the group holds only
-            # the loop's own error: surface it as itself.
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
-        except asyncio.CancelledError:
-            await self._abort("cancelled (interrupted)")
-            raise
-
-    async def _main(self) -> None:
-        state, now = self.state, self.clock()
-        run_change = None
-        if self.run_rec.status in (RunStatus.PENDING, RunStatus.WAITING):
-            run_change = RunChange(source=self.run_rec.status, target=RunStatus.RUNNING,
-                                   at=now)
-        if self.spec.timeout is not None:
-            self._timer(now + self.spec.timeout, "run_timeout", -1)
-        state.start(now)
-        for due, i in state.queued_later():  # retries that were waiting when it stopped
-            self._timer(due, "retry", i)
-        for i in state.interrupted:  # resumed: those attempts died with their process
-            self._handle(i, "error", InterruptedAttempt(state.rows[i].worker,
-                                                        step=self.spec.steps[i].id),
-                         False, now)
-        state.interrupted.clear()
-        for i in state.waiting_steps():
-            if self._types[i].parks:
-                self._park(i)
-        await self._flush(run_change)
-        if run_change is not None:
-            self._apply_run_change(run_change)
-        if self.parked:
-            await self._check_decisions()
-        while True:
-            starts = self._launch(self.clock())
-            await self._flush()
-            for i, call in starts:
-                self.tasks[i] = self._spawn(self._attempt(i, call, fallback=False))
-            if state.done:
-                break
-            if not self.tasks and state.halting:
-                # nothing runs any more: whatever has not started never will
-                state.cancel_unstarted(self.clock(), self._halt_reason())
-                self.parked.clear()
-                continue
-            if not self.tasks and not self._busy_timers() and not state.has_ready() \
-                    and not self._pool_waiting:
-                if self.parked:  # only people can move the run on: it waits
-                    await self._park_run()
-                    return
-                raise RunError(f"run {self.run_rec.run_id!r} cannot make progress")
-            await self._wait()
-            now = self.clock()
-            self._fire_timers(now)
-            self._process(now)
-            if self._polls and now - self._last_cancel_poll >= _CANCEL_POLL_S:
-                await self._poll_cancel(now)
-            if self._decisions_due:
-                await self._check_decisions()
-        await self._finish()
-
-    # ------------------------------------------------------------- approvals
-
-    def _park(self, i: int) -> None:
-        """An approval step waits; its deadline (step timeout) is a timer."""
-        step, row = self.spec.steps[i], self.state.rows[i]
-        deadline = None
-        if step.timeout is not None:
-            deadline = (row.started_at or self.clock()) + step.timeout
-            self._timer(deadline, "approval_timeout", i)
-        self.parked[i] = deadline
-
-    def _busy_timers(self) -> bool:
-        """Timers that keep the loop alive (approval deadlines alone do not)."""
-        return any(kind != "approval_timeout" for _, _, kind, _ in self.timers)
-
-    def signal_decision(self) -> None:
-        self._decisions_due = True
-        self._signal()
-
-    async def _check_decisions(self) -> None:
-        """Apply stored approval decisions, and deadlines that have passed."""
-        self._decisions_due = False
-        events = await self.store.get_events(self.run_rec.run_id, after=self._notes_seen)
-        now = self.clock()
-        for event in events:
-            self._notes_seen = max(self._notes_seen, event.seq)
-            decision = event.data.get("approval") if event.kind == "note" else None
-            i = self.checked.graph.index.get(event.step_id or "")
-            if isinstance(decision, dict) and i is not None and i in self.parked:
-                self._decide(i, decision, now)
-        for i, deadline in list(self.parked.items()):
-            if deadline is not None and deadline <= now:
-                self._timeout_approval(i, now)
-        await self._flush()
-
-    def _timeout_approval(self, i: int, now: float) -> None:
-        choice = self.spec.steps[i].config.get("on_timeout", "reject")
-        self._decide(i, {"decision": "approved" if choice == "approve" else "rejected",
-                         "by": "timeout", "at": now, "data": None}, now)
-
-    def _decide(self, i: int, decision: JSONDict, now: float) -> None:
-        self.parked.pop(i, None)
-        by = decision.get("by")
-        if decision.get("decision") == "approved":
-            at = decision.get("at")
-            self.state.succeed(i, {"approved": True, "by": by,
-                                   "at": iso(at) if isinstance(at, int | float) else at,
-                                   "data": decision.get("data")}, now)
-            return
-        reason = f"rejected by {by}" if by != "timeout" else "approval timed out (rejected)"
-        self.state.end_attempt(i, "failed", now, reason)
-        self.state.fail(i, reason, now)
-        self._after_failure()
-
-    async def _park_run(self) -> None:
-        change = RunChange(source=self.run_rec.status, target=RunStatus.WAITING,
-                           at=self.clock())
-        await self._flush(change)
-        self._apply_run_change(change)
-
-    def _spawn(self, coro: object) -> asyncio.Task[None]:
-        assert self._tg is not None
-        return self._tg.create_task(coro)  # type: ignore[arg-type]
-
-    def _launch(self, now: float) -> list[tuple[int, StepCall]]:
-        """Begin as many ready steps as concurrency and pools allow."""
-        state = self.state
-        starts: list[tuple[int, StepCall]] = []
-        limit = self.spec.concurrency
-        while len(state.running) < limit:
-            i = state.pop_ready()
-            if i is None:
-                break
-            step = self.spec.steps[i]
-            if step.pool is not None and not self._take_pool(i, step.pool, now):
-                continue
-            attempt = state.begin(i, now, self.engine.worker)
-            if self._types[i].parks:
-                state.wait(i, now)
-                self._park(i)
-                continue
-            call = self._call(i, attempt)
-            inline = self._types[i].inline
-            if inline is not None and step.fallback is None and step.timeout is None:
-                self._run_inline(i, inline, call, now)
-            else:
-                starts.append((i, call))
-        return starts
-
-    def _take_pool(self, i: int, name: str, now: float) -> bool:
-        pool = self.engine.pools.get(self._pool_specs[name])
-        if pool.full():
-            self._pool_waiting += 1
-            pool.waiters.append(lambda: self._requeue(i))
-            return False
-        if pool.window is not None:
-            wait = pool.window.wait(now)
-            if wait > 0:
-                self._timer(now + wait, "ready", i)
-                return False
-        pool.acquire(now)
-        return True
-
-    def _requeue(self, i: int) -> bool:
-        """A pool slot freed: try the step again (False when the run moved on)."""
-        self._pool_waiting -= 1
-        if self.state.halting or self.state.rows[i].status is not StepStatus.QUEUED:
-            self._signal()
-            return False
-        self.state.push_back(i)
-        self._signal()
-        return True
-
-    def _release_pool(self, i: int) -> None:
-        name = self._pool_of[i]
-        if name is not None:
-            self.engine.pools.get(self._pool_specs[name]).release()
-
-    def _run_inline(self, i: int, inline: Callable[[StepCall], JSON], call: StepCall,
-                    now: float) -> None:
-        try:
-            value: object = ensure_json(inline(call), step=call.step.id)
-        except Exception as exc:  # noqa: BLE001 - the supervised step boundary
-            value, kind = exc, "error"
-        else:
-            kind = "ok"
-        self._release_pool(i)
-        self._handle(i, kind, value, False, now)
-
-    def _call(self, i: int, attempt: int) -> StepCall:
-        state = self.state
-        return StepCall(step=self.spec.steps[i], index=i, run_id=self.run_rec.run_id,
-                        attempt=attempt, input=state.input, state=state.state,
-                        services=self.engine.services, run=self,
-                        started_at=state.rows[i].started_at or self.clock())
-
-    # RunAccess: what attempts read of the run
-    def template_context(self, index: int) -> dict[str, object]:
-        return self.state.context(index)
-
-    def parent_outputs(self, index: int) -> JSONDict:
-        return self.state.parent_outputs(index)
-
-    def resolve(self, call: StepCall, name: str) -> tuple[bool, object]:
-        state = self.state
-        if name == "input":
-            return True, state.input
-        if name == "ctx":
-            return True, call.context()
-        if name in self.checked.graph.index and name != call.step.id:
-            return True, state.steps_view[name]["output"]
-        if name in self._declared:
-            return True, state.state.get(name)
-        if isinstance(state.input, dict) and name in state.input:
-            return True, state.input[name]
-        return False, None
-
-    async def _attempt(self, i: int, call: StepCall, *, fallback: bool) -> None:
-        step = call.step
-        kind: str = "ok"
-        value: object = None
-        try:
-            if step.circuit_breaker is not None and not fallback:
-                breaker = self.engine.breaker(step.circuit_breaker.key, step.circuit_breaker)
-                if not breaker.allow(self.clock()):
-                    raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
-            runner = self._fallback_call if fallback else self._types[i].run
-            if step.timeout is not None:
-                scope = asyncio.timeout(step.timeout)
-                try:
-                    async with scope:
-                        value = await runner(call)
-                except TimeoutError:
-                    if scope.expired():  # ours, not a TimeoutError raised by the step
-                        raise StepTimeout(step.timeout, step=step.id) from None
-                    raise
-            else:
-                value = await runner(call)
-            value = ensure_json(value, step=step.id)
-        except asyncio.CancelledError:
-            self._report(i, "cancelled", None, fallback)
-            raise
-        except Exception as exc:  # noqa: BLE001 - the supervised step boundary
-            kind, value = "error", exc
-        self._report(i, kind, value, fallback)
-
-    async def _fallback_call(self, call: StepCall) -> JSON:
-        fb = call.step.fallback
-        assert fb is not None
-        fn = fb.func or import_call(fb.call or "")
-        error = self.state.rows[self.checked.graph.index[call.step.id]].error
-
-        def resolve(name: str) -> tuple[bool, object]:
-            return (True, error) if name == "error" else self.resolve(call, name)
-
-        kwargs = bind(fn, {}, resolve, call.step.id)
-        return await invoke(fn, kwargs, self.engine.services.executor)  # type: ignore[return-value]
-
-    def _report(self, i: int, kind: str, value: object, fallback: bool) -> None:
-        self.outcomes.append((i, kind, value, fallback))
-        self._signal()
-
-    def _signal(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
-
-    async def _wait(self) -> None:
-        if self.outcomes:
-            return
-        loop = asyncio.get_running_loop()
-        self._wake = loop.create_future()
-        handle = None
-        if self.timers:
-            delay = max(0.0, self.timers[0][0] - self.clock())
-            handle = loop.call_later(delay, self._signal)
-        elif self._polls:
-            handle = loop.call_later(_CANCEL_POLL_S, self._signal)
-        try:
-            await self._wake
-        finally:
-            self._wake = None
-            if handle is not None:
-                handle.cancel()
-
-    def _timer(self, due: float, kind: str, i: int) -> None:
-        self._timer_seq += 1
-        heapq.heappush(self.timers, (due, self._timer_seq, kind, i))
-
-    def _fire_timers(self, now: float) -> None:
-        while self.timers and self.timers[0][0] <= now:
-            _, _, kind, i = heapq.heappop(self.timers)
-            if kind == "retry" or kind == "ready":
-                if self.state.rows[i].status is StepStatus.QUEUED:
-                    self.state.retry_due(i)
-            elif kind == "approval_timeout":
-                if i in self.parked:
-                    self._timeout_approval(i, now)
-            elif kind == "run_timeout":
-                self._halt(f"run timed out after {self.spec.timeout:g}s", cancelled=False)
-
-    # ------------------------------------------------------------- outcomes
-
-    def _process(self, now: float) -> None:
-        outcomes, self.outcomes = self.outcomes, []
-        for i, kind, value, fallback in outcomes:
-            self.tasks.pop(i, None)
-            if not fallback:  # a fallback runs outside the step's pool slot
-                self._release_pool(i)
-            self._handle(i, kind, value, fallback, now)
-
-    def _handle(self, i: int, kind: str, value: object, fallback: bool, now: float) -> None:
-        state, step = self.state, self.spec.steps[i]
-        if kind == "cancelled":
-            state.cancel_step(i, now, self._cancel_reason or self._halt_reason())
-            return
-        if kind == "ok":
-            try:
-                state.succeed(i, self.secrets.redact(cast(JSON, value)), now,
-                              fallback=fallback)
-            except (OutputError, TransitionError) as refused:
-                value = refused
-            else:
-                if step.circuit_breaker is not None and not fallback:
-                    self.engine.breaker(step.circuit_breaker.key,
-                                        step.circuit_breaker).record_success()
-                return
-        exc = value if isinstance(value, Exception) else RuntimeError(str(value))
-        info = error_info(exc)
-        info = ErrorInfo(type=info.type, message=self.secrets.redact_text(info.message) or "",
-                         names=info.names, retryable=info.retryable,
-                         retry_after=info.retry_after)
-        if fallback:
-            original = state.rows[i].error
-            state.fail(i, f"{original}; fallback failed: {info}", now)
-            self._after_failure()
-            return
-        if step.circuit_breaker is not None and not isinstance(exc, CircuitOpenError):
-            self.engine.breaker(step.circuit_breaker.key,
-                                step.circuit_breaker).record_failure(now)
-        delay = state.fail_attempt(i, info, now, self.engine.rand())
-        if delay is not None:
-            self._timer(now + delay, "retry", i)
-            return
-        if step.fallback is not None and not state.halting:
-            self._start_fallback(i, now)
-            return
-        state.fail(i, str(info), now)
-        self._after_failure()
-
-    def _start_fallback(self, i: int, now: float) -> None:
-        step = self.spec.steps[i]
-        assert step.fallback is not None
-        if step.fallback.call is None and step.fallback.func is None:
-            call = self._call(i, self.state.rows[i].attempts)
-            try:
-                value = ensure_json(call.render(step.fallback.output, "fallback.output"),
-                                    step=step.id)
-            except (TemplateError, OutputError) as exc:
-                self._handle(i, "error", exc, True, now)
-                return
-            self._handle(i, "ok", value, True, now)
-            return
-        call = self._call(i, self.state.rows[i].attempts)
-        self.tasks[i] = self._spawn(self._attempt(i, call, fallback=True))
-
-    def _after_failure(self) -> None:
-        if self.state.halting and self.tasks:
-            self._cancel_tasks(self._halt_reason())
-
-    def _halt(self, reason: str, *, cancelled: bool) -> None:
-        self.state.halt(reason, cancelled=cancelled)
-        self._cancel_reason = reason
-        self._cancel_tasks(reason)
-
-    def _halt_reason(self) -> str:
-        return self._cancel_reason or self.state.failure_reason or "run stopped"
-
-    def _cancel_tasks(self, reason: str) -> None:
-        self._cancel_reason = self._cancel_reason or reason
-        for task in self.tasks.values():
-            task.cancel()
-
-    def request_cancel(self, reason: str) -> None:
-        if not self.state.halting or not self.state.cancelled:
-            self._halt(reason, cancelled=True)
-            self._signal()
-
-    async def _poll_cancel(self, now: float) -> None:
-        """Other processes reach a running run through the store: notice a cancel
-        request within a second, and keep the ownership lease fresh."""
-        self._last_cancel_poll = now
-        run_id = self.run_rec.run_id
-        run = await self.store.get_run(run_id)
-        if run.cancel_requested and not self.state.cancelled:
-            self.request_cancel("cancelled on request")
-        if self.parked:
-            self._decisions_due = True
-        if not await self.store.heartbeat(run_id, self.engine.worker, now):
-            # Someone else took the run over (our lease ran out): stop, never write.
-            raise RunError(f"run {run_id!r} was taken over by another process "
-                           f"({run.owner}); this process stops executing it")
-
-    # ------------------------------------------------------------- persistence
-
-    async def _flush(self, run_change: RunChange | None = None) -> None:
-        steps, attempts = self.state.drain()
-        if not steps and not attempts and run_change is None:
-            return
-        batch = WriteBatch(run_id=self.run_rec.run_id, steps=steps, attempts=attempts,
-                           run=run_change)
-        await self.store.write(batch)
-        for listener in self.engine.listeners:
-            try:
-                listener(batch)
-            except Exception:  # noqa: BLE001 - a view must never break the run
-                _log.exception("run listener %r failed", listener)
-
-    def result(self) -> RunResult:
-        """The run as stored (built from the loop's own state: no store read)."""
-        run = self.run_rec
-        ids = self.checked.graph.ids
-        return RunResult(
-            run_id=run.run_id, workflow=run.workflow, version=run.version,
-            fingerprint=run.fingerprint, status=str(run.status), output=run.output,
-            error=run.error, started_at=run.started_at, finished_at=run.finished_at,
-            retry_of=run.retry_of,
-            steps={ids[i]: StepResult(status=str(r.status), attempts=r.attempts,
-                                      output=r.output, error=r.error,
-                                      started_at=r.started_at, finished_at=r.finished_at,
-                                      skip_reason=r.skip_reason,
-                                      fallback_used=r.fallback_used)
-                   for i, r in enumerate(self.state.rows)})
-
-    async def _finish(self) -> None:
-        state = self.state
-        status = state.run_status()
-        output: JSON = None
-        error: str | None = None
-        if status is RunStatus.COMPLETED:
-            try:
-                output = self._run_output()
-            except (expressions.RenderError, OutputError) as exc:
-                status, error = RunStatus.FAILED, f"run output: {exc}"
-        if status is RunStatus.FAILED and error is None:
-            error = state.failure_reason or self._failed_steps()
-        elif status is RunStatus.CANCELLED:
-            error = self._cancel_reason or "cancelled"
-        change = RunChange(source=self.run_rec.status, target=status, at=self.clock(),
-                           output=self.secrets.redact(output), error=error)
-        await self._flush(change)
-        self._apply_run_change(change)
-
-    def _apply_run_change(self, change: RunChange) -> None:
-        """Mirror a stored run change in the loop's copy of the run record."""
-        run = self.run_rec
-        run.status = change.target
-        if change.target is RunStatus.RUNNING and run.started_at is None:
-            run.started_at = change.at
-        if change.target in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
-            run.finished_at, run.output, run.error = change.at, change.output, change.error
-
-    def _run_output(self) -> JSON:
-        if self.spec.output is None:
-            return self.state.default_output()
-        value = expressions.render_value(self.spec.output, self.state.context())
-        return ensure_json(value)
-
-    def _failed_steps(self) -> str:
-        failed = [s.id for s, r in zip(self.spec.steps, self.state.rows, strict=True)
-                  if r.status is StepStatus.FAILED and not s.allow_failure]
-        return "failed steps: " + ", ".join(failed)
-
-    async def _abort(self, reason: str) -> None:
-        """The run's task was cancelled (Ctrl-C): record everything as cancelled."""
-        now = self.clock()
-        state = self.state
-        state.halt(reason, cancelled=True)
-        for i in list(state.running):
-            state.cancel_step(i, now, reason)
-        state.cancel_unstarted(now, reason)
-        self._cancel_reason = reason
-        if self.run_rec.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.WAITING):
-            change = RunChange(source=self.run_rec.status, target=RunStatus.CANCELLED,
-                               at=now, error=reason)
-            await self._flush(change)
-            self._apply_run_change(change)

@@ -453,7 +453,7 @@ def test_a_run_restored_after_crashes_ends_as_spec_5_says(data: st.DataObject) -
     plan.cancel_at = None
     driver = Driver(plan)
     n = driver.graph.size
-    driver.crash_at = set(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=3),
+    driver.crash_at = set(data.draw(st.lists(st.integers(0, 2 * n), min_size=1, max_size=4),
                                     label="crash points"))
     driver.run()
     event(f"crashed={driver.crashes} interrupted attempts>0={driver.interrupted_total > 0}")
