@@ -49,31 +49,41 @@ def _fan_out(node: str, count: int) -> Callable[[Counted], list[Send]]:
     return route
 
 
+def node_groups(workload: Workload) -> list[list[str]]:
+    """Steps grouped into nodes: a fan-out (siblings with one common parent, or none)
+    becomes one node sent once per sibling; every other step is a node of its own."""
+    out: list[list[str]] = []
+    for group in sibling_groups(workload):
+        if len(group) > 1 and len(workload.parents[group[0]]) <= 1:
+            out.append(group)
+        else:
+            out.extend([step] for step in group)
+    return out
+
+
 def build_graph(workload: Workload) -> Any:
     builder = StateGraph(Counted)
+    groups = node_groups(workload)
     node_of: dict[str, str] = {}  # step -> node running it
-    groups = sibling_groups(workload)
     for group in groups:
         seconds = workload.duration.get(group[0], 0.0)
         name = group[0] if len(group) == 1 else f"map_{group[0]}"
         builder.add_node(name, _noop if seconds <= 0 else _sleeper(seconds))
         node_of.update((step, name) for step in group)
+    children = workload.children()
     for group in groups:
         name = node_of[group[0]]
         parents = sorted({node_of[p] for p in workload.parents[group[0]]})
-        if len(group) > 1 and len(parents) <= 1:
+        if len(group) > 1:
             source = parents[0] if parents else START
             builder.add_conditional_edges(source, _fan_out(name, len(group)), [name])
-        elif len(group) > 1:
-            raise ValueError(f"fan-out {name} has several parents: not expressible")
-        elif not parents:
-            builder.add_edge(START, name)
-        else:
+        elif parents:
+            # several parents: a waiting edge, the node runs once all of them have run
             builder.add_edge(parents if len(parents) > 1 else parents[0], name)
-    children = workload.children()
-    for group in groups:
+        else:
+            builder.add_edge(START, name)
         if not children[group[0]]:
-            builder.add_edge(node_of[group[0]], END)
+            builder.add_edge(name, END)
     return builder.compile()
 
 

@@ -149,6 +149,9 @@ def test_cancel_from_another_process_stops_the_run(tmp_path, write, plait, spawn
     waiter(marker.exists, proc=runner, what="the slow step to start")
     listed = json.loads(plait("runs", "--json", "--status", "running").stdout)["runs"]
     run_id = listed[0]["run_id"]
+    busy = plait("resume", run_id)  # a run another live process executes is not taken
+    assert busy.returncode == 1
+    assert f"run {run_id} not resumed" in busy.stderr and "is being executed by" in busy.stderr
     cancel = plait("cancel", run_id)
     asked = time.monotonic()
     assert cancel.returncode == 0, cancel.stderr

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -33,6 +33,17 @@ def db_option(command: F) -> F:
 
 def json_option(help: str) -> Callable[[F], F]:
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def finish(work: Coroutine[Any, Any, int]) -> NoReturn:
+    """Run a command's coroutine and exit with its code (130 after a Ctrl-C that came
+    outside a run's execution, which handles its own)."""
+    try:
+        code = asyncio.run(work)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        code = 130
+    commands.exit_now(code)
 
 
 @click.group(context_settings=_CONTEXT)
@@ -121,8 +132,7 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
                                f"could continue the run")
     value = read_input(input_text, input_file)
     view = choose_view(as_json=as_json, quiet=quiet)
-    code = asyncio.run(session.run_command(target, value, db=db, view=view, detach=detach))
-    commands.exit_now(code)
+    finish(session.run_command(target, value, db=db, view=view, detach=detach))
 
 
 @cli.command()
@@ -148,7 +158,7 @@ def resume(run_id: str, db: str, as_json: bool, quiet: bool) -> None:
       3  the run is waiting for an approval
     """
     view = choose_view(as_json=as_json, quiet=quiet)
-    commands.exit_now(asyncio.run(session.resume_command(run_id, db=db, view=view)))
+    finish(session.resume_command(run_id, db=db, view=view))
 
 
 
@@ -169,8 +179,8 @@ def runs(workflow: str | None, status: str | None, limit: int, db: str,
     Columns: run id, workflow@version, status, start time (UTC), duration (the time so
     far, marked +, for a run still going) and steps ended/total.
     """
-    sys.exit(asyncio.run(inspection.runs_command(db=db, workflow=workflow, status=status,
-                                                 limit=limit, as_json=as_json)))
+    finish(inspection.runs_command(db=db, workflow=workflow, status=status,
+                                                 limit=limit, as_json=as_json))
 
 
 @cli.command()
@@ -187,7 +197,7 @@ def show(run_id: str, db: str, as_json: bool) -> None:
     Times are UTC. Errors are cut to their first line; --json has all of them.
     Exit status: 0, or 2 when there is no such run.
     """
-    sys.exit(asyncio.run(inspection.show_command(run_id, db=db, as_json=as_json)))
+    finish(inspection.show_command(run_id, db=db, as_json=as_json))
 
 
 @cli.command()
@@ -208,7 +218,7 @@ def cancel(run_id: str, db: str) -> None:
       1  the run already completed or failed: nothing to cancel
       2  bad usage, an unknown run, or a store that cannot be used
     """
-    sys.exit(asyncio.run(control.cancel_command(run_id, db=db)))
+    finish(control.cancel_command(run_id, db=db))
 
 
 @cli.command()
@@ -242,9 +252,8 @@ def approve(run_id: str, step: str, reject: bool, data_text: str | None, by: str
     """
     data = parse_json_option(data_text, "--data") if data_text is not None else None
     view = choose_view(as_json=as_json, quiet=quiet)
-    code = asyncio.run(control.approve_command(run_id, step, approved=not reject, by=by,
-                                               data=data, db=db, view=view))
-    commands.exit_now(code)
+    finish(control.approve_command(run_id, step, approved=not reject, by=by, data=data, db=db,
+                                   view=view))
 
 
 
@@ -275,10 +284,8 @@ def retry(run_id: str, from_step: str | None, input_text: str | None, db: str,
     """
     new_input = parse_json_option(input_text, "--input") if input_text is not None else None
     view = choose_view(as_json=as_json, quiet=quiet)
-    code = asyncio.run(session.retry_command(run_id, from_step=from_step, new_input=new_input,
-                                             replace_input=input_text is not None, db=db,
-                                             view=view))
-    commands.exit_now(code)
+    finish(session.retry_command(run_id, from_step=from_step, new_input=new_input,
+                                 replace_input=input_text is not None, db=db, view=view))
 
 
 
@@ -294,7 +301,7 @@ def gantt(run_id: str, html: str | None, db: str) -> None:
     also highlights the critical path (the chain of steps that decided the run's
     length) and lists every step.
     """
-    sys.exit(asyncio.run(inspection.gantt_command(run_id, db=db, html=html)))
+    finish(inspection.gantt_command(run_id, db=db, html=html))
 
 
 @cli.command()
@@ -325,9 +332,9 @@ def metrics(workflow: str | None, since: str | None, limit: int, db: str, as_jso
       2  bad usage (a bad --since or rule), or a store that cannot be used
     """
     cutoff = parse_since(since)
-    sys.exit(asyncio.run(inspection.metrics_command(
+    finish(inspection.metrics_command(
         db=db, workflow=workflow, since=cutoff, limit=limit, as_json=as_json, check=check,
-        alerts_file=alerts_file)))
+        alerts_file=alerts_file))
 
 
 @cli.command()
@@ -348,8 +355,8 @@ def sla(workflow: str | None, since: str | None, db: str, as_json: bool,
     Exit status: 0 (with --check: 1 when there is a breach), 2 on bad usage.
     """
     cutoff = parse_since(since)
-    sys.exit(asyncio.run(inspection.sla_command(db=db, workflow=workflow, since=cutoff,
-                                                as_json=as_json, check=check)))
+    finish(inspection.sla_command(db=db, workflow=workflow, since=cutoff,
+                                                as_json=as_json, check=check))
 
 
 @cli.command()
@@ -380,7 +387,7 @@ def graph(target: str, fmt: str, db: str) -> None:
     else. Pipe DOT to Graphviz (`plait graph flow.yaml --format dot | dot -Tsvg`) or
     paste Mermaid into a Markdown file.
     """
-    sys.exit(asyncio.run(commands.show_graph(target, fmt=fmt, db=db)))
+    finish(commands.show_graph(target, fmt=fmt, db=db))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,7 +14,11 @@ def ensure_json(value: object, *, step: str | None = None) -> JSON:
     """``value`` as JSON (tuples become lists); OutputError naming the path otherwise."""
     if type(value) in _SCALARS:
         return value  # type: ignore[return-value]
-    return _convert(value, "", step)
+    try:
+        return _convert(value, "", step)
+    except RecursionError:
+        raise OutputError("output is nested too deeply to store as JSON", step=step) \
+            from None
 
 
 def _convert(value: object, path: str, step: str | None) -> JSON:

@@ -67,5 +67,7 @@ def check_step_transition(step: str, source: StepStatus, target: StepStatus) -> 
 
 
 def check_run_transition(run: str, source: RunStatus, target: RunStatus) -> None:
-    if source != target and target not in RUN_TRANSITIONS[source]:
+    """Raise TransitionError unless the table allows ``source -> target`` (a final run
+    is never rewritten, not even to the same status)."""
+    if target not in RUN_TRANSITIONS[source]:
         raise TransitionError(f"run {run!r}", source, target)
