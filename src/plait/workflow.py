@@ -36,6 +36,7 @@ from .core.serialize import workflow_to_dict
 from .core.source import parse_text
 from .core.validate import CheckedWorkflow, check, gc_paused
 from .errors import DefinitionError, Problem
+from .observe.alerts import check_rules
 from .observe.graph import dot, mermaid
 from .runtime.binding import signature_of
 from .runtime.results import RunResult
@@ -92,13 +93,15 @@ class Workflow:
                  reducers: Mapping[str, str] | None = None,
                  pools: Mapping[str, Mapping[str, Any]] | None = None,
                  output: JSON = None, version: int | None = None,
-                 description: str | None = None, limits: Limits | None = None) -> None:
+                 description: str | None = None, limits: Limits | None = None,
+                 alerts: Sequence[str] = ()) -> None:
         self.name = name
         self._options: dict[str, Any] = {
             "concurrency": concurrency, "on_failure": on_failure,
             "timeout": _seconds(timeout), "sla": _seconds(sla),
             "input_schema": input, "reducers": dict(reducers or {}), "output": output,
-            "version": version, "description": description, "limits": limits or Limits()}
+            "version": version, "description": description, "limits": limits or Limits(),
+            "alerts": tuple(alerts)}
         self._pools = {k: dict(v) for k, v in (pools or {}).items()}
         self._pending: list[_Pending] = []
         self._spec: WorkflowSpec | None = None  # set when loaded from a definition
@@ -178,7 +181,7 @@ class Workflow:
         spec, problems = parse_definition(data)
         if spec is None:
             raise DefinitionError(problems, source=source)
-        checked = check(spec, source=source, prior=problems)
+        checked = check(spec, source=source, prior=problems + check_rules(spec.alerts))
         wf = cls(spec.name)
         wf._spec, wf._checked, wf.source = spec, checked, source
         return wf
@@ -199,7 +202,8 @@ class Workflow:
             problems: list[Problem] = []
             with gc_paused():
                 spec = self._build(problems)
-            self._checked = check(spec, source=self.source, prior=problems)
+            self._checked = check(spec, source=self.source,
+                                  prior=problems + check_rules(spec.alerts))
         return self._checked
 
     def _build(self, problems: list[Problem] | None = None) -> WorkflowSpec:
