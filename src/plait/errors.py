@@ -6,7 +6,8 @@
     ├── DefinitionError          a workflow definition is invalid (carries every Problem)
     ├── InputError               a run's input is not JSON or fails the input schema
     ├── RunError                 a run cannot be started, resumed or changed as asked
-    │   └── RunNotFound
+    │   ├── RunNotFound
+    │   └── RunBusy              another live process executes the run
     ├── StoreError               a backend failed; driver errors are wrapped once, here
     │   ├── TransitionError      a state change the transition table does not allow
     │   ├── StaleWriteError      a write whose expected prior state no longer holds
@@ -73,6 +74,14 @@ class RunNotFound(RunError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"no run with id {run_id!r}")
+
+
+class RunBusy(RunError):
+    """Another live process executes the run (``owner``: its "host:pid")."""
+
+    def __init__(self, run_id: str, owner: str | None, message: str) -> None:
+        self.run_id, self.owner = run_id, owner
+        super().__init__(message)
 
 
 class StoreError(PlaitError):

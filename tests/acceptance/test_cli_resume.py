@@ -58,6 +58,8 @@ def test_resume_after_sigkill_does_not_rerun_completed_steps(tmp_path, write, pl
     listed = json.loads(plait("runs", "--json", "--workflow", "crashy").stdout)["runs"]
     assert listed[0]["status"] == "running" and listed[0]["steps_done"] == 1
     run_id = listed[0]["run_id"]
+    orphan = plait("show", run_id)
+    assert f"which is gone: `plait resume {run_id}` continues the run" in orphan.stdout
 
     proc = plait("resume", run_id, "--json")
     assert proc.returncode == 0, proc.stderr

@@ -16,10 +16,22 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+_DB_DIR: list[Path] = []  # set per session by the autouse fixture below
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_store(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Examples run from the repository root; their runs go to a temporary database,
+    never into the checkout's ./.plait."""
+    _DB_DIR.append(tmp_path_factory.mktemp("examples-db"))
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("PLAIT_DB", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
     env["PYTHONUNBUFFERED"] = "1"
+    if _DB_DIR:
+        env["PLAIT_DB"] = f"sqlite:///{_DB_DIR[-1] / 'plait.db'}"
     return env
 
 

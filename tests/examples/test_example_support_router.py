@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
@@ -43,10 +42,9 @@ def test_urgent_tickets_take_the_condition_branch(plait_run):
     assert result["output"]["escalated"] is True
 
 
-def test_a_ticket_is_required(examples_dir):
-    proc = subprocess.run([sys.executable, "-m", "plait", "run", f"examples/{FLOW}",
-                           "--input", '{"customer": "Ada"}'], cwd=examples_dir.parent,
-                          capture_output=True, text=True, timeout=60)
+def test_a_ticket_is_required(run_command_in_root):
+    proc = run_command_in_root(sys.executable, "-m", "plait", "run", f"examples/{FLOW}",
+                               "--input", '{"customer": "Ada"}')
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "'ticket' is a required property" in proc.stderr

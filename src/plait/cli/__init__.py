@@ -1,6 +1,8 @@
 """plait's command line: an edge of the house.
 
-``main.py`` parses arguments and calls ``asyncio.run``; ``session.py`` drives one run
-against the engine; ``output.py`` and ``progress.py`` render what happened.  No workflow
+``main.py`` parses arguments and calls ``asyncio.run``; ``session.py`` drives runs
+against the engine (run, resume, retry), ``control.py`` acts on stored runs (approve,
+cancel), ``inspection.py`` reads history through ``plait.observe``; ``output.py``,
+``records.py``, ``views.py`` and ``progress.py`` render what happened.  No workflow
 logic lives here: everything the commands decide comes from the core and the runtime.
 """

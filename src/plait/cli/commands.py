@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, StoreError
@@ -80,7 +81,7 @@ async def show_graph(target: str, *, fmt: str, db: str) -> ExitCode:
     return ExitCode.OK
 
 
-def exit_now(code: int) -> None:
+def exit_now(code: int) -> NoReturn:
     """Exit with ``code``.  A sync step still running in a worker thread after the run
     ended (cancelled, or timed out) cannot be stopped, and Python would wait for it at
     exit; the run is already recorded, so leave without waiting for it."""

@@ -16,11 +16,9 @@ import time
 from rich.text import Text
 
 from ..core.model import JSON
-from ..core.runstate import RunState, StepRuntime
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..errors import RunError, RunNotFound
 from ..runtime.engine import Engine, owner_alive
-from ..runtime.results import RunResult
 from ..store.base import RunRecord, Store
 from . import output
 from .session import Refusal, continue_run, guarded, runnable_definition
@@ -143,17 +141,12 @@ async def cancel_command(run_id: str, *, db: str) -> ExitCode:
                           f"to cancel", ExitCode.FAILED)
         engine = Engine(store)
         try:
-            await engine.cancel(run_id, reason=CANCEL_REASON)
-            owner = executor(run, engine)
-            if owner is None:
-                try:
-                    result = await _cancel_unexecuted(engine, run)
-                except RunError:  # a process claimed it meanwhile: it sees the request
-                    owner = (await store.get_run(run_id)).owner
-                else:
-                    out.print(f"cancel requested for run {run_id}: no process was "
-                              f"executing it, so it is {result.status} now")
-                    return ExitCode.OK
+            result = await engine.cancel(run_id, reason=CANCEL_REASON)
+            if result is not None:
+                out.print(f"cancel requested for run {run_id}: no process was executing "
+                          f"it, so it is {result.status} now")
+                return ExitCode.OK
+            owner = (await store.get_run(run_id)).owner
         finally:
             engine.close()
         out.print(f"cancel requested for run {run_id}: {owner} executes it and stops it "
@@ -162,23 +155,3 @@ async def cancel_command(run_id: str, *, db: str) -> ExitCode:
 
     return await guarded(db, body)
 
-
-async def _cancel_unexecuted(engine: Engine, run: RunRecord) -> RunResult:
-    """Record the cancellation of a run no process executes (waiting for a person,
-    detached but not started, or orphaned by a crash): the engine takes it over with
-    every unstarted step cancelled, starts nothing, and ends it ``cancelled``
-    (attempts that were running when their process died end as interrupted).
-
-    Engine.cancel only flags such a run, and a later resume does not look at the flag
-    before it starts steps or parks again, so this is done here with the engine's
-    public pieces (RunState.restore, execute); it belongs in Engine.cancel."""
-    checked = await engine.stored_workflow(run.workflow, run.version)
-    rows = {s.step_id: StepRuntime(s.status, s.attempts, s.output, s.error, s.started_at,
-                                   s.finished_at, s.skip_reason, s.fallback_used,
-                                   s.next_attempt_at, s.worker)
-            for s in await engine.store.get_steps(run.run_id)}
-    now = time.time()
-    state = RunState.restore(checked, run_id=run.run_id, input=run.input, rows=rows, now=now)
-    state.halt(CANCEL_REASON, cancelled=True)
-    state.cancel_unstarted(now, CANCEL_REASON)
-    return await engine.execute(checked, run, state)

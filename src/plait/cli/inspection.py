@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..core.states import FINAL_RUN_STATES, RunStatus
 from ..errors import DefinitionError, PlaitError
-from ..runtime.engine import Engine
+from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
 from ..store.base import RunFilter, Store
 from . import output, records
@@ -63,7 +63,8 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
             else time.time()
         console = output.console()
-        console.print(records.header_text(records.header_lines(run, now),
+        alive = run.owner is None or owner_alive(run.owner)
+        console.print(records.header_text(records.header_lines(run, now, owner_alive=alive),
                                           console.is_terminal), end="")
         console.print()
         records.print_table(console, records.STEP_HEADERS, records.step_rows(steps),

@@ -1,5 +1,10 @@
-"""The ``plait`` command: argument parsing and ``asyncio.run`` only (see session.py for
-running, output.py / views.py / progress.py for what is shown)."""
+"""The ``plait`` command: argument parsing and ``asyncio.run`` only.
+
+What each command does lives beside it: session.py executes runs (run, resume, retry),
+control.py acts on stored runs (approve, cancel), inspection.py reads history (runs,
+show, gantt, metrics, sla), commands.py inspects definitions (validate, plan, graph),
+detach.py starts background runs; output.py, records.py, views.py and progress.py
+render."""
 
 from __future__ import annotations
 
@@ -179,8 +184,8 @@ def runs(workflow: str | None, status: str | None, limit: int, db: str,
     Columns: run id, workflow@version, status, start time (UTC), duration (the time so
     far, marked +, for a run still going) and steps ended/total.
     """
-    finish(inspection.runs_command(db=db, workflow=workflow, status=status,
-                                                 limit=limit, as_json=as_json))
+    finish(inspection.runs_command(db=db, workflow=workflow, status=status, limit=limit,
+                                   as_json=as_json))
 
 
 @cli.command()
@@ -355,8 +360,8 @@ def sla(workflow: str | None, since: str | None, db: str, as_json: bool,
     Exit status: 0 (with --check: 1 when there is a breach), 2 on bad usage.
     """
     cutoff = parse_since(since)
-    finish(inspection.sla_command(db=db, workflow=workflow, since=cutoff,
-                                                as_json=as_json, check=check))
+    finish(inspection.sla_command(db=db, workflow=workflow, since=cutoff, as_json=as_json,
+                                  check=check))
 
 
 @cli.command()

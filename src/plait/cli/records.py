@@ -154,8 +154,10 @@ def attempt_json(a: AttemptRecord) -> JSONDict:
             "error": a.error}
 
 
-def header_lines(run: RunRecord, now: float) -> list[tuple[str, str]]:
-    """``(label, value)`` lines heading ``plait show``."""
+def header_lines(run: RunRecord, now: float, *,
+                 owner_alive: bool = True) -> list[tuple[str, str]]:
+    """``(label, value)`` lines heading ``plait show``; ``owner_alive`` False says the
+    process that was executing the run is gone."""
     status = str(run.status)
     if run.error and run.status in FINAL_RUN_STATES:
         first = first_line(run.error)
@@ -170,7 +172,9 @@ def header_lines(run: RunRecord, now: float) -> list[tuple[str, str]]:
         lines.append(("parent run", run.parent_run_id))
     if run.status not in FINAL_RUN_STATES:
         if run.owner:
-            lines.append(("executed by", run.owner))
+            lines.append(("executed by", run.owner if owner_alive else
+                          f"{run.owner}, which is gone: `plait resume {run.run_id}` "
+                          f"continues the run"))
         if run.cancel_requested:
             lines.append(("cancel", "requested"))
     lines += [("created", f"{utc(run.created_at)} UTC"),

@@ -88,8 +88,9 @@ async def opened_store(url: str, *, create: bool = True) -> AsyncIterator[Store]
 async def guarded(db: str, body: Callable[[Store], Awaitable[ExitCode]], *,
                   err: TextIO | None = None, create: bool = False) -> ExitCode:
     """Run ``body`` with the store of ``db`` open; what goes wrong becomes a message on
-    stderr and an exit code, never a traceback: an unknown run and a store that cannot
-    be used (unreadable, corrupt, newer schema) exit 2, a Refusal with its code."""
+    stderr and an exit code, never a traceback: an unknown run, a store that cannot be
+    used (unreadable, corrupt, newer schema) or a stored definition that cannot be
+    loaded exit 2, a Refusal with its code, any other plait error 1."""
     console = output.console(err, stderr=err is None)
     try:
         async with opened_store(db, create=create) as store:
@@ -105,6 +106,12 @@ async def guarded(db: str, body: Callable[[Store], Awaitable[ExitCode]], *,
     except StoreError as exc:
         console.print(output.error_text(f"store {db}: {exc}"), end="")
         return ExitCode.USAGE
+    except DefinitionError as exc:  # a stored definition this plait cannot load
+        console.print(output.problems_text(exc, "stored definition"), end="")
+        return ExitCode.USAGE
+    except PlaitError as exc:
+        console.print(output.error_text(str(exc)), end="")
+        return ExitCode.FAILED
 
 
 def _missing_hint(db: str) -> str:

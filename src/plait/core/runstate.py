@@ -338,7 +338,7 @@ class RunState:
         if row.status in FINAL_STEP_STATES:
             return
         source = row.status
-        if source is S.RUNNING:
+        if source is S.RUNNING or source is S.WAITING:
             self.attempt_changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, True,
                                               "cancelled", error=reason, worker=row.worker))
         self._move(i, S.CANCELLED, now)

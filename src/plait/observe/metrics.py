@@ -32,7 +32,7 @@ Definitions (one place; the alert rules in ``alerts.py`` read these same numbers
 
 JSON (``MetricsReport.to_json()``; keys are stable, durations in seconds)::
 
-    {"since": float | null, "runs": int,
+    {"since": ISO-8601 UTC | null, "runs": int,
      "workflows": [{
         "workflow": str, "runs": int, "completed": int, "failed": int, "cancelled": int,
         "active": int, "success_rate": float | null,
@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from ..core.durations import format_duration, parse_duration
 from ..core.model import JSONDict
 from ..core.states import RunStatus, StepStatus
+from ..runtime.results import iso
 from ..store.base import AttemptRecord, RunFilter, RunRecord, StepRecord, Store
 
 __all__ = ["MetricsReport", "RunHistory", "StepMetrics", "Summary", "WorkflowMetrics",
@@ -185,7 +186,7 @@ class MetricsReport:
         return next((w for w in self.workflows if w.workflow == name), None)
 
     def to_json(self) -> JSONDict:
-        return {"since": self.since, "runs": self.runs,
+        return {"since": iso(self.since), "runs": self.runs,
                 "workflows": [w.to_json() for w in self.workflows]}
 
 

@@ -16,7 +16,7 @@ the breach still grows.  Breaches are sorted by how far over they are, worst fir
 
 JSON (``to_json``)::
 
-    {"now": float, "count": int,
+    {"now": ISO-8601 UTC, "count": int,
      "breaches": [{"run_id": str, "workflow": str, "version": int, "status": str,
                    "active": bool, "sla_s": float, "elapsed_s": float, "over_s": float,
                    "over_ratio": float,           # elapsed / sla
@@ -103,7 +103,8 @@ async def breaches(store: Store, *, now: float, workflow: str | None = None,
 
 
 def to_json(found: Sequence[SlaBreach], *, now: float) -> JSONDict:
-    return {"now": now, "count": len(found), "breaches": [b.to_json() for b in found]}
+    return {"now": iso(now), "count": len(found),
+            "breaches": [b.to_json() for b in found]}
 
 
 def render_breaches(found: Sequence[SlaBreach]) -> str:

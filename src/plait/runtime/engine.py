@@ -26,6 +26,7 @@ from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
     InputError,
+    RunBusy,
     RunError,
 )
 from ..steps.registry import HTTPPolicy, Services, get_step_type
@@ -223,10 +224,10 @@ class Engine:
                                                      self.lease)
             if claimed is None:
                 age = self.clock() - (current.heartbeat_at or 0.0)
-                raise RunError(f"run {run.run_id!r} is being executed by "
-                               f"{current.owner} (last heartbeat {age:.0f}s ago); if "
-                               f"that process is gone, retry after its {self.lease:g}s "
-                               f"lease runs out")
+                raise RunBusy(run.run_id, current.owner,
+                              f"run {run.run_id!r} is being executed by {current.owner} "
+                              f"(last heartbeat {age:.0f}s ago); if that process is "
+                              f"gone, retry after its {self.lease:g}s lease runs out")
         return claimed
 
     async def run(self, checked: CheckedWorkflow, input: JSON, **kwargs: str | None) -> RunResult:
@@ -237,13 +238,27 @@ class Engine:
         run = await self.store.get_run(run_id)
         return RunResult.from_records(run, await self.store.get_steps(run_id))
 
-    async def cancel(self, run_id: str, reason: str = "cancelled on request") -> None:
-        """Cancel a run: at once when this engine executes it, else through the store
-        (the process executing it notices within a second)."""
+    async def cancel(self, run_id: str,
+                     reason: str = "cancelled on request") -> RunResult | None:
+        """Cancel a run.  When this engine executes it: at once.  When another live
+        process does: through the store (it notices within a second); returns None.
+        When nobody does (waiting for a person, orphaned by a crash): this engine takes
+        it over, cancels every step that has not finished and returns the result."""
         loop = self._loops.get(run_id)
         await self.store.request_cancel(run_id)
         if loop is not None:
             loop.request_cancel(reason)
+            return None
+        run = await self.store.get_run(run_id)
+        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+            return await self.result(run_id)
+        if run.owner is not None and owner_alive(run.owner) and run.heartbeat_at is not None \
+                and run.heartbeat_at >= self.clock() - self.lease:
+            return None
+        try:
+            return await self.resume(run_id)  # the loop sees the request and halts
+        except RunBusy:
+            return None  # claimed meanwhile: that process sees the request
 
     async def approve(self, run_id: str, step_id: str, *, approved: bool = True,
                       by: str | None = None, data: JSON = None) -> None:

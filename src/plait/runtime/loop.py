@@ -125,6 +125,8 @@ class RunLoop:
                                    at=now)
         if self.spec.timeout is not None:
             self._timer(now + self.spec.timeout, "run_timeout", -1)
+        if self.run_rec.cancel_requested:  # cancelled while nobody executed it
+            self._halt("cancelled on request", cancelled=True)
         state.start(now)
         for due, i in state.queued_later():  # retries that were waiting when it stopped
             self._timer(due, "retry", i)
@@ -156,6 +158,11 @@ class RunLoop:
             if not self.tasks and not self._busy_timers() and not state.has_ready() \
                     and not self._pool_waiting:
                 if self.parked:  # only people can move the run on: it waits
+                    if self._polls:
+                        # a decision stored since the last poll must not be missed
+                        await self._check_decisions()
+                        if not self.parked or state.has_ready():
+                            continue
                     await self._park_run()
                     return
                 raise RunError(f"run {self.run_rec.run_id!r} cannot make progress")
