@@ -33,10 +33,10 @@ from ..errors import (
 from ..runtime.engine import Engine, preflight
 from ..runtime.results import RunResult
 from ..store import open_store
-from ..store.base import RunRecord, StepRecord, Store
+from ..store.base import RunRecord, StepRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from . import output
-from .loading import add_import_paths, load_target, stored_reference
+from .loading import add_import_path, add_import_paths, load_target, stored_reference
 from .settings import DB_ENV, ExitCode, exit_code_for
 from .views import RunView
 
@@ -138,6 +138,8 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunView,
         engine = Engine(store)
         try:
             run = await _submit(engine, checked, input, target)
+            if not stored_reference(target):
+                await remember_source(store, run.run_id, Path(target))
             if detach:
                 from .detach import start_resume
 
@@ -210,16 +212,40 @@ async def runnable_definition(engine: Engine, run: RunRecord) -> CheckedWorkflow
     """The stored definition ``run`` ran, with the functions of its python steps
     importable from here (the current directory and PYTHONPATH); Refusal otherwise."""
     add_import_paths(None)
+    for directory in await source_dirs(engine.store, run):
+        add_import_path(directory)
     source = f"{run.workflow}@{run.version}"
     try:
         checked = await engine.stored_workflow(run.workflow, run.version)
         preflight(checked)
     except DefinitionError as exc:
         text = output.problems_text(exc, source)
-        text.append("python steps import from the current directory and PYTHONPATH: run "
-                    "this in the directory the run was started from\n", "cyan")
+        text.append("python steps import from the definition's directory, the current "
+                    "directory and PYTHONPATH\n", "cyan")
         raise Refusal(text) from exc
     return checked
+
+
+async def remember_source(store: Store, run_id: str, definition: Path) -> None:
+    """Note in the run's history where its definition file lives, so resume, approve
+    and retry import its python steps from any directory."""
+    directory = str(definition.resolve().parent)
+    await store.write(WriteBatch(run_id=run_id, notes=[(None, {"source_dir": directory})]))
+
+
+async def source_dirs(store: Store, run: RunRecord) -> list[str]:
+    """Definition directories noted for ``run`` (or the runs it was retried from)."""
+    found: list[str] = []
+    current: RunRecord | None = run
+    for _ in range(20):  # a retry chain is short; bounded all the same
+        if current is None:
+            break
+        for event in await store.get_events(current.run_id):
+            directory = event.data.get("source_dir") if event.kind == "note" else None
+            if isinstance(directory, str) and directory not in found:
+                found.append(directory)
+        current = await store.get_run(current.retry_of) if current.retry_of else None
+    return found
 
 
 async def continue_run(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
