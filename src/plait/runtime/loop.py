@@ -37,6 +37,7 @@ from ..steps.registry import StepCall, get_step_type
 from ..store.base import RunChange, RunRecord, WriteBatch
 from ..store.memory import MemoryStore
 from .binding import bind, import_call, invoke
+from .gctune import relaxed_gc
 from .results import RunResult, StepResult, iso
 from .secrets import Secrets
 
@@ -104,9 +105,10 @@ class RunLoop:
 
     async def run(self) -> None:
         try:
-            async with asyncio.TaskGroup() as tg:
-                self._tg = tg
-                await self._main()
+            with relaxed_gc():
+                async with asyncio.TaskGroup() as tg:
+                    self._tg = tg
+                    await self._main()
         except BaseExceptionGroup as group:
             # Attempt tasks never raise (outcomes are reported), so the group holds only
             # the loop's own error: surface it as itself.

@@ -11,6 +11,7 @@ Contract highlights:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -22,11 +23,21 @@ from ..core.states import RunStatus, StepStatus
 
 @dataclass(slots=True, kw_only=True)
 class WorkflowRecord:
+    """A stored definition.  It is kept as its JSON text and decoded on each access of
+    ``definition``, so every caller owns what it gets and nobody pays for decoding a
+    large definition it does not read."""
+
     name: str
     version: int
     fingerprint: str
-    definition: JSONDict
+    definition_json: str
     created_at: float
+
+    @property
+    def definition(self) -> JSONDict:
+        value = json.loads(self.definition_json)
+        assert isinstance(value, dict)
+        return value
 
 
 @dataclass(slots=True, kw_only=True)

@@ -61,7 +61,7 @@ class MemoryStore:
                         raise VersionConflict(name, version, rec.fingerprint, fingerprint)
                     return _copy_workflow(rec)
         rec = WorkflowRecord(name=name, version=version, fingerprint=fingerprint,
-                             definition=_copy(definition), created_at=time.time())
+                             definition_json=json.dumps(definition), created_at=time.time())
         versions.append(rec)
         versions.sort(key=lambda r: r.version)
         return _copy_workflow(rec)
@@ -242,4 +242,4 @@ def _copy_run(run: RunRecord) -> RunRecord:
 
 
 def _copy_workflow(rec: WorkflowRecord) -> WorkflowRecord:
-    return replace(rec, definition=_copy(rec.definition))
+    return replace(rec)  # the definition is immutable text: a shallow copy suffices

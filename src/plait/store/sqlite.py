@@ -263,7 +263,6 @@ class _Database:
     def save_workflow(self, name: str, definition: JSONDict, fingerprint: str,
                       version: int | None) -> WorkflowRecord:
         _check_id("workflow name", name)
-        text = rows.json_text(definition, f"the definition of workflow {name!r}")
         with self._transaction() as conn:
             if version is None:
                 row = conn.execute(_Q["latest_workflow"], (name,)).fetchone()
@@ -276,6 +275,8 @@ class _Database:
                     if row[2] != fingerprint:
                         raise VersionConflict(name, version, row[2], fingerprint)
                     return rows.workflow_record(row)
+            # encoded only when a new version is stored (the same fingerprint is common)
+            text = rows.json_text(definition, f"the definition of workflow {name!r}")
             created = time.time()
             conn.execute(_Q["insert_workflow"], (name, version, fingerprint, text, created))
         return rows.workflow_record((name, version, fingerprint, text, created))

@@ -131,7 +131,7 @@ def run_values(run: RunRecord) -> Row:
 
 def workflow_record(row: Row) -> WorkflowRecord:
     return WorkflowRecord(name=row[0], version=row[1], fingerprint=row[2],
-                          definition=decode(row[3]), created_at=row[4])
+                          definition_json=row[3], created_at=row[4])
 
 
 def run_record(r: Row) -> RunRecord:
