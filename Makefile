@@ -30,11 +30,14 @@ unit: setup
 
 test: lint types unit
 
+# memory, and durable SQLite with synchronous=NORMAL and FULL
+BENCH_DBS := --db 'sqlite:///{tmp}/bench.db' --db 'sqlite:///{tmp}/bench.db?synchronous=FULL'
+
 bench: setup
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py $(BENCH_DBS)
 
 bench-quick: setup
-	$(BIN)/python benchmarks/run.py --quick
+	$(BIN)/python benchmarks/run.py --quick $(BENCH_DBS)
 
 bench-peers: setup
 	bash benchmarks/peers/run.sh
