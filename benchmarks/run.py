@@ -300,7 +300,7 @@ def report(plan: Plan, engs: list[Engine], std: Results, scale: Results,
         "data + graph + run); build, validate() and plan(): median over the processes",
     ])
     checks = target_checks({**std, **scale}, plan.scale_n, engs)
-    lines += ["## Targets (issue \"core\", memory store)", ""]
+    lines += ["## Targets (memory store unless a store is named)", ""]
     lines += table(["target", "measured", "threshold", "met?"],
                    [[c[0], c[1], c[2], met(c[3])] for c in checks])
     lines += ["## Standard workloads", "",
