@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 Listener = Callable[[WriteBatch], None]
 
 
-class RunView:
+class RunView(ABC):
     """Base view: no live progress; subclasses say how the result is shown."""
 
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
@@ -38,8 +39,9 @@ class RunView:
         ``steps`` are the run's stored steps when it does not start from scratch."""
         yield None
 
+    @abstractmethod
     def finish(self, result: RunResult) -> None:
-        raise NotImplementedError
+        """Show the run's outcome (each view: JSON, quiet, plain or terminal)."""
 
     def detached(self, run: RunRecord, started: Detached) -> None:
         """``run --detach``: the run id alone on stdout (``RUN=$(plait run f --detach)``),

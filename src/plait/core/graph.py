@@ -45,12 +45,6 @@ class Graph:
         return False
 
 
-def build_graph(ids: Sequence[str], parents: Sequence[Sequence[str]]) -> Graph:
-    """Index a graph.  Unknown parent names must have been removed by the caller."""
-    index = {sid: i for i, sid in enumerate(ids)}
-    return graph_from_indices(ids, index, [[index[p] for p in ps] for ps in parents])
-
-
 def graph_from_indices(ids: Sequence[str], index: dict[str, int],
                        parents: Sequence[Sequence[int]]) -> Graph:
     """Index a graph given each node's parent indices (duplicates are dropped)."""

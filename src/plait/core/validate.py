@@ -289,8 +289,3 @@ def validate_input(checked: CheckedWorkflow, value: JSON) -> list[str]:
         path = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in err.path)
         out.append(f"input{path}: {err.message}")
     return out
-
-
-def raise_definition(problems: list[Problem], source: str | None) -> None:
-    if problems:
-        raise DefinitionError(problems, source=source)

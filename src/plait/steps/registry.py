@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..core import expressions
@@ -36,7 +36,6 @@ class Services:
 
     executor: Executor
     http_policy: HTTPPolicy = HTTPPolicy()
-    extras: dict[str, object] = field(default_factory=dict)
 
 
 class RunAccess(Protocol):
