@@ -120,31 +120,8 @@ class RunLoop:
             raise
 
     async def _main(self) -> None:
-        state, now = self.state, self.clock()
-        run_change = None
-        if self.run_rec.status in (RunStatus.PENDING, RunStatus.WAITING):
-            run_change = RunChange(source=self.run_rec.status, target=RunStatus.RUNNING,
-                                   at=now)
-        if self.spec.timeout is not None:
-            self._timer(now + self.spec.timeout, "run_timeout", -1)
-        if self.run_rec.cancel_requested:  # cancelled while nobody executed it
-            self._halt("cancelled on request", cancelled=True)
-        state.start(now)
-        for due, i in state.queued_later():  # retries that were waiting when it stopped
-            self._timer(due, "retry", i)
-        for i in state.interrupted:  # resumed: those attempts died with their process
-            self._handle(i, "error", InterruptedAttempt(state.rows[i].worker,
-                                                        step=self.spec.steps[i].id),
-                         False, now)
-        state.interrupted.clear()
-        for i in state.waiting_steps():
-            if self._types[i].parks:
-                self._park(i)
-        await self._flush(run_change)
-        if run_change is not None:
-            self._apply_run_change(run_change)
-        if self.parked:
-            await self._check_decisions()
+        state = self.state
+        await self._start()
         while True:
             starts = self._launch(self.clock())
             await self._flush()
@@ -177,6 +154,35 @@ class RunLoop:
             if self._decisions_due:
                 await self._check_decisions()
         await self._finish()
+
+    async def _start(self) -> None:
+        """Start (or restart, on resume) the run: its timers, what was interrupted or
+        waiting when it stopped, and the move to ``running``, committed together."""
+        state, now = self.state, self.clock()
+        run_change = None
+        if self.run_rec.status in (RunStatus.PENDING, RunStatus.WAITING):
+            run_change = RunChange(source=self.run_rec.status, target=RunStatus.RUNNING,
+                                   at=now)
+        if self.spec.timeout is not None:
+            self._timer(now + self.spec.timeout, "run_timeout", -1)
+        if self.run_rec.cancel_requested:  # cancelled while nobody executed it
+            self._halt("cancelled on request", cancelled=True)
+        state.start(now)
+        for due, i in state.queued_later():  # retries that were waiting when it stopped
+            self._timer(due, "retry", i)
+        for i in state.interrupted:  # resumed: those attempts died with their process
+            self._handle(i, "error", InterruptedAttempt(state.rows[i].worker,
+                                                        step=self.spec.steps[i].id),
+                         False, now)
+        state.interrupted.clear()
+        for i in state.waiting_steps():
+            if self._types[i].parks:
+                self._park(i)
+        await self._flush(run_change)
+        if run_change is not None:
+            self._apply_run_change(run_change)
+        if self.parked:
+            await self._check_decisions()
 
     # ------------------------------------------------------------- approvals
 
