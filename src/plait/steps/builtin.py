@@ -16,6 +16,7 @@ from ..errors import FatalError, StepError
 from ..runtime.binding import bind, import_call, invoke, signature_of
 from ..runtime.results import iso
 from .registry import StepCall, StepType, register_step_type
+from .types import HTTP_FIELDS
 
 
 def _function(call: StepCall) -> Callable[..., object]:
@@ -129,6 +130,18 @@ def _check_delay(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     return []
 
 
+def _check_http(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    from .http import check_http  # imported with the first definition that has one
+
+    return check_http(config)
+
+
+async def _run_http(call: StepCall) -> JSON:
+    from .http import run_http
+
+    return await run_http(call)
+
+
 def register_builtins() -> None:
     register_step_type(StepType(name="python", run=run_python,
                                 fields=frozenset({"call", "with"}),
@@ -144,8 +157,8 @@ def register_builtins() -> None:
     register_step_type(StepType(name="delay", run=run_delay,
                                 fields=frozenset({"duration", "until"}),
                                 check=_check_delay))
-    from .http import register_http
-    register_http()
+    register_step_type(StepType(name="http", run=_run_http, fields=HTTP_FIELDS,
+                                required=frozenset({"url"}), check=_check_http))
     from .approval import register_approval
 
     register_approval()

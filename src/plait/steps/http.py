@@ -66,7 +66,8 @@ import httpx
 from ..core import expressions
 from ..core.model import JSON, JSONDict
 from ..errors import FatalError, HTTPStatusError, StepError
-from .registry import HTTPPolicy, StepCall, StepType, register_step_type
+from .registry import HTTPPolicy, StepCall
+from .types import HTTP_FIELDS
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SCHEMES = ("http", "https")
@@ -76,8 +77,7 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 # ``timeout`` bounds the attempt.  Generous because slow APIs (LLMs) are common.
 TIMEOUT = httpx.Timeout(300.0, connect=30.0)
 RETRYABLE_STATUSES = frozenset({408, 429})
-FIELDS = frozenset({"method", "url", "headers", "params", "json", "body", "expect",
-                    "follow_redirects"})
+FIELDS = HTTP_FIELDS
 
 # Transport failures worth another attempt: the network or the server may recover.  The
 # other httpx errors (LocalProtocolError, UnsupportedProtocol, TooManyRedirects,
@@ -574,10 +574,3 @@ def _check_expect(expect: JSON) -> list[tuple[str, str]]:
             out.append((f".expect[{i}]", f"expected a status code 100-599, got {code!r}"))
     return out
 
-
-HTTP_STEP = StepType(name="http", run=run_http, fields=FIELDS, required=frozenset({"url"}),
-                     check=check_http)
-
-
-def register_http() -> None:
-    register_step_type(HTTP_STEP)
