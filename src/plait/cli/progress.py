@@ -121,8 +121,9 @@ class ProgressView:
             (f"{snap.skipped} skipped", "dim"),
             (f"  {snap.not_run} not run (upstream failed or cancelled)" if snap.not_run
              else "", STATUS_STYLES["upstream_failed"]))
-        parts: list[RenderableType] = [head, ProgressBar(total=max(snap.total, 1),
-                                                         completed=snap.done, width=60)]
+        bar = Table.grid()  # a bare ProgressBar ends without a line break inside a Group
+        bar.add_row(ProgressBar(total=max(snap.total, 1), completed=snap.done, width=60))
+        parts: list[RenderableType] = [head, bar]
         table = Table.grid(padding=(0, 2))
         for step, attempt, started in snap.running:
             note = f"attempt {attempt}" if attempt > 1 else ""
