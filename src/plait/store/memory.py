@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.model import JSONDict
-from ..core.runstate import StepRuntime
+from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import (
     STEP_TRANSITIONS,
     StepStatus,
@@ -21,6 +20,7 @@ from ..errors import RunNotFound, StaleWriteError, StoreError, VersionConflict, 
 from .base import (
     AttemptRecord,
     EventRecord,
+    RunChange,
     RunFilter,
     RunRecord,
     StepRecord,
@@ -38,8 +38,7 @@ class MemoryStore:
         self._outputs: dict[str, dict[str, str]] = {}  # step outputs as JSON text
         # (step, attempt, fallback) -> [status, started_at, finished_at, error, worker]
         self._attempts: dict[str, dict[tuple[str, int, bool], list[Any]]] = {}
-        self._events: dict[str, list[tuple[Any, ...]]] = {}
-        self._seq = itertools.count(1)
+        self._events: dict[str, list[_Event]] = {}
 
     async def open(self) -> None:
         return None
@@ -87,8 +86,7 @@ class MemoryStore:
         self._rows[run.run_id] = {sid: StepRuntime() for sid in step_ids}
         self._outputs[run.run_id] = {}
         self._attempts[run.run_id] = {}
-        self._events[run.run_id] = [(next(self._seq), run.created_at, "run", None, None,
-                                     run.status)]
+        self._events[run.run_id] = [_Created(run.status, run.created_at)]
 
     async def write(self, batch: WriteBatch) -> None:
         run_id = batch.run_id
@@ -114,15 +112,15 @@ class MemoryStore:
                 raise StaleWriteError(f"run {run_id!r} is {run.status}, not "
                                       f"{batch.run.source}")
             check_run_transition(run_id, batch.run.source, batch.run.target)
-        # events are kept as tuples and turned into records only when read
+        # History keeps the (immutable) change records themselves, in order; a run's
+        # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]
         outputs = self._outputs[run_id]
-        seq = self._seq
         for ch in batch.steps:
             rows[ch.step] = ch.row  # already a snapshot taken by the core
             if ch.row.output is not None:  # kept as JSON text: callers' objects may change
                 outputs[ch.step] = json.dumps(ch.row.output)
-            events.append((next(seq), ch.at, "step", ch.step, ch.source, ch.target))
+        events += batch.steps
         attempts = self._attempts[run_id]
         for a in batch.attempts:
             key = (a.step, a.attempt, a.fallback)
@@ -132,7 +130,7 @@ class MemoryStore:
                                  a.worker]
             else:
                 found[0], found[2], found[3] = a.status, a.at, a.error
-            events.append((next(seq), a.at, "attempt", a.step, a.attempt, a.status))
+        events += batch.attempts
         if batch.run is not None:
             rc = batch.run
             run.status = rc.target
@@ -140,9 +138,9 @@ class MemoryStore:
                 run.started_at = rc.at
             if rc.target in ("completed", "failed", "cancelled"):
                 run.finished_at, run.output, run.error = rc.at, _copy(rc.output), rc.error
-            events.append((next(seq), rc.at, "run", None, rc.source, rc.target))
+            events.append(replace(rc, output=None))
         for step_id, data in batch.notes:
-            events.append((next(seq), time.time(), "note", step_id, _copy(data), None))
+            events.append(_Note(step_id, _copy(data), time.time()))
 
     async def get_run(self, run_id: str) -> RunRecord:
         run = self._runs.get(run_id)
@@ -186,7 +184,8 @@ class MemoryStore:
         found = self._events.get(run_id)
         if found is None:
             raise RunNotFound(run_id)
-        return [_event(run_id, e) for e in found if e[0] > after]
+        return [_event(run_id, seq, e)
+                for seq, e in enumerate(found[after:], start=after + 1)]
 
     async def request_cancel(self, run_id: str) -> None:
         run = self._runs.get(run_id)
@@ -221,15 +220,35 @@ class MemoryStore:
         if run is not None and run.owner == owner:
             run.owner = None
 
-def _event(run_id: str, e: tuple[Any, ...]) -> EventRecord:
-    seq, at, kind, step, a, b = e
-    if kind == "step" or kind == "run":
-        data: JSONDict = {"from": None if a is None else str(a), "to": str(b)}
-    elif kind == "attempt":
-        data = {"attempt": a, "status": b}
-    else:
-        data = _copy(a)
-    return EventRecord(run_id=run_id, seq=seq, at=at, kind=kind, step_id=step, data=data)
+class _Created(NamedTuple):
+    status: str
+    at: float
+
+
+class _Note(NamedTuple):
+    step: str | None
+    data: JSONDict
+    at: float
+
+
+_Event = StepChange | AttemptChange | RunChange | _Note | _Created
+
+
+def _event(run_id: str, seq: int, e: _Event) -> EventRecord:
+    if isinstance(e, StepChange):
+        return EventRecord(run_id=run_id, seq=seq, at=e.at, kind="step", step_id=e.step,
+                           data={"from": str(e.source), "to": str(e.target)})
+    if isinstance(e, AttemptChange):
+        return EventRecord(run_id=run_id, seq=seq, at=e.at, kind="attempt", step_id=e.step,
+                           data={"attempt": e.attempt, "status": e.status})
+    if isinstance(e, RunChange):
+        return EventRecord(run_id=run_id, seq=seq, at=e.at, kind="run", step_id=None,
+                           data={"from": str(e.source), "to": str(e.target)})
+    if isinstance(e, _Created):
+        return EventRecord(run_id=run_id, seq=seq, at=e.at, kind="run", step_id=None,
+                           data={"from": None, "to": str(e.status)})
+    return EventRecord(run_id=run_id, seq=seq, at=e.at, kind="note", step_id=e.step,
+                       data=_copy(e.data))
 
 
 def _copy(value: Any) -> Any:
