@@ -216,10 +216,7 @@ class _Database:
                                cached_statements=64)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000):d}")
-            version = schema_version(conn)  # the first read: a non-database fails here
-            check_version(version, self.where)
-            if version == 0:
-                check_plait_file(conn, self.where)  # before WAL changes a foreign file
+            self._check_file(conn)
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"database {self.where}: cannot use WAL journaling "
@@ -231,6 +228,21 @@ class _Database:
             conn.close()
             raise
         self._conn = conn
+
+    def _check_file(self, conn: sqlite3.Connection) -> None:
+        """Refuse a newer schema or a foreign file before anything changes it.  The
+        version and the table list are read in ONE read transaction: another process
+        migrating a new file between two separate reads would otherwise show tables at
+        version 0, which looks like someone else's database."""
+        conn.execute("BEGIN")
+        try:
+            version = schema_version(conn)  # the first read: a non-database fails here
+            check_version(version, self.where)
+            if version == 0:
+                check_plait_file(conn, self.where)  # before WAL changes a foreign file
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
 
     def _prepare_directory(self) -> None:
         parent = self.path.parent
