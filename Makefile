@@ -35,12 +35,14 @@ BENCH_DBS := --db 'sqlite:///{tmp}/bench.db' --db 'sqlite:///{tmp}/bench.db?sync
 
 bench: setup
 	$(BIN)/python benchmarks/run.py $(BENCH_DBS)
+	$(BIN)/python benchmarks/quote_readme.py
 
 bench-quick: setup
 	$(BIN)/python benchmarks/run.py --quick $(BENCH_DBS)
 
 bench-peers: setup
 	bash benchmarks/peers/run.sh
+	$(BIN)/python benchmarks/quote_readme.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .plait

@@ -1,0 +1,85 @@
+"""Copy the generated benchmark tables into README.md, between the markers
+``<!-- bench:start -->`` and ``<!-- bench:end -->``.  Nothing is retyped: the tables come
+from benchmarks/RESULTS.md and benchmarks/peers/RESULTS.md as the scripts wrote them.
+
+    python benchmarks/quote_readme.py
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+README = HERE.parent / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+PEER_SECTIONS = ("chain-1000", "fanout-1-1000-1", "random-500-in-10-layers",
+                 "unbalanced-sleeps", "parallel-200-sleeps")
+
+
+def section(text: str, title: str) -> str:
+    """The body of ``## title`` up to the next ``## ``."""
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0].strip()
+
+
+def header(text: str, key: str) -> str:
+    for line in text.splitlines():
+        if line.startswith(f"- {key}"):
+            return line.split(": ", 1)[1]
+    return "?"
+
+
+def rows(table: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in table.splitlines():
+        if line.startswith("| ") and not line.startswith(("| engine", "|---")):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            out[cells[0]] = cells
+    return out
+
+
+def peers_summary(peers: str) -> str:
+    tables = {s: rows(section(peers, s)) for s in PEER_SECTIONS}
+    lines = ["| engine | chain-1000 (µs/step) | fan-out 1→1000→1 (µs/step) | random-500 "
+             "(µs/step) | unbalanced sleeps (makespan / critical path) | 200 parallel "
+             "sleeps (makespan / critical path) |", "|---|---|---|---|---|---|"]
+    for engine in tables[PEER_SECTIONS[0]]:
+        cells = [engine]
+        for name in PEER_SECTIONS:
+            row = tables[name].get(engine, [])
+            column = 3 if name in PEER_SECTIONS[:3] else 4
+            cells.append(row[column] if len(row) > column else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def quoted() -> str:
+    own = (HERE / "RESULTS.md").read_text()
+    peers = (HERE / "peers" / "RESULTS.md").read_text()
+    own_targets = section(own, "Targets (memory store unless a store is named)")
+    return "\n".join([
+        START,
+        f"`benchmarks/RESULTS.md` ({header(own, 'date')}; {header(own, 'machine')}; "
+        f"Python {header(own, 'Python').split(' ')[0]}; load average "
+        f"{header(own, 'load average when this report was written (1, 5, 15 min)')}):",
+        "", own_targets, "",
+        f"`benchmarks/peers/RESULTS.md` ({header(peers, 'date')}): per-step cost on no-op "
+        f"workloads, makespan over the critical path on sleep workloads (the report also "
+        f"has graph build times, peak memory and the 100,000-step chain):",
+        "", peers_summary(peers), "", section(peers, "Targets"), END])
+
+
+def main() -> int:
+    text = README.read_text()
+    if START not in text or END not in text:
+        print(f"README.md has no {START} ... {END} markers", file=sys.stderr)
+        return 1
+    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
+    README.write_text(pattern.sub(lambda _: quoted(), text, count=1))
+    print("README.md: benchmark tables updated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
