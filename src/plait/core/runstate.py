@@ -28,14 +28,20 @@ from .states import (
 from .validate import CheckedWorkflow
 
 S = StepStatus
-_FAILED_LIKE = frozenset({S.FAILED, S.UPSTREAM_FAILED, S.CANCELLED})
+# Members bound to module names: reading ``StepStatus.X`` goes through the enum's class
+# attribute machinery, about ten times the cost of a global on CPython 3.11, and the
+# hot path reads several per step.
+PENDING, QUEUED, RUNNING, WAITING = S.PENDING, S.QUEUED, S.RUNNING, S.WAITING
+COMPLETED, FAILED, SKIPPED = S.COMPLETED, S.FAILED, S.SKIPPED
+UPSTREAM_FAILED, CANCELLED = S.UPSTREAM_FAILED, S.CANCELLED
+_FAILED_LIKE = frozenset({FAILED, UPSTREAM_FAILED, CANCELLED})
 
 
 @dataclass(slots=True)
 class StepRuntime:
     """Everything stored about one step of one run (mutable; owned by RunState)."""
 
-    status: StepStatus = S.PENDING
+    status: StepStatus = PENDING
     attempts: int = 0
     output: JSON = None
     error: str | None = None
@@ -49,6 +55,11 @@ class StepRuntime:
 
 # Changes are NamedTuples, not frozen dataclasses: the loop makes several per step, and
 # a frozen dataclass pays object.__setattr__ per field (3x slower to build).
+# NamedTuple's generated __new__ is a Python function; the hot path builds changes with
+# tuple.__new__ directly, which skips it (same object, half the cost).
+_new_tuple = tuple.__new__
+
+
 class StepChange(NamedTuple):
     """One transition of one step, with the step's full row after it (what to store)."""
 
@@ -82,7 +93,7 @@ class StepsView(Mapping[str, JSONDict]):
 
     def __getitem__(self, key: str) -> JSONDict:
         row = self._rows[self._index[key]]
-        output = row.output if row.status is S.COMPLETED else None
+        output = row.output if row.status is COMPLETED else None
         return {"output": output, "status": str(row.status)}
 
     def __iter__(self) -> Iterator[str]:
@@ -139,7 +150,7 @@ class RunState:
         for i in done:
             for child in graph.children[i]:
                 state._waiting_parents[child] -= 1
-        completed = sorted((i for i in done if state.rows[i].status is S.COMPLETED),
+        completed = sorted((i for i in done if state.rows[i].status is COMPLETED),
                            key=lambda i: (state.rows[i].finished_at or 0.0,
                                           graph.position[i]))
         for i in completed:
@@ -148,10 +159,10 @@ class RunState:
                 state.state.update(state._reduced(
                     state._state_writes(step, state.rows[i].output)))
         for i, row in enumerate(state.rows):
-            if row.status is S.RUNNING:
+            if row.status is RUNNING:
                 state.running.add(i)
                 state.interrupted.append(i)
-            elif row.status is S.QUEUED and (row.next_attempt_at is None
+            elif row.status is QUEUED and (row.next_attempt_at is None
                                              or row.next_attempt_at <= now):
                 heapq.heappush(state._ready, (-checked.priority[i], i))
         return state
@@ -159,7 +170,7 @@ class RunState:
     def queued_later(self) -> list[tuple[float, int]]:
         """Queued steps due in the future (retry delays), for the loop's timers."""
         return [(r.next_attempt_at, i) for i, r in enumerate(self.rows)
-                if r.status is S.QUEUED and r.next_attempt_at is not None
+                if r.status is QUEUED and r.next_attempt_at is not None
                 and (-self.checked.priority[i], i) not in self._ready]
 
     # ----------------------------------------------------------------- queries
@@ -180,7 +191,7 @@ class RunState:
         ready, rows = self._ready, self.rows
         while ready and not self.halting:
             i = heapq.heappop(ready)[1]
-            if rows[i].status is S.QUEUED:
+            if rows[i].status is QUEUED:
                 return i
         return None
 
@@ -198,7 +209,7 @@ class RunState:
 
     def parent_outputs(self, i: int) -> JSONDict:
         ids = self.graph.ids
-        return {ids[p]: (self.rows[p].output if self.rows[p].status is S.COMPLETED else None)
+        return {ids[p]: (self.rows[p].output if self.rows[p].status is COMPLETED else None)
                 for p in self.graph.parents[i]}
 
     def run_status(self) -> RunStatus:
@@ -207,7 +218,7 @@ class RunState:
         if self.cancelled:
             return RunStatus.CANCELLED
         for i, row in enumerate(self.rows):
-            if row.status is S.FAILED and not self.spec.steps[i].allow_failure:
+            if row.status is FAILED and not self.spec.steps[i].allow_failure:
                 return RunStatus.FAILED
         if self.failure_reason:
             return RunStatus.FAILED
@@ -216,49 +227,54 @@ class RunState:
     def default_output(self) -> JSONDict:
         ids = self.graph.ids
         return {ids[i]: self.rows[i].output for i in self.checked.sinks
-                if self.rows[i].status is S.COMPLETED}
+                if self.rows[i].status is COMPLETED}
 
     def drain(self) -> tuple[list[StepChange], list[AttemptChange]]:
         """What happened since the last drain, to commit together.  Each step changed
         carries one snapshot of its row as it is now: the batch's final state, which is
         what the store keeps (a step queued and started in one batch is copied once)."""
+        transitions, attempts = self._transitions, self.attempt_changes
+        self._transitions, self.attempt_changes = [], []
+        if not transitions:
+            return [], attempts
         rows, ids = self.rows, self.graph.ids
         snapshots: dict[int, StepRuntime] = {}
         changes: list[StepChange] = []
-        for i, source, target, at in self._transitions:
+        append = changes.append
+        for i, source, target, at in transitions:
             snap = snapshots.get(i)
             if snap is None:
                 r = rows[i]
                 snap = snapshots[i] = StepRuntime(
                     r.status, r.attempts, r.output, r.error, r.started_at, r.finished_at,
                     r.skip_reason, r.fallback_used, r.next_attempt_at, r.worker)
-            changes.append(StepChange(ids[i], source, target, at, snap))
-        out = (changes, self.attempt_changes)
-        self._transitions, self.attempt_changes = [], []
-        return out
+            append(_new_tuple(StepChange, (ids[i], source, target, at, snap)))
+        return changes, attempts
 
     # ----------------------------------------------------------------- events
 
     def start(self, now: float) -> None:
         """Judge every step whose parents are all final (the roots, on a new run)."""
         for i in range(self.graph.size):
-            if self.rows[i].status is S.PENDING and self._waiting_parents[i] == 0:
+            if self.rows[i].status is PENDING and self._waiting_parents[i] == 0:
                 self._judge(i, now)
 
     def begin(self, i: int, now: float, worker: str | None = None) -> int:
         """The step's next attempt starts now; returns its number (1-based)."""
         row = self.rows[i]
-        self._move(i, S.RUNNING, now)
-        row.attempts += 1
+        if row.status is not QUEUED:
+            raise TransitionError(f"step {self.graph.ids[i]!r}", row.status, RUNNING)
+        row.status = RUNNING
+        attempt = row.attempts = row.attempts + 1
         row.next_attempt_at = None
         row.worker = worker
         if row.started_at is None:
             row.started_at = now
         self.running.add(i)
-        self._record(i, S.QUEUED, S.RUNNING, now)
-        self.attempt_changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, False,
-                                          "running", worker=worker))
-        return row.attempts
+        self._transitions.append((i, QUEUED, RUNNING, now))
+        self.attempt_changes.append(_new_tuple(AttemptChange, (
+            self.graph.ids[i], attempt, now, False, "running", None, worker, False)))
+        return attempt
 
     def succeed(self, i: int, output: JSON, now: float, *, fallback: bool = False) -> None:
         """The step completed with ``output`` (already checked to be JSON).
@@ -269,7 +285,9 @@ class RunState:
         writes = self._reduced(self._state_writes(step, output)) if step.outputs else None
         row = self.rows[i]
         source = row.status
-        self._move(i, S.COMPLETED, now)
+        if COMPLETED not in STEP_TRANSITIONS[source]:
+            raise TransitionError(f"step {step.id!r}", source, COMPLETED)
+        row.status = COMPLETED
         # a fallback's success keeps the error that made it necessary
         row.output, row.finished_at = output, now
         if not fallback:
@@ -278,9 +296,9 @@ class RunState:
         self.running.discard(i)
         if writes:
             self.state.update(writes)
-        self.attempt_changes.append(AttemptChange(step.id, row.attempts, now, True, "completed",
-                                          worker=row.worker, fallback=fallback))
-        self._record(i, source, S.COMPLETED, now)
+        self.attempt_changes.append(_new_tuple(AttemptChange, (
+            step.id, row.attempts, now, True, "completed", None, row.worker, fallback)))
+        self._transitions.append((i, source, COMPLETED, now))
         self._finished(i, now)
 
     def fail_attempt(self, i: int, error: ErrorInfo, now: float, rand: float) -> float | None:
@@ -296,8 +314,8 @@ class RunState:
             return None
         self.running.discard(i)
         row.next_attempt_at = now + delay
-        self._move(i, S.QUEUED, now)
-        self._record(i, S.RUNNING, S.QUEUED, now)
+        self._move(i, QUEUED, now)
+        self._record(i, RUNNING, QUEUED, now)
         return delay
 
     def retry_due(self, i: int) -> None:
@@ -308,10 +326,10 @@ class RunState:
         """The step failed for good (retries and fallback spent, or not retryable)."""
         row = self.rows[i]
         source = row.status
-        self._move(i, S.FAILED, now)
+        self._move(i, FAILED, now)
         row.error, row.finished_at = error, now
         self.running.discard(i)
-        self._record(i, source, S.FAILED, now)
+        self._record(i, source, FAILED, now)
         step = self.spec.steps[i]
         if self.spec.on_failure == "fail_fast" and not step.allow_failure:
             self.halting = True
@@ -325,26 +343,26 @@ class RunState:
                                                   status, error=error, worker=row.worker))
 
     def waiting_steps(self) -> list[int]:
-        return [i for i, r in enumerate(self.rows) if r.status is S.WAITING]
+        return [i for i, r in enumerate(self.rows) if r.status is WAITING]
 
     def wait(self, i: int, now: float) -> None:
         """The step is parked (approval, long delay) and holds no concurrency slot."""
-        self._move(i, S.WAITING, now)
+        self._move(i, WAITING, now)
         self.running.discard(i)
-        self._record(i, S.RUNNING, S.WAITING, now)
+        self._record(i, RUNNING, WAITING, now)
 
     def cancel_step(self, i: int, now: float, reason: str) -> None:
         row = self.rows[i]
         if row.status in FINAL_STEP_STATES:
             return
         source = row.status
-        if source is S.RUNNING or source is S.WAITING:
+        if source is RUNNING or source is WAITING:
             self.attempt_changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, True,
                                               "cancelled", error=reason, worker=row.worker))
-        self._move(i, S.CANCELLED, now)
+        self._move(i, CANCELLED, now)
         row.finished_at, row.skip_reason = now, reason
         self.running.discard(i)
-        self._record(i, source, S.CANCELLED, now)
+        self._record(i, source, CANCELLED, now)
         # when the run goes on (a single step was cancelled), dependants are judged
         self._finished(i, now, propagate=not self.halting)
 
@@ -371,30 +389,30 @@ class RunState:
         waiting = self._waiting_parents
         rows = self.rows
         for child in self.graph.children[i]:
-            waiting[child] -= 1
-            if waiting[child] == 0 and rows[child].status is S.PENDING:
+            left = waiting[child] = waiting[child] - 1
+            if left == 0 and rows[child].status is PENDING:
                 self._judge(child, now)
 
     def _judge(self, i: int, now: float) -> None:
         """All parents are final: queue, skip or mark upstream_failed (SPEC 5)."""
         step = self.spec.steps[i]
         verdict = self._trigger(i, step)
-        if verdict is None:
+        if verdict is None and self.checked.guards[i]:
             verdict = self._guard(i)
         if verdict is None and step.when is not None:
             verdict = self._when(i, step, now)
-            if verdict is not None and verdict[0] is S.FAILED:
+            if verdict is not None and verdict[0] is FAILED:
                 return  # the step was failed by its `when` (already recorded)
+        row = self.rows[i]
         if verdict is None:
-            self._move(i, S.QUEUED, now)
-            self._record(i, S.PENDING, S.QUEUED, now)
+            row.status = QUEUED  # PENDING -> QUEUED (the caller checked PENDING)
+            self._transitions.append((i, PENDING, QUEUED, now))
             heapq.heappush(self._ready, (-self.checked.priority[i], i))
             return
         target, reason = verdict
-        row = self.rows[i]
         self._move(i, target, now)
         row.skip_reason, row.finished_at = reason, now
-        self._record(i, S.PENDING, target, now)
+        self._record(i, PENDING, target, now)
         self._finished(i, now)
 
     def _trigger(self, i: int, step: StepSpec) -> tuple[StepStatus, str] | None:
@@ -406,12 +424,12 @@ class RunState:
         steps, rows = self.spec.steps, self.rows
         for p in parents:
             status = rows[p].status
-            if status is S.COMPLETED:
+            if status is COMPLETED:
                 completed += 1
-            elif status is S.SKIPPED:
+            elif status is SKIPPED:
                 skipped += 1
                 first_skipped = first_skipped or steps[p].id
-            elif status is S.FAILED and steps[p].allow_failure and \
+            elif status is FAILED and steps[p].allow_failure and \
                     step.trigger != "one_failed":
                 completed += 1  # a tolerated failure does not hold up its children
             elif status in _FAILED_LIKE:
@@ -419,27 +437,27 @@ class RunState:
                 first_failed = first_failed or steps[p].id
         rule = step.trigger
         if rule == "one_failed":
-            return None if failed else (S.SKIPPED, "trigger one_failed: no parent failed")
+            return None if failed else (SKIPPED, "trigger one_failed: no parent failed")
         if failed:
-            return (S.UPSTREAM_FAILED, f"parent {first_failed!r} did not complete")
+            return (UPSTREAM_FAILED, f"parent {first_failed!r} did not complete")
         if rule == "none_failed":
             return None
         if rule == "all_success" and skipped:
-            return (S.SKIPPED, f"trigger all_success: parent {first_skipped!r} was skipped")
+            return (SKIPPED, f"trigger all_success: parent {first_skipped!r} was skipped")
         if completed == 0:
-            return (S.SKIPPED, "all parents were skipped")
+            return (SKIPPED, "all parents were skipped")
         return None
 
     def _guard(self, i: int) -> tuple[StepStatus, str] | None:
         for cond, branch in self.checked.guards[i]:
             row = self.rows[cond]
             cid = self.spec.steps[cond].id
-            if row.status is not S.COMPLETED:
-                return (S.SKIPPED, f"condition {cid!r} did not complete")
+            if row.status is not COMPLETED:
+                return (SKIPPED, f"condition {cid!r} did not complete")
             result = row.output.get("result") if isinstance(row.output, dict) else None
             if bool(result) is not branch:
                 side = "then" if branch else "else"
-                return (S.SKIPPED, f"condition {cid!r} was {bool(result)!s} and this step "
+                return (SKIPPED, f"condition {cid!r} was {bool(result)!s} and this step "
                         f"is in its {side} branch")
         return None
 
@@ -449,14 +467,14 @@ class RunState:
             value = expressions.render(text, self.context(i)) \
                 if expressions.is_template(text) else text
         except expressions.RenderError as exc:
-            self._move(i, S.QUEUED, now)
-            self._record(i, S.PENDING, S.QUEUED, now)
+            self._move(i, QUEUED, now)
+            self._record(i, PENDING, QUEUED, now)
             self.fail(i, f"TemplateError: step {step.id!r}, field 'when': {exc} in "
                       f"template {text!r}", now)
-            return (S.FAILED, "")
+            return (FAILED, "")
         if expressions.truthy(value):
             return None
-        return (S.SKIPPED, f"when was false: {text}")
+        return (SKIPPED, f"when was false: {text}")
 
     def _reduced(self, writes: JSONDict) -> JSONDict:
         """The new values of the written state keys, reducers applied (state unchanged)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,6 +50,11 @@ class CheckedWorkflow:
     @cached_property
     def fingerprint(self) -> str:
         return fingerprint_of(self.definition)
+
+    @cached_property
+    def definition_json(self) -> str:
+        """The canonical form as JSON text, encoded once however often runs store it."""
+        return json.dumps(self.definition)
 
 
 def check(spec: WorkflowSpec, *, source: str | None = None,

@@ -48,7 +48,7 @@ def import_call(call: str) -> Callable[..., object]:
                               f"(looking up {part!r})") from None
     if not callable(obj):
         raise ImportError(f"{call!r} is not callable")
-    return obj  # type: ignore[return-value]
+    return obj
 
 
 def signature_of(fn: Callable[..., object]) -> Signature:

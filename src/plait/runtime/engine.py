@@ -115,7 +115,7 @@ class Engine:
         check_input_params(checked, input)
         preflight(checked)
         spec = checked.spec
-        stored = await self.store.save_workflow(spec.name, checked.definition,
+        stored = await self.store.save_workflow(spec.name, checked.definition_json,
                                                 checked.fingerprint, spec.version)
         run = RunRecord(run_id=run_id or uuid.uuid4().hex, workflow=spec.name,
                         version=stored.version, fingerprint=checked.fingerprint,

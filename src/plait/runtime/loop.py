@@ -14,7 +14,7 @@ import asyncio
 import heapq
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, cast
 
 from ..core import expressions
@@ -79,6 +79,11 @@ class RunLoop:
         self.spec = checked.spec
         self.run_rec = run
         self.state = state
+        # RunAccess: what attempts read of the run through their StepCall
+        self.run_id = run.run_id
+        self.input = state.input
+        self.shared_state: Mapping[str, JSON] = state.state
+        self.services = engine.services
         self.secrets = secrets
         self.clock = engine.clock
         self.tasks: dict[int, asyncio.Task[None]] = {}
@@ -88,6 +93,7 @@ class RunLoop:
         self._wake: asyncio.Future[None] | None = None
         self._cancel_reason: str | None = None
         self._tg: asyncio.TaskGroup | None = None
+        self._create_task: Callable[[Coroutine[object, object, None]], asyncio.Task[None]]
         self._last_cancel_poll = 0.0
         self._declared = {k for s in self.spec.steps for k in s.outputs}
         self.parked: dict[int, float | None] = {}  # approval steps -> deadline
@@ -108,6 +114,7 @@ class RunLoop:
             with relaxed_gc():
                 async with asyncio.TaskGroup() as tg:
                     self._tg = tg
+                    self._create_task = tg.create_task
                     await self._main()
         except BaseExceptionGroup as group:
             # Attempt tasks never raise (outcomes are reported), so the group holds only
@@ -125,8 +132,10 @@ class RunLoop:
         while True:
             starts = self._launch(self.clock())
             await self._flush()
-            for i, call in starts:
-                self.tasks[i] = self._spawn(self._attempt(i, call, fallback=False))
+            if starts:
+                tasks, create, attempt = self.tasks, self._create_task, self._attempt
+                for i, call in starts:
+                    tasks[i] = create(attempt(i, call, False))
             if state.done:
                 break
             if not self.tasks and state.halting:
@@ -314,11 +323,8 @@ class RunLoop:
         self._handle(i, kind, value, False, now)
 
     def _call(self, i: int, attempt: int) -> StepCall:
-        state = self.state
-        return StepCall(step=self.spec.steps[i], index=i, run_id=self.run_rec.run_id,
-                        attempt=attempt, input=state.input, state=state.state,
-                        services=self.engine.services, run=self,
-                        started_at=state.rows[i].started_at or self.clock())
+        return StepCall(self.spec.steps[i], i, attempt,
+                        self.state.rows[i].started_at or self.clock(), self)
 
     # RunAccess: what attempts read of the run
     def template_context(self, index: int) -> dict[str, object]:
@@ -341,7 +347,7 @@ class RunLoop:
             return True, state.input[name]
         return False, None
 
-    async def _attempt(self, i: int, call: StepCall, *, fallback: bool) -> None:
+    async def _attempt(self, i: int, call: StepCall, fallback: bool) -> None:
         step = call.step
         kind: str = "ok"
         value: object = None
@@ -492,7 +498,7 @@ class RunLoop:
             self._handle(i, "ok", value, True, now)
             return
         call = self._call(i, self.state.rows[i].attempts)
-        self.tasks[i] = self._spawn(self._attempt(i, call, fallback=True))
+        self.tasks[i] = self._spawn(self._attempt(i, call, True))
 
     def _after_failure(self) -> None:
         if self.state.halting and self.tasks:
@@ -537,8 +543,7 @@ class RunLoop:
         steps, attempts = self.state.drain()
         if not steps and not attempts and run_change is None:
             return
-        batch = WriteBatch(run_id=self.run_rec.run_id, steps=steps, attempts=attempts,
-                           run=run_change)
+        batch = WriteBatch(self.run_id, steps, attempts, run_change, [])
         await self.store.write(batch)
         for listener in self.engine.listeners:
             try:
@@ -555,11 +560,9 @@ class RunLoop:
             fingerprint=run.fingerprint, status=str(run.status), output=run.output,
             error=run.error, started_at=run.started_at, finished_at=run.finished_at,
             retry_of=run.retry_of,
-            steps={ids[i]: StepResult(status=str(r.status), attempts=r.attempts,
-                                      output=r.output, error=r.error,
-                                      started_at=r.started_at, finished_at=r.finished_at,
-                                      skip_reason=r.skip_reason,
-                                      fallback_used=r.fallback_used)
+            steps={ids[i]: StepResult(str(r.status), r.attempts, r.output, r.error,
+                                      r.started_at, r.finished_at, r.skip_reason,
+                                      r.fallback_used)
                    for i, r in enumerate(self.state.rows)})
 
     async def _finish(self) -> None:

@@ -15,7 +15,7 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class StepResult:
     status: str
     attempts: int

@@ -30,18 +30,22 @@ def _function(call: StepCall) -> Callable[..., object]:
         raise FatalError(f"step {step.id!r}: {exc}", step=step.id) from exc
 
 
-async def run_python(call: StepCall) -> JSON:
-    fn = _function(call)
-    given = call.step.config.get("with")
+def run_python(call: StepCall) -> Awaitable[JSON]:
+    """The attempt's awaitable.  Not a coroutine itself: an async step function's own
+    coroutine is returned as it is (one coroutine less per attempt); errors binding the
+    parameters raise here, which the run loop treats like errors raised on await."""
+    step = call.step
+    fn = step.func if step.func is not None else _function(call)
+    given = step.config.get("with")
     rendered = call.render(given, "with") if given else {}
     if not isinstance(rendered, dict):
-        raise FatalError(f"step {call.step.id!r}: `with` must render to a mapping",
-                         step=call.step.id)
-    kwargs = bind(fn, rendered, call.resolve, call.step.id)
+        raise FatalError(f"step {step.id!r}: `with` must render to a mapping",
+                         step=step.id)
+    kwargs = bind(fn, rendered, call.resolve, step.id)
     # the engine checks that the value is JSON (ensure_json) before storing it
-    if signature_of(fn).is_async:  # awaited here: one coroutine less per attempt
-        return cast(JSON, await cast("Awaitable[object]", fn(**kwargs)))
-    return cast(JSON, await invoke(fn, kwargs, call.services.executor))
+    if signature_of(fn).is_async:
+        return cast("Awaitable[JSON]", fn(**kwargs))
+    return cast("Awaitable[JSON]", invoke(fn, kwargs, call.services.executor))
 
 
 def _check_python(config: Mapping[str, JSON]) -> list[tuple[str, str]]:

@@ -41,6 +41,11 @@ class Services:
 class RunAccess(Protocol):
     """What a step attempt may read of its run (implemented by the run loop)."""
 
+    run_id: str
+    input: JSON
+    shared_state: Mapping[str, JSON]  # the declared output keys written so far
+    services: Services
+
     def template_context(self, index: int) -> Mapping[str, object]: ...
 
     def parent_outputs(self, index: int) -> JSONDict: ...
@@ -48,19 +53,34 @@ class RunAccess(Protocol):
     def resolve(self, call: StepCall, name: str) -> tuple[bool, object]: ...
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class StepCall:
-    """One attempt of one step, as a step type sees it."""
+    """One attempt of one step, as a step type sees it.
+
+    Built once per attempt, so it holds only what differs between attempts; what is the
+    same for the whole run is read through ``run``."""
 
     step: StepSpec
     index: int
-    run_id: str
     attempt: int
-    input: JSON
-    state: Mapping[str, JSON]
-    services: Services
-    run: RunAccess
     started_at: float  # when the step's first attempt started (durable delays count from it)
+    run: RunAccess
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def input(self) -> JSON:
+        return self.run.input
+
+    @property
+    def state(self) -> Mapping[str, JSON]:
+        return self.run.shared_state
+
+    @property
+    def services(self) -> Services:
+        return self.run.services
 
     def template_context(self) -> Mapping[str, object]:
         return self.run.template_context(self.index)

@@ -117,7 +117,7 @@ class RunChange:
     error: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class WriteBatch:
     """Everything that happened together in one run, committed in one transaction."""
 
@@ -148,9 +148,10 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
-    async def save_workflow(self, name: str, definition: JSONDict, fingerprint: str,
+    async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                             version: int | None) -> WorkflowRecord:
-        """Store a definition.  Without ``version``: the latest version when its
+        """Store a definition (a dict, or its JSON text when the caller has it already
+        encoded: it is stored as given).  Without ``version``: the latest version when its
         fingerprint matches, else the next version.  With ``version``: that version,
         refusing (VersionConflict) one stored with another fingerprint."""
         ...

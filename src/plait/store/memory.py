@@ -28,13 +28,16 @@ from .base import (
     WriteBatch,
 )
 
+_PENDING = StepStatus.PENDING
+
 
 class MemoryStore:
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
         self._workflows: dict[str, list[WorkflowRecord]] = {}
         self._runs: dict[str, RunRecord] = {}
-        self._rows: dict[str, dict[str, StepRuntime]] = {}
+        # step id -> its row as last written; None until the step's first write (pending)
+        self._rows: dict[str, dict[str, StepRuntime | None]] = {}
         self._outputs: dict[str, dict[str, str]] = {}  # step outputs as JSON text
         # (step, attempt, fallback) -> [status, started_at, finished_at, error, worker]
         self._attempts: dict[str, dict[tuple[str, int, bool], list[Any]]] = {}
@@ -46,7 +49,7 @@ class MemoryStore:
     async def close(self) -> None:
         return None
 
-    async def save_workflow(self, name: str, definition: JSONDict, fingerprint: str,
+    async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                             version: int | None) -> WorkflowRecord:
         versions = self._workflows.setdefault(name, [])
         if version is None:
@@ -60,7 +63,8 @@ class MemoryStore:
                         raise VersionConflict(name, version, rec.fingerprint, fingerprint)
                     return _copy_workflow(rec)
         rec = WorkflowRecord(name=name, version=version, fingerprint=fingerprint,
-                             definition_json=json.dumps(definition), created_at=time.time())
+                             definition_json=definition if isinstance(definition, str)
+                             else json.dumps(definition), created_at=time.time())
         versions.append(rec)
         versions.sort(key=lambda r: r.version)
         return _copy_workflow(rec)
@@ -83,7 +87,7 @@ class MemoryStore:
         if run.run_id in self._runs:
             raise StoreError(f"run {run.run_id!r} already exists")
         self._runs[run.run_id] = _copy_run(run)  # the store owns its copy
-        self._rows[run.run_id] = {sid: StepRuntime() for sid in step_ids}
+        self._rows[run.run_id] = dict.fromkeys(step_ids)
         self._outputs[run.run_id] = {}
         self._attempts[run.run_id] = {}
         self._events[run.run_id] = [_Created(run.status, run.created_at)]
@@ -94,19 +98,22 @@ class MemoryStore:
         if run is None:
             raise RunNotFound(run_id)
         rows = self._rows[run_id]
+        steps, attempt_changes = batch.steps, batch.attempts
         # check everything first so a refused batch changes nothing (atomicity)
         expected: dict[str, StepStatus] = {}
-        for ch in batch.steps:
-            row = rows.get(ch.step)
-            if row is None:
-                raise StoreError(f"run {run_id!r} has no step {ch.step!r}")
-            current = expected.get(ch.step, row.status)
-            if current is not ch.source:
-                raise StaleWriteError(f"step {ch.step!r} of run {run_id!r} is {current}, "
-                                      f"not {ch.source}")
-            if ch.target not in STEP_TRANSITIONS[ch.source]:
-                check_step_transition(ch.step, ch.source, ch.target)
-            expected[ch.step] = ch.target
+        for step, source, target, _at, _row in steps:
+            current = expected.get(step)
+            if current is None:
+                if step not in rows:
+                    raise StoreError(f"run {run_id!r} has no step {step!r}")
+                stored = rows[step]
+                current = _PENDING if stored is None else stored.status
+            if current is not source:
+                raise StaleWriteError(f"step {step!r} of run {run_id!r} is {current}, "
+                                      f"not {source}")
+            if target not in STEP_TRANSITIONS[source]:
+                check_step_transition(step, source, target)
+            expected[step] = target
         if batch.run is not None:
             if run.status != batch.run.source:
                 raise StaleWriteError(f"run {run_id!r} is {run.status}, not "
@@ -115,22 +122,23 @@ class MemoryStore:
         # History keeps the (immutable) change records themselves, in order; a run's
         # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]
-        outputs = self._outputs[run_id]
-        for ch in batch.steps:
-            rows[ch.step] = ch.row  # already a snapshot taken by the core
-            if ch.row.output is not None:  # kept as JSON text: callers' objects may change
-                outputs[ch.step] = json.dumps(ch.row.output)
-        events += batch.steps
-        attempts = self._attempts[run_id]
-        for a in batch.attempts:
-            key = (a.step, a.attempt, a.fallback)
-            found = attempts.get(key)
-            if found is None:
-                attempts[key] = [a.status, a.at, a.at if a.ended else None, a.error,
-                                 a.worker]
-            else:
-                found[0], found[2], found[3] = a.status, a.at, a.error
-        events += batch.attempts
+        if steps:
+            outputs = self._outputs[run_id]
+            for step, _source, _target, _at, row in steps:
+                rows[step] = row  # already a snapshot taken by the core
+                if row.output is not None:  # kept as JSON text: callers' objects may change
+                    outputs[step] = json.dumps(row.output)
+            events += steps
+        if attempt_changes:
+            attempts = self._attempts[run_id]
+            for step, number, at, ended, status, error, worker, fallback in attempt_changes:
+                found = attempts.get((step, number, fallback))
+                if found is None:
+                    attempts[(step, number, fallback)] = [status, at, at if ended else None,
+                                                          error, worker]
+                else:
+                    found[0], found[2], found[3] = status, at, error
+            events += attempt_changes
         if batch.run is not None:
             rc = batch.run
             run.status = rc.target
@@ -163,7 +171,7 @@ class MemoryStore:
         outputs = self._outputs[run_id]
         out = []
         for sid, row in rows.items():
-            rec = StepRecord.from_runtime(run_id, sid, row)
+            rec = StepRecord.from_runtime(run_id, sid, row or StepRuntime())
             text = outputs.get(sid)
             rec.output = None if text is None else json.loads(text)
             out.append(rec)

@@ -272,7 +272,7 @@ class _Database:
 
     # ------------------------------------------------------------------ workflows
 
-    def save_workflow(self, name: str, definition: JSONDict, fingerprint: str,
+    def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                       version: int | None) -> WorkflowRecord:
         _check_id("workflow name", name)
         with self._transaction() as conn:
@@ -288,7 +288,8 @@ class _Database:
                         raise VersionConflict(name, version, row[2], fingerprint)
                     return rows.workflow_record(row)
             # encoded only when a new version is stored (the same fingerprint is common)
-            text = rows.json_text(definition, f"the definition of workflow {name!r}")
+            text = definition if isinstance(definition, str) else \
+                rows.json_text(definition, f"the definition of workflow {name!r}")
             created = time.time()
             conn.execute(_Q["insert_workflow"], (name, version, fingerprint, text, created))
         return rows.workflow_record((name, version, fingerprint, text, created))
@@ -556,7 +557,7 @@ class SqliteStore:
         finally:
             thread.stop(self._db.close)  # at once when the close above ran
 
-    async def save_workflow(self, name: str, definition: JSONDict, fingerprint: str,
+    async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                             version: int | None) -> WorkflowRecord:
         return await self._run(self._db.save_workflow, name, definition, fingerprint,
                                version)
