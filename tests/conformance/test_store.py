@@ -86,6 +86,18 @@ async def test_same_fingerprint_keeps_the_version(store: Store, uid: UID) -> Non
     assert [w.version for w in await store.list_workflows() if w.name == name] == [1]
 
 
+async def test_a_definition_given_as_json_text_reads_back_as_the_same_dict(
+        store: Store, uid: UID) -> None:
+    import json
+    name = uid("wf")
+    saved = await store.save_workflow(name, json.dumps(DEFINITION), "aaaaaaaaaaaa", None)
+    assert saved.definition == DEFINITION
+    assert (await store.get_workflow(name)).definition == DEFINITION
+    # the same fingerprint given as a dict later is the same version
+    again = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
+    assert again.version == saved.version == 1
+
+
 async def test_changed_fingerprint_without_version_is_the_next_version(
         store: Store, uid: UID) -> None:
     name = uid("wf")

@@ -184,6 +184,19 @@ async def test_unknown_parameter_fails_before_anything_is_stored() -> None:
         eng.close()
 
 
+async def test_the_same_checked_workflow_checks_each_runs_input_again(run_wf: RunWf) -> None:
+    """What the runtime derives once per checked workflow (which parameters only the
+    input can supply) must not cache one run's verdict for the next run."""
+    wf = Workflow("rerun-input")
+    wf.add_step("lookup", lambda account_id: {"id": account_id})
+    first = await run_wf(wf, {"account_id": 7})
+    assert first.steps["lookup"].output == {"id": 7}
+    with pytest.raises(InputError, match="account_id"):
+        await run_wf(wf, {"other": 1})
+    again = await run_wf(wf, {"account_id": 8})
+    assert again.steps["lookup"].output == {"id": 8}
+
+
 async def test_a_parameter_named_after_its_own_step_reads_the_input(run_wf: RunWf) -> None:
     wf = Workflow("selfname")
     wf.add_step("ticket", lambda ticket: {"got": ticket})

@@ -115,7 +115,10 @@ class RunState:
         self.state: JSONDict = {}
         n = self.graph.size
         self.rows = [StepRuntime() for _ in range(n)]
-        self._waiting_parents = [len(p) for p in self.graph.parents]
+        waiting = checked.derived.get("parent_counts")
+        if not isinstance(waiting, list):
+            waiting = checked.derived["parent_counts"] = [len(p) for p in self.graph.parents]
+        self._waiting_parents: list[int] = waiting.copy()
         self._ready: list[tuple[float, int]] = []
         self.running: set[int] = set()
         self._unfinished = n

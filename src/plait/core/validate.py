@@ -7,7 +7,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
@@ -36,6 +36,10 @@ class CheckedWorkflow:
     priority: tuple[float, ...]  # longest remaining path (critical path first)
     guards: tuple[tuple[tuple[int, bool], ...], ...]  # per step: (condition, branch)
     sinks: tuple[int, ...]
+    # What the runtime derives from the definition alone (step types, import checks,
+    # per-step flags), computed on the first run and reused by every later run of
+    # this checked workflow.  Not part of the definition: excluded from comparisons.
+    derived: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:

@@ -17,9 +17,10 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from typing import cast
 
 from ..core.guards import CircuitBreaker
-from ..core.model import JSON, JSONDict
+from ..core.model import JSON, JSONDict, StepSpec
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
@@ -293,8 +294,23 @@ class Engine:
 def check_input_params(checked: CheckedWorkflow, value: JSON) -> None:
     """Before anything runs: Python-built steps whose parameters can only come from the
     input must find them there (SPEC 1.2), naming the function and the parameter."""
+    for step, name in _input_params(checked):
+        if not (isinstance(value, dict) and name in value):
+            assert step.func is not None
+            raise InputError(f"step {step.id!r}: parameter {name!r} of "
+                             f"{getattr(step.func, '__qualname__', step.func)} is not "
+                             f"'input', 'ctx', a step id, a declared output key or a "
+                             f"key of the run input")
+
+
+def _input_params(checked: CheckedWorkflow) -> list[tuple[StepSpec, str]]:
+    """The (step, parameter) pairs only the run input can supply (computed once)."""
+    cached = checked.derived.get("input_params")
+    if cached is not None:
+        return cast(list[tuple[StepSpec, str]], cached)
     declared = {k for s in checked.spec.steps for k in s.outputs}
     ids = checked.graph.index
+    found: list[tuple[StepSpec, str]] = []
     for step in checked.spec.steps:
         if step.func is None or step.config.get("with"):
             continue
@@ -303,17 +319,17 @@ def check_input_params(checked: CheckedWorkflow, value: JSON) -> None:
             if has_default or name in ("input", "ctx") or name in sig.wants_ctx \
                     or (name in ids and name != step.id) or name in declared:
                 continue
-            if not (isinstance(value, dict) and name in value):
-                raise InputError(f"step {step.id!r}: parameter {name!r} of "
-                                 f"{getattr(step.func, '__qualname__', step.func)} is not "
-                                 f"'input', 'ctx', a step id, a declared output key or a "
-                                 f"key of the run input")
+            found.append((step, name))
+    checked.derived["input_params"] = found
+    return found
 
 
 def preflight(checked: CheckedWorkflow) -> None:
     """Before anything is stored: every python step's function must import."""
     from ..errors import DefinitionError, Problem
 
+    if checked.derived.get("preflight"):
+        return  # every import succeeded for an earlier run (imports are cached)
     problems = []
     for i, step in enumerate(checked.spec.steps):
         targets = []
@@ -330,3 +346,4 @@ def preflight(checked: CheckedWorkflow) -> None:
         get_step_type(step.type)
     if problems:
         raise DefinitionError(problems)
+    checked.derived["preflight"] = True

@@ -15,7 +15,7 @@ import heapq
 import logging
 import traceback
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..core import expressions
 from ..core.jsoncheck import ensure_json
@@ -33,7 +33,7 @@ from ..errors import (
     TemplateError,
     TransitionError,
 )
-from ..steps.registry import StepCall, get_step_type
+from ..steps.registry import StepCall, StepType, get_step_type
 from ..store.base import RunChange, RunRecord, WriteBatch
 from ..store.memory import MemoryStore
 from .binding import bind, import_call, invoke
@@ -68,6 +68,15 @@ def error_info(exc: BaseException) -> ErrorInfo:
                      traceback=tb)
 
 
+class _LoopData(NamedTuple):
+    """Per-step facts the loop reads on every attempt, derived once per checked
+    workflow (not once per run)."""
+
+    types: tuple[StepType, ...]
+    pool_of: tuple[str | None, ...]
+    declared: frozenset[str]  # every declared output key (shared state)
+
+
 class RunLoop:
     """The one run loop (see the module docstring)."""
 
@@ -95,17 +104,28 @@ class RunLoop:
         self._tg: asyncio.TaskGroup | None = None
         self._create_task: Callable[[Coroutine[object, object, None]], asyncio.Task[None]]
         self._last_cancel_poll = 0.0
-        self._declared = {k for s in self.spec.steps for k in s.outputs}
         self.parked: dict[int, float | None] = {}  # approval steps -> deadline
         self._pool_waiting = 0  # steps of this run waiting for a pool slot
         self._decisions_due = False
         self._notes_seen = 0
-        self._types = [get_step_type(s.type) for s in self.spec.steps]
+        derived = checked.derived.get("loop")
+        if derived is None:  # the first run of this checked workflow
+            derived = checked.derived["loop"] = _LoopData(
+                types=tuple(get_step_type(s.type) for s in self.spec.steps),
+                pool_of=tuple(s.pool for s in self.spec.steps),
+                declared=frozenset(k for s in self.spec.steps for k in s.outputs))
+        assert isinstance(derived, _LoopData)
+        self._types = derived.types
+        self._pool_of = derived.pool_of
+        self._declared = derived.declared
         self._pool_specs = self.spec.pools
-        self._pool_of = tuple(s.pool for s in self.spec.steps)
         # a store shared with other processes is polled for cancel requests, approval
         # decisions and the ownership heartbeat; a memory store is this process's own
         self._polls = not isinstance(self.store, MemoryStore)
+        # ...and its writes complete at once: the loop calls them without a coroutine
+        self._write_now = self.store.write_now if isinstance(self.store, MemoryStore) \
+            else None
+        self._aio: asyncio.AbstractEventLoop
 
     # ------------------------------------------------------------- driving
 
@@ -115,6 +135,7 @@ class RunLoop:
                 async with asyncio.TaskGroup() as tg:
                     self._tg = tg
                     self._create_task = tg.create_task
+                    self._aio = asyncio.get_running_loop()
                     await self._main()
         except BaseExceptionGroup as group:
             # Attempt tasks never raise (outcomes are reported), so the group holds only
@@ -131,7 +152,10 @@ class RunLoop:
         await self._start()
         while True:
             starts = self._launch(self.clock())
-            await self._flush()
+            if self._write_now is None:
+                await self._flush()
+            else:
+                self._flush_now()
             if starts:
                 tasks, create, attempt = self.tasks, self._create_task, self._attempt
                 for i, call in starts:
@@ -154,9 +178,16 @@ class RunLoop:
                     await self._park_run()
                     return
                 raise RunError(f"run {self.run_rec.run_id!r} cannot make progress")
-            await self._wait()
+            if not self.outcomes:
+                if self.timers or self._polls:
+                    await self._wait()
+                else:  # the common case inlined: attempts report, and wake the loop
+                    self._wake = wake = self._aio.create_future()
+                    await wake
+                    self._wake = None
             now = self.clock()
-            self._fire_timers(now)
+            if self.timers:
+                self._fire_timers(now)
             self._process(now)
             if self._polls and now - self._last_cancel_poll >= CANCEL_POLL_S:
                 await self._poll_cancel(now)
@@ -262,20 +293,24 @@ class RunLoop:
         state = self.state
         starts: list[tuple[int, StepCall]] = []
         limit = self.spec.concurrency
-        while len(state.running) < limit:
+        running, steps, types, worker = state.running, self.spec.steps, self._types, \
+            self.engine.worker
+        while len(running) < limit:
             i = state.pop_ready()
             if i is None:
                 break
-            step = self.spec.steps[i]
+            step = steps[i]
             if step.pool is not None and not self._take_pool(i, step.pool, now):
                 continue
-            attempt = state.begin(i, now, self.engine.worker)
-            if self._types[i].parks:
+            attempt = state.begin(i, now, worker)
+            step_type = types[i]
+            if step_type.parks:
                 state.wait(i, now)
                 self._park(i)
                 continue
-            call = self._call(i, attempt)
-            inline = self._types[i].inline
+            # begin() set started_at (at the step's first attempt)
+            call = StepCall(step, i, attempt, state.rows[i].started_at or now, self)
+            inline = step_type.inline
             if inline is not None and step.fallback is None and step.timeout is None:
                 self._run_inline(i, inline, call, now)
             else:
@@ -368,7 +403,8 @@ class RunLoop:
                     raise
             else:
                 value = await runner(call)
-            value = ensure_json(value, step=step.id)
+            if value is not None:
+                value = ensure_json(value, step=step.id)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -379,7 +415,10 @@ class RunLoop:
                                              step=step.id)
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             kind, value = "error", exc
-        self._report(i, kind, value, fallback)
+        self.outcomes.append((i, kind, value, fallback))
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
     async def _fallback_call(self, call: StepCall) -> JSON:
         fb = call.step.fallback
@@ -439,11 +478,13 @@ class RunLoop:
 
     def _process(self, now: float) -> None:
         outcomes, self.outcomes = self.outcomes, []
+        tasks, pool_of, handle = self.tasks, self._pool_of, self._handle
         for i, kind, value, fallback in outcomes:
-            self.tasks.pop(i, None)
-            if not fallback:  # a fallback runs outside the step's pool slot
+            tasks.pop(i, None)
+            # a fallback runs outside the step's pool slot
+            if not fallback and pool_of[i] is not None:
                 self._release_pool(i)
-            self._handle(i, kind, value, fallback, now)
+            handle(i, kind, value, fallback, now)
 
     def _handle(self, i: int, kind: str, value: object, fallback: bool, now: float) -> None:
         state, step = self.state, self.spec.steps[i]
@@ -451,9 +492,10 @@ class RunLoop:
             state.cancel_step(i, now, self._cancel_reason or self._halt_reason())
             return
         if kind == "ok":
+            if self.secrets.used:
+                value = self.secrets.redact(cast(JSON, value))
             try:
-                state.succeed(i, self.secrets.redact(cast(JSON, value)), now,
-                              fallback=fallback)
+                state.succeed(i, cast(JSON, value), now, fallback=fallback)
             except (OutputError, TransitionError) as refused:
                 value = refused
             else:
@@ -545,6 +587,21 @@ class RunLoop:
             return
         batch = WriteBatch(self.run_id, steps, attempts, run_change, [])
         await self.store.write(batch)
+        if self.engine.listeners:
+            self._notify(batch)
+
+    def _flush_now(self) -> None:
+        """``_flush`` for a store whose writes complete at once (the memory store)."""
+        assert self._write_now is not None
+        steps, attempts = self.state.drain()
+        if not steps and not attempts:
+            return
+        batch = WriteBatch(self.run_id, steps, attempts, None, [])
+        self._write_now(batch)
+        if self.engine.listeners:
+            self._notify(batch)
+
+    def _notify(self, batch: WriteBatch) -> None:
         for listener in self.engine.listeners:
             try:
                 listener(batch)

@@ -93,6 +93,11 @@ class MemoryStore:
         self._events[run.run_id] = [_Created(run.status, run.created_at)]
 
     async def write(self, batch: WriteBatch) -> None:
+        self.write_now(batch)
+
+    def write_now(self, batch: WriteBatch) -> None:
+        """``write`` without a coroutine: this store's writes never wait for anything,
+        so the run loop calls this directly."""
         run_id = batch.run_id
         run = self._runs.get(run_id)
         if run is None:
