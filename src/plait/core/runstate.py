@@ -399,6 +399,18 @@ class RunState:
     def _judge(self, i: int, now: float) -> None:
         """All parents are final: queue, skip or mark upstream_failed (SPEC 5)."""
         step = self.spec.steps[i]
+        rows = self.rows
+        if step.trigger != "one_failed" and step.when is None and not self.checked.guards[i]:
+            # the common case: every trigger rule but one_failed queues a step whose
+            # parents all completed
+            for p in self.graph.parents[i]:
+                if rows[p].status is not COMPLETED:
+                    break
+            else:
+                rows[i].status = QUEUED  # PENDING -> QUEUED (the caller checked PENDING)
+                self._transitions.append((i, PENDING, QUEUED, now))
+                heapq.heappush(self._ready, (-self.checked.priority[i], i))
+                return
         verdict = self._trigger(i, step)
         if verdict is None and self.checked.guards[i]:
             verdict = self._guard(i)

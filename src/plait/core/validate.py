@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
@@ -39,7 +40,8 @@ class CheckedWorkflow:
     # What the runtime derives from the definition alone (step types, import checks,
     # per-step flags), computed on the first run and reused by every later run of
     # this checked workflow.  Not part of the definition: excluded from comparisons.
-    derived: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+    derived: dict[str, object] = dataclasses.field(default_factory=dict, compare=False,
+                                                   repr=False)
 
     @property
     def name(self) -> str:

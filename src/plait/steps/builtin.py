@@ -36,14 +36,20 @@ def run_python(call: StepCall) -> Awaitable[JSON]:
     parameters raise here, which the run loop treats like errors raised on await."""
     step = call.step
     fn = step.func if step.func is not None else _function(call)
+    sig = signature_of(fn)
     given = step.config.get("with")
-    rendered = call.render(given, "with") if given else {}
-    if not isinstance(rendered, dict):
-        raise FatalError(f"step {step.id!r}: `with` must render to a mapping",
-                         step=step.id)
-    kwargs = bind(fn, rendered, call.resolve, step.id)
+    if given:
+        rendered = call.render(given, "with")
+        if not isinstance(rendered, dict):
+            raise FatalError(f"step {step.id!r}: `with` must render to a mapping",
+                             step=step.id)
+        kwargs = bind(fn, rendered, call.resolve, step.id)
+    elif sig.params:
+        kwargs = bind(fn, {}, call.resolve, step.id)
+    else:
+        kwargs = {}
     # the engine checks that the value is JSON (ensure_json) before storing it
-    if signature_of(fn).is_async:
+    if sig.is_async:
         return cast("Awaitable[JSON]", fn(**kwargs))
     return cast("Awaitable[JSON]", invoke(fn, kwargs, call.services.executor))
 
