@@ -33,6 +33,7 @@ from ..errors import (
 from ..steps.registry import HTTPPolicy, Services, get_step_type
 from ..store.base import RunRecord, Store, WriteBatch
 from .binding import import_call, signature_of
+from .gctune import relaxed_gc
 from .loop import RunLoop
 from .pools import PoolRegistry
 from .results import RunResult
@@ -131,18 +132,21 @@ class Engine:
         the run meanwhile (claim, heartbeat, release), so no other process executes it."""
         claimed = await self._claim(run)
         secrets = Secrets()
-        if state is None:
-            state = RunState(checked, run_id=run.run_id, input=run.input, secrets=secrets)
-        else:
-            state.secrets = secrets
-        loop = RunLoop(self, checked, claimed, state, secrets)
-        self._loops[run.run_id] = loop
-        try:
-            await loop.run()
-        finally:
-            self._loops.pop(run.run_id, None)
-            await asyncio.shield(self.store.release_run(run.run_id, self.worker))
-        return loop.result()
+        # the run's rows, history and result are long-lived: see gctune
+        with relaxed_gc():
+            if state is None:
+                state = RunState(checked, run_id=run.run_id, input=run.input,
+                                 secrets=secrets)
+            else:
+                state.secrets = secrets
+            loop = RunLoop(self, checked, claimed, state, secrets)
+            self._loops[run.run_id] = loop
+            try:
+                await loop.run()
+            finally:
+                self._loops.pop(run.run_id, None)
+                await asyncio.shield(self.store.release_run(run.run_id, self.worker))
+            return loop.result()
 
     async def resume(self, run_id: str, checked: CheckedWorkflow | None = None) -> RunResult:
         """Continue a stored run whose process stopped (SPEC 6): completed steps are

@@ -37,7 +37,6 @@ from ..steps.registry import StepCall, StepType, get_step_type
 from ..store.base import RunChange, RunRecord, WriteBatch
 from ..store.memory import MemoryStore
 from .binding import bind, import_call, invoke
-from .gctune import relaxed_gc
 from .results import RunResult, StepResult, iso
 from .secrets import Secrets
 
@@ -131,12 +130,11 @@ class RunLoop:
 
     async def run(self) -> None:
         try:
-            with relaxed_gc():
-                async with asyncio.TaskGroup() as tg:
-                    self._tg = tg
-                    self._create_task = tg.create_task
-                    self._aio = asyncio.get_running_loop()
-                    await self._main()
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                self._create_task = tg.create_task
+                self._aio = asyncio.get_running_loop()
+                await self._main()
         except BaseExceptionGroup as group:
             # Attempt tasks never raise (outcomes are reported), so the group holds only
             # the loop's own error: surface it as itself.

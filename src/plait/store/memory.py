@@ -39,8 +39,6 @@ class MemoryStore:
         # step id -> its row as last written; None until the step's first write (pending)
         self._rows: dict[str, dict[str, StepRuntime | None]] = {}
         self._outputs: dict[str, dict[str, str]] = {}  # step outputs as JSON text
-        # (step, attempt, fallback) -> [status, started_at, finished_at, error, worker]
-        self._attempts: dict[str, dict[tuple[str, int, bool], list[Any]]] = {}
         self._events: dict[str, list[_Event]] = {}
 
     async def open(self) -> None:
@@ -89,7 +87,6 @@ class MemoryStore:
         self._runs[run.run_id] = _copy_run(run)  # the store owns its copy
         self._rows[run.run_id] = dict.fromkeys(step_ids)
         self._outputs[run.run_id] = {}
-        self._attempts[run.run_id] = {}
         self._events[run.run_id] = [_Created(run.status, run.created_at)]
 
     async def write(self, batch: WriteBatch) -> None:
@@ -134,16 +131,8 @@ class MemoryStore:
                 if row.output is not None:  # kept as JSON text: callers' objects may change
                     outputs[step] = json.dumps(row.output)
             events += steps
-        if attempt_changes:
-            attempts = self._attempts[run_id]
-            for step, number, at, ended, status, error, worker, fallback in attempt_changes:
-                found = attempts.get((step, number, fallback))
-                if found is None:
-                    attempts[(step, number, fallback)] = [status, at, at if ended else None,
-                                                          error, worker]
-                else:
-                    found[0], found[2], found[3] = status, at, error
-            events += attempt_changes
+        # attempts are read back from their changes in the history (get_attempts)
+        events += attempt_changes
         if batch.run is not None:
             rc = batch.run
             run.status = rc.target
@@ -183,13 +172,24 @@ class MemoryStore:
         return out
 
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
-        found = self._attempts.get(run_id)
-        if found is None:
+        events = self._events.get(run_id)
+        if events is None:
             raise RunNotFound(run_id)
-        out = [AttemptRecord(run_id=run_id, step_id=step, attempt=attempt, fallback=fb,
-                             status=v[0], started_at=v[1], finished_at=v[2], error=v[3],
-                             worker=v[4])
-               for (step, attempt, fb), v in found.items()]
+        # (step, attempt, fallback) -> its record, built from the attempt's changes
+        found: dict[tuple[str, int, bool], AttemptRecord] = {}
+        for e in events:
+            if type(e) is not AttemptChange:
+                continue
+            key = (e.step, e.attempt, e.fallback)
+            rec = found.get(key)
+            if rec is None:
+                found[key] = AttemptRecord(
+                    run_id=run_id, step_id=e.step, attempt=e.attempt, fallback=e.fallback,
+                    status=e.status, started_at=e.at, finished_at=e.at if e.ended else None,
+                    error=e.error, worker=e.worker)
+            else:
+                rec.status, rec.finished_at, rec.error = e.status, e.at, e.error
+        out = list(found.values())
         out.sort(key=lambda a: a.started_at)
         return out
 
