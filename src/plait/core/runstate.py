@@ -111,7 +111,8 @@ class RunState:
         self.graph = checked.graph
         self.run_id = run_id
         self.input = input
-        self.secrets: Mapping[str, str] = secrets or {}
+        # not `secrets or {}`: the truth value of a Secrets mapping walks the environment
+        self.secrets: Mapping[str, str] = {} if secrets is None else secrets
         self.state: JSONDict = {}
         n = self.graph.size
         self.rows = [StepRuntime() for _ in range(n)]

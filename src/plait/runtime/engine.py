@@ -32,6 +32,7 @@ from ..errors import (
 )
 from ..steps.registry import HTTPPolicy, Services, get_step_type
 from ..store.base import RunRecord, Store, WriteBatch
+from ..store.memory import MemoryStore
 from .binding import import_call, signature_of
 from .gctune import relaxed_gc
 from .loop import RunLoop
@@ -145,7 +146,11 @@ class Engine:
                 await loop.run()
             finally:
                 self._loops.pop(run.run_id, None)
-                await asyncio.shield(self.store.release_run(run.run_id, self.worker))
+                release = self.store.release_run(run.run_id, self.worker)
+                if isinstance(self.store, MemoryStore):
+                    await release  # completes at once: nothing to shield, no extra task
+                else:
+                    await asyncio.shield(release)
             return loop.result()
 
     async def resume(self, run_id: str, checked: CheckedWorkflow | None = None) -> RunResult:

@@ -125,6 +125,7 @@ class RunLoop:
         self._write_now = self.store.write_now if isinstance(self.store, MemoryStore) \
             else None
         self._aio: asyncio.AbstractEventLoop
+        self._held_change: RunChange | None = None  # the run's start, see _start
 
     # ------------------------------------------------------------- driving
 
@@ -150,7 +151,11 @@ class RunLoop:
         await self._start()
         while True:
             starts = self._launch(self.clock())
-            if self._write_now is None:
+            if self._held_change is not None:
+                change, self._held_change = self._held_change, None
+                await self._flush(change)
+                self._apply_run_change(change)
+            elif self._write_now is None:
                 await self._flush()
             else:
                 self._flush_now()
@@ -216,11 +221,15 @@ class RunLoop:
         for i in state.waiting_steps():
             if self._types[i].parks:
                 self._park(i)
-        await self._flush(run_change)
-        if run_change is not None:
-            self._apply_run_change(run_change)
         if self.parked:
+            await self._flush(run_change)
+            if run_change is not None:
+                self._apply_run_change(run_change)
             await self._check_decisions()
+        else:
+            # committed with the first steps the loop starts (one batch, one transaction):
+            # nothing has taken effect before that commit
+            self._held_change = run_change
 
     # ------------------------------------------------------------- approvals
 
