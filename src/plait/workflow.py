@@ -30,6 +30,7 @@ from .core.model import (
     StepSpec,
     Trigger,
     WorkflowSpec,
+    new_step,
 )
 from .core.plan import Plan, make_plan
 from .core.serialize import workflow_to_dict
@@ -38,7 +39,7 @@ from .core.validate import CheckedWorkflow, check, gc_paused
 from .errors import DefinitionError, Problem
 from .observe.alerts import check_rules
 from .observe.graph import dot, mermaid
-from .runtime.binding import signature_of
+from .runtime.binding import Signature, signature_of
 from .runtime.results import RunResult
 from .steps.builtin import register_builtins
 
@@ -74,7 +75,7 @@ class _Pending:
     type: str
     func: Callable[..., object] | None
     config: dict[str, JSON]
-    depends_on: list[str]
+    depends_on: tuple[str, ...]
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -143,7 +144,7 @@ class Workflow:
             config = {"call": _call_name(fn), **({"with": config.pop("with_")}
                                                  if "with_" in config else {})}
         self._pending.append(_Pending(id=id, type=step_type, func=fn, config=config,
-                                      depends_on=list(depends_on), options=opts))
+                                      depends_on=tuple(depends_on), options=opts))
         self._checked = None
         return self
 
@@ -200,10 +201,10 @@ class Workflow:
         """Check everything (SPEC 2); raise DefinitionError listing every problem."""
         if self._checked is None:
             problems: list[Problem] = []
-            with gc_paused():
+            with gc_paused(keep=True):  # one pause for building and checking
                 spec = self._build(problems)
-            self._checked = check(spec, source=self.source,
-                                  prior=problems + check_rules(spec.alerts))
+                self._checked = check(spec, source=self.source,
+                                      prior=problems + check_rules(spec.alerts))
         return self._checked
 
     def _build(self, problems: list[Problem] | None = None) -> WorkflowSpec:
@@ -213,16 +214,42 @@ class Workflow:
         pools = {name: _pool(name, body, sink) for name, body in self._pools.items()}
         writers: dict[str, list[str]] = {}
         for p in self._pending:
-            for key in p.options.get("outputs", ()):
-                writers.setdefault(key, []).append(p.id)
-        ids = {p.id for p in self._pending}
+            if p.options:
+                for key in p.options.get("outputs", ()):
+                    writers.setdefault(key, []).append(p.id)
+        ids: set[str] | None = None  # built for the first function with parameters
         schema = self._options["input_schema"]
         props = (set(schema.get("properties", {})) if isinstance(schema, dict)
                  and isinstance(schema.get("properties"), dict) else None)
-        steps = []
+        # Steps share functions (often one for thousands of steps): each function's
+        # signature and description are read once.
+        functions: dict[int, tuple[Signature | str, str | None]] = {}
+        steps: list[StepSpec] = []
+        append = steps.append
         for i, p in enumerate(self._pending):
-            implied = _implied(p, i, ids, writers, props, sink)
-            steps.append(_step_spec(p, implied, sink, i))
+            fn = p.func
+            implied: list[str] = []
+            description = None
+            if fn is not None:
+                known = functions.get(id(fn))
+                if known is None:
+                    known = functions[id(fn)] = (_signature(fn), _doc(fn))
+                sig, description = known
+                if not isinstance(sig, Signature):
+                    sink.append(Problem(location=f"steps[{i}]", message=f"step {p.id!r}: {sig}"))
+                elif sig.params:
+                    if ids is None:
+                        ids = {p.id for p in self._pending}
+                    implied = _implied(p, sig, i, ids, writers, props, sink)
+            if p.options:
+                append(_step_spec(p, implied, sink, i))
+                continue
+            # the common case, kept cheap for graphs built by code
+            deps = p.depends_on if not implied else (*p.depends_on, *implied)
+            if len(deps) > 1 and len(set(deps)) < len(deps):
+                deps = tuple(dict.fromkeys(deps))
+            append(new_step(id=p.id, type=p.type, config=p.config, depends_on=deps,
+                            description=description, func=fn))
         opts = self._options
         return WorkflowSpec(name=self.name, steps=tuple(steps), pools=pools, **opts)
 
@@ -283,16 +310,19 @@ def _pool(name: str, body: Mapping[str, Any], problems: list[Problem]) -> PoolSp
     return PoolSpec(name=name, concurrency=body.get("concurrency"), rate=parsed)
 
 
-def _implied(p: _Pending, i: int, ids: set[str], writers: Mapping[str, list[str]],
-             props: set[str] | None, problems: list[Problem]) -> list[str]:
-    """Dependencies implied by the function's parameter names (SPEC 1.2)."""
-    if p.func is None:
-        return []
+def _signature(fn: Callable[..., object]) -> Signature | str:
+    """The function's signature, or why it has none (a message)."""
     try:
-        sig = signature_of(p.func)
+        return signature_of(fn)
     except (TypeError, ValueError) as exc:
-        problems.append(Problem(location=f"steps[{i}]", message=f"step {p.id!r}: {exc}"))
-        return []
+        return str(exc)
+
+
+def _implied(p: _Pending, sig: Signature, i: int, ids: set[str],
+             writers: Mapping[str, list[str]], props: set[str] | None,
+             problems: list[Problem]) -> list[str]:
+    """Dependencies implied by the function's parameter names (SPEC 1.2)."""
+    assert p.func is not None
     given = p.config.get("with") or {}
     deps: list[str] = []
     for name, has_default in sig.params:
@@ -313,11 +343,6 @@ def _implied(p: _Pending, i: int, ids: set[str], writers: Mapping[str, list[str]
 
 def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int) -> StepSpec:
     o = p.options
-    if not o:  # the common case, kept cheap for graphs built by code
-        deps = p.depends_on if not implied else [*p.depends_on, *implied]
-        return StepSpec(id=p.id, type=p.type, config=p.config,
-                        depends_on=tuple(dict.fromkeys(deps)) if len(deps) > 1
-                        else tuple(deps), description=_doc(p.func), func=p.func)
     fallback = o.get("fallback")
     if fallback is not None and not isinstance(fallback, Fallback):
         if callable(fallback):
@@ -336,7 +361,7 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
             breaker.get("reset_after", 60.0))})
     retry = _retry(o.get("retry"))
     deps = list(dict.fromkeys([*p.depends_on, *implied]))
-    return StepSpec(
+    return new_step(
         id=p.id, type=p.type, config=p.config, depends_on=tuple(deps),
         when=o.get("when"), trigger=cast(Trigger, o.get("trigger", "default")),
         retry=retry, timeout=_seconds(o.get("timeout")),

@@ -6,9 +6,10 @@ Python's recursion limit, and linear in steps + edges except where noted.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,39 +49,46 @@ class Graph:
 def graph_from_indices(ids: Sequence[str], index: dict[str, int],
                        parents: Sequence[Sequence[int]]) -> Graph:
     """Index a graph given each node's parent indices (duplicates are dropped)."""
-    parent_idx = tuple(_unique(ps) for ps in parents)
+    return graph_and_depths(ids, index, parents)[0]
+
+
+def graph_and_depths(ids: Sequence[str], index: dict[str, int],
+                     parents: Sequence[Sequence[int]]) -> tuple[Graph, list[int]]:
+    """``graph_from_indices`` and, found on the way, what ``depths`` returns for it
+    (meaningful only when the graph has no cycle)."""
+    parent_idx = tuple([ps if len(ps) < 2 or len(set(ps)) == len(ps)
+                        else tuple(dict.fromkeys(ps)) for ps in map(tuple, parents)])
     kids: list[list[int]] = [[] for _ in ids]
     for child, ps in enumerate(parent_idx):
         for p in ps:
             kids[p].append(child)
-    children = tuple(tuple(k) for k in kids)
-    order = _topological(parent_idx, children)
+    children = tuple(map(tuple, kids))
+    order, depth = _topological(parent_idx, children)
     position = [0] * len(ids)
     for place, node in enumerate(order):
         position[node] = place
-    return Graph(ids=tuple(ids), index=index, parents=parent_idx, children=children,
-                 order=order if len(order) == len(ids) else (), position=tuple(position))
-
-
-def _unique(found: Sequence[int]) -> tuple[int, ...]:
-    if len(found) < 2 or len(set(found)) == len(found):
-        return tuple(found)
-    return tuple(dict.fromkeys(found))
+    graph = Graph(ids=tuple(ids), index=index, parents=parent_idx, children=children,
+                  order=order if len(order) == len(ids) else (), position=tuple(position))
+    return graph, depth
 
 
 def _topological(parents: Sequence[Sequence[int]],
-                 children: Sequence[Sequence[int]]) -> tuple[int, ...]:
-    waiting = [len(ps) for ps in parents]
-    ready = deque(i for i, n in enumerate(waiting) if n == 0)
-    order: list[int] = []
-    while ready:
-        node = ready.popleft()
-        order.append(node)
+                 children: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], list[int]]:
+    """Kahn's order (first in, first out) and each node's depth (see ``depths``)."""
+    waiting = list(map(len, parents))
+    order = list(compress(range(len(waiting)), map(not_, waiting)))
+    depth = [1] * len(waiting)
+    append = order.append
+    for node in order:  # visits the nodes appended as it goes
+        below = depth[node] + 1
         for child in children[node]:
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                ready.append(child)
-    return tuple(order)
+            if below > depth[child]:
+                depth[child] = below
+            left = waiting[child] - 1
+            waiting[child] = left
+            if not left:
+                append(child)
+    return tuple(order), depth
 
 
 def find_cycles(graph: Graph) -> list[list[str]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 
 from .graph import depths, heights
 from .model import JSONDict
@@ -28,21 +30,23 @@ class Plan:
 
 def make_plan(checked: CheckedWorkflow) -> Plan:
     graph = checked.graph
-    depth = depths(graph)
+    # validation computed both: the depth of each step and its longest remaining path
+    depth = checked.depth or depths(graph)
+    height = checked.priority or heights(graph)
     stages: list[list[str]] = [[] for _ in range(max(depth, default=0))]
+    ids = graph.ids
     for node in graph.order:
-        stages[depth[node] - 1].append(graph.ids[node])
-    height = heights(graph)
-    path: list[str] = []
+        stages[depth[node] - 1].append(ids[node])
+    path: list[int] = []
     if graph.size:
-        node = max((n for n in range(graph.size) if not graph.parents[n]),
-                   key=lambda n: height[n])
+        key = height.__getitem__
+        children = graph.children
+        node = max(compress(range(graph.size), map(not_, graph.parents)), key=key)
         while True:
-            path.append(graph.ids[node])
-            kids = graph.children[node]
+            path.append(node)
+            kids = children[node]
             if not kids:
                 break
-            node = max(kids, key=lambda n: height[n])
-    return Plan(stages=tuple(tuple(s) for s in stages), critical_path=tuple(path),
-                depth=len(stages), steps=graph.size,
-                edges=sum(len(p) for p in graph.parents))
+            node = kids[0] if len(kids) == 1 else max(kids, key=key)
+    return Plan(stages=tuple(map(tuple, stages)), critical_path=tuple(map(ids.__getitem__, path)),
+                depth=len(stages), steps=graph.size, edges=sum(map(len, graph.parents)))

@@ -5,16 +5,19 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain, compress, islice, repeat
+from operator import attrgetter, contains, is_, is_not, not_
 from typing import Protocol
 
 from ..errors import DefinitionError, Problem
 from . import expressions
-from .graph import Graph, depths, find_cycles, graph_from_indices, heights
+from .graph import Graph, find_cycles, graph_and_depths, heights
 from .loader import STEP_ID, WORKFLOW_NAME
 from .model import JSON, JSONDict, StepSpec, WorkflowSpec
 from .serialize import fingerprint_of, workflow_to_dict
@@ -37,6 +40,8 @@ class CheckedWorkflow:
     priority: tuple[float, ...]  # longest remaining path (critical path first)
     guards: tuple[tuple[tuple[int, bool], ...], ...]  # per step: (condition, branch)
     sinks: tuple[int, ...]
+    # per step: the number of steps on the longest path from a root to it (roots: 1)
+    depth: tuple[int, ...] = dataclasses.field(default=(), compare=False, repr=False)
     # What the runtime derives from the definition alone (step types, import checks,
     # per-step flags), computed on the first run and reused by every later run of
     # this checked workflow.  Not part of the definition: excluded from comparisons.
@@ -68,7 +73,7 @@ def check(spec: WorkflowSpec, *, source: str | None = None,
     """Validate ``spec``; raise DefinitionError listing every problem (including
     ``prior`` ones from loading)."""
     problems = list(prior or [])
-    with gc_paused():
+    with gc_paused(keep=True):
         checked = _check(spec, problems)
     if problems or checked is None:
         raise DefinitionError(problems, source=source)
@@ -87,31 +92,43 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
         add("steps", f"{len(spec.steps)} steps exceed limits.max_steps "
             f"({spec.limits.max_steps})", "raise limits.max_steps in the definition")
     _check_schema(spec, add)
-    ids = [s.id for s in spec.steps]
-    seen: dict[str, int] = {}
-    for i, step in enumerate(spec.steps):
-        where = f"steps[{i}]"
-        if step.id.startswith("__invalid_"):
-            continue
-        if not STEP_ID.match(step.id):
-            add(f"{where}.id", f"invalid step id {step.id!r}",
-                "letters, digits and '_', not starting with a digit, at most 64 characters")
-        if step.id in seen:
-            add(f"{where}.id", f"duplicate step id {step.id!r} (first at steps[{seen[step.id]}])")
-        else:
-            seen[step.id] = i
-        _check_step_fields(step, where, spec, add)
-    known = set(seen)
-    parents = _parents(spec, seen, add)
-    graph = graph_from_indices(ids, seen, parents)
+    steps = spec.steps
+    # Most checks read one field of every step, across all steps at once; only the steps
+    # where something may be wrong are then checked one by one.
+    ids = list(map(_ID, steps))
+    types = _by_type(steps)
+    branches = any(map(_THEN, steps)) or any(map(_ELSE, steps))  # condition steps
+    seen = _unique_valid_ids(ids)
+    if seen is not None:  # the common case
+        for i in _steps_with_fields_to_check(spec, types, branches):
+            _check_step_fields(steps[i], f"steps[{i}]", spec, add)
+    else:
+        seen = {}
+        for i, step in enumerate(steps):
+            where = f"steps[{i}]"
+            if step.id.startswith("__invalid_"):
+                continue
+            if not STEP_ID.match(step.id):
+                add(f"{where}.id", f"invalid step id {step.id!r}",
+                    "letters, digits and '_', not starting with a digit, at most 64 "
+                    "characters")
+            if step.id in seen:
+                add(f"{where}.id",
+                    f"duplicate step id {step.id!r} (first at steps[{seen[step.id]}])")
+            else:
+                seen[step.id] = i
+            _check_step_fields(step, where, spec, add)
+    parents = _parents_of_valid(spec, seen, branches)
+    if parents is None:  # an unknown name, or a condition listing itself: say where
+        parents = _parents(spec, seen, add)
+    graph, depth = graph_and_depths(ids, seen, parents)
     for cycle in find_cycles(graph):
         add("steps", "cycle: " + " -> ".join(cycle),
             "remove one of these dependencies (bounded repetition is a `loop` step)")
-    _check_templates(spec, graph, known, add)  # ancestry is checked only when acyclic
+    _check_templates(spec, types, graph, seen, add)  # ancestry is checked only when acyclic
     if not graph.order:
         return None
     _check_state_writes(spec, graph, add)
-    depth = depths(graph)
     deepest = max(depth, default=0)
     if deepest > spec.limits.max_depth:
         add("steps", f"the longest dependency chain has {deepest} steps, over "
@@ -119,8 +136,86 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
     if problems:
         return None
     return CheckedWorkflow(spec=spec, graph=graph, priority=tuple(heights(graph)),
-                           guards=_guards(spec, graph),
-                           sinks=tuple(i for i, k in enumerate(graph.children) if not k))
+                           guards=_guards(spec, graph) if branches else ((),) * len(steps),
+                           sinks=tuple(compress(range(graph.size), map(not_, graph.children))),
+                           depth=tuple(depth))
+
+
+_ID = attrgetter("id")
+_TYPE = attrgetter("type")
+_CONFIG = attrgetter("config")
+_FUNC = attrgetter("func")
+_POOL = attrgetter("pool")
+_FALLBACK = attrgetter("fallback")
+_THEN = attrgetter("then")
+_ELSE = attrgetter("else_")
+_WHEN = attrgetter("when")
+_OUTPUTS = attrgetter("outputs")
+_DEPENDS_ON = attrgetter("depends_on")
+# Many valid step ids separated by spaces (which no id contains).
+_STEP_IDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(?: [A-Za-z_][A-Za-z0-9_]{0,63})*")
+
+
+def _unique_valid_ids(ids: list[str]) -> dict[str, int] | None:
+    """Each id's index when every id is valid and unique (one regular expression over
+    all of them), else None: the caller then checks id by id and says what is wrong."""
+    try:
+        joined = " ".join(ids)
+    except TypeError:
+        return None
+    if (not _STEP_IDS.fullmatch(joined) or joined.count(" ") != len(ids) - 1
+            or "__invalid_" in joined):
+        return None
+    index = dict(zip(ids, range(len(ids)), strict=True))
+    return index if len(index) == len(ids) else None
+
+
+_Types = list[tuple[str, list[int] | range]]  # the steps of each type
+
+
+def _by_type(steps: tuple[StepSpec, ...]) -> _Types:
+    """The step indices of each step type (in order of first appearance)."""
+    types = list(map(_TYPE, steps))
+    if len(set(types)) == 1:  # programmatic graphs often have one type
+        return [(types[0], range(len(types)))]
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, name in enumerate(types):
+        groups[name].append(i)
+    return list(groups.items())
+
+
+def _steps_with_fields_to_check(spec: WorkflowSpec, types: _Types,
+                                branches: bool) -> list[int]:
+    """The steps `_check_step_fields` may report a problem for, in order (a superset:
+    the others are skipped, as checking them would find nothing)."""
+    steps = spec.steps
+    flagged: set[int] = set()
+    for name, where in types:
+        group = steps if isinstance(where, range) else [steps[i] for i in where]
+        info = type_info(name)
+        if info is None:
+            flagged.update(where)
+            continue
+        configs = list(map(_CONFIG, group))
+        funcs = list(map(_FUNC, group))
+        for field in info.required:
+            if not all(map(contains, configs, repeat(field))):
+                flagged.update(i for i, c, f in zip(where, configs, funcs, strict=True)
+                               if field not in c and not (field == "call" and f is not None))
+        if info.check is not None and (any(map(is_, funcs, repeat(None)))
+                                       or max(map(len, configs)) > 1):
+            flagged.update(i for i, c, f in zip(where, configs, funcs, strict=True)
+                           if f is None or len(c) > 1)
+    pools = set(map(_POOL, steps))
+    pools.discard(None)
+    if not pools.issubset(spec.pools):
+        flagged.update(i for i, s in enumerate(steps)
+                       if s.pool is not None and s.pool not in spec.pools)
+    if any(map(is_not, map(_FALLBACK, steps), repeat(None))):
+        flagged.update(i for i, s in enumerate(steps) if s.fallback is not None)
+    if branches:
+        flagged.update(i for i, s in enumerate(steps) if s.then or s.else_)
+    return sorted(flagged)
 
 
 def _check_schema(spec: WorkflowSpec, add: _Add) -> None:
@@ -138,14 +233,24 @@ def _check_schema(spec: WorkflowSpec, add: _Add) -> None:
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused(*, keep: bool = False) -> Iterator[None]:
     """Pause the cyclic garbage collector while building large graphs: they allocate
     hundreds of thousands of containers and create no reference cycles, so full
-    collections in the middle are pure cost (2-3x on 100,000 steps)."""
+    collections in the middle are pure cost (2-3x on 100,000 steps).
+
+    With ``keep`` (what is built is kept: a checked workflow, cached), the objects
+    allocated meanwhile go straight to the oldest generation when the block ends
+    without an error, instead of being scanned by the first collection after it, then
+    by the next older one (0.05 s each on 100,000 steps): ``gc.freeze()`` moves every
+    tracked object to the permanent generation and ``gc.unfreeze()`` moves them all to
+    the oldest one.  Skipped when the program froze objects itself."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
+        if keep and enabled and not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
     finally:
         if enabled:
             gc.enable()
@@ -178,6 +283,36 @@ def _check_step_fields(step: StepSpec, where: str, spec: WorkflowSpec, add: _Add
         add(f"{where}.fallback.call", "expected 'module:function'")
     if (step.then or step.else_) and step.type != "condition":
         add(f"{where}.then", "only condition steps have then/else")
+
+
+def _parents_of_valid(spec: WorkflowSpec, index: dict[str, int],
+                      branches: bool) -> Sequence[Sequence[int]] | None:
+    """What `_parents` returns, or None when it would report a problem (the caller
+    then runs `_parents`)."""
+    steps = spec.steps
+    deps = list(map(_DEPENDS_ON, steps))
+    found = map(index.__getitem__, chain.from_iterable(deps))  # cut into each step's share
+    try:
+        if not branches:
+            return list(map(tuple, map(islice, repeat(found), map(len, deps))))
+        parents = list(map(list, map(islice, repeat(found), map(len, deps))))
+    except KeyError:  # an unknown step
+        return None
+    # a condition step is a parent of its targets, placed as `_parents` places it:
+    # before the target's own depends_on when the condition comes first in the list
+    before: dict[int, list[int]] = defaultdict(list)
+    after: dict[int, list[int]] = defaultdict(list)
+    for i, step in enumerate(steps):
+        for target in (*step.then, *step.else_):
+            j = index.get(target)
+            if j is None or target == step.id:
+                return None
+            (before if i < j else after)[j].append(i)
+    for j, conditions in before.items():
+        parents[j][:0] = conditions
+    for j, conditions in after.items():
+        parents[j].extend(conditions)
+    return parents
 
 
 def _parents(spec: WorkflowSpec, index: dict[str, int], add: _Add) -> list[list[int]]:
@@ -220,24 +355,102 @@ def _templates(step: StepSpec) -> list[tuple[str, str]]:
     return found
 
 
-def _check_templates(spec: WorkflowSpec, graph: Graph, known: set[str], add: _Add) -> None:
-    for i, step in enumerate(spec.steps):
+def _steps_with_templates(spec: WorkflowSpec, types: _Types) -> list[int] | range:
+    """The steps `_templates` may find a template in (a superset), in order."""
+    steps = spec.steps
+    flagged: set[int] = set()
+    for name, where in types:
+        group = steps if isinstance(where, range) else [steps[i] for i in where]
+        info = type_info(name)
+        literal = info.literal_fields if info else frozenset()
+        if not literal.issuperset(set().union(*map(_CONFIG, group))):  # all field names
+            if isinstance(where, range) and not literal:
+                return where  # every step has a field to look into
+            flagged.update(i for i, step in zip(where, group, strict=True)
+                           if not literal.issuperset(step.config))
+    if (any(map(is_not, map(_WHEN, steps), repeat(None)))
+            or any(map(is_not, map(_FALLBACK, steps), repeat(None)))):
+        flagged.update(i for i, step in enumerate(steps)
+                       if step.when is not None or step.fallback is not None)
+    return sorted(flagged)
+
+
+def _check_templates(spec: WorkflowSpec, types: _Types, graph: Graph,
+                     index: dict[str, int], add: _Add) -> None:
+    known: set[str] | None = None  # the names suggested from (built once, if needed)
+    ancestry = _Ancestry(graph)
+    for i in _steps_with_templates(spec, types):
+        step = spec.steps[i]
         for field, text in _templates(step):
             where = f"steps[{i}].{field}"
             reads = _template_reads(text, where, add)
             for name in sorted(reads):
-                if name not in known:
+                if name not in index:
+                    known = set(index) if known is None else known
                     add(where, f"template reads unknown step {name!r}",
                         did_you_mean(name, known))
-                elif graph.order and not graph.is_ancestor(graph.index[name], i):
+                elif graph.order and not ancestry.is_ancestor(graph.index[name], i):
                     add(where, f"template reads steps.{name}, which is not an ancestor of "
                         f"{step.id!r} (it may not have run)",
                         f"add {name!r} to depends_on of {step.id!r}")
     for path, text in expressions.templates_in(spec.output):
         for name in sorted(_template_reads(text, f"output{path}", add)):
-            if name not in known:
+            if name not in index:
+                known = set(index) if known is None else known
                 add(f"output{path}", f"template reads unknown step {name!r}",
                     did_you_mean(name, known))
+
+
+class _Ancestry:
+    """``graph.is_ancestor`` for many questions.  Once the searches about one step have
+    visited as many steps as come after it in topological order, its descendants are
+    marked (one walk) and later questions about it are read from the marks: a template
+    reading one step from thousands of others would otherwise search the graph once per
+    reader (quadratic on a long chain), and near relatives stay one short search."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.spent: dict[int, int] = defaultdict(int)
+        self.below: dict[int, bytearray] = {}
+
+    def is_ancestor(self, maybe: int, of: int) -> bool:
+        below = self.below.get(maybe)
+        if below is not None:
+            return bool(below[of])
+        graph = self.graph
+        position = graph.position
+        floor = position[maybe]
+        if maybe == of or floor > position[of]:
+            return False
+        parents = graph.parents
+        seen = {of}
+        todo = [of]
+        found = False
+        while todo and not found:
+            for parent in parents[todo.pop()]:
+                if parent == maybe:
+                    found = True
+                    break
+                if parent not in seen and position[parent] > floor:
+                    seen.add(parent)
+                    todo.append(parent)
+        self.spent[maybe] += len(seen)
+        if self.spent[maybe] > graph.size - floor:
+            self.below[maybe] = _descendants(graph, maybe)
+        return found
+
+
+def _descendants(graph: Graph, node: int) -> bytearray:
+    """1 for every step reachable downward from ``node`` (not itself), else 0."""
+    marks = bytearray(graph.size)
+    children = graph.children
+    todo = [node]
+    while todo:
+        for child in children[todo.pop()]:
+            if not marks[child]:
+                marks[child] = 1
+                todo.append(child)
+    return marks
 
 
 def _template_reads(text: str, where: str, add: _Add) -> frozenset[str]:
@@ -250,37 +463,58 @@ def _template_reads(text: str, where: str, add: _Add) -> frozenset[str]:
 
 
 def _check_state_writes(spec: WorkflowSpec, graph: Graph, add: _Add) -> None:
+    steps = spec.steps
     writers: dict[str, list[int]] = defaultdict(list)
-    for i, step in enumerate(spec.steps):
-        for key in step.outputs:
+    for i in compress(range(len(steps)), map(_OUTPUTS, steps)):
+        for key in steps[i].outputs:
             writers[key].append(i)
     branch_of: dict[int, tuple[int, bool]] = {}
+    ancestry: _Ancestry | None = None  # both built for the first key with two writers
+    for key, found in writers.items():
+        if len(found) < 2 or key in spec.reducers or _in_sequence(graph, found):
+            continue
+        if ancestry is None:
+            branch_of, ancestry = _branches(spec, graph), _Ancestry(graph)
+        for a_pos, a in enumerate(found):
+            for b in found[a_pos + 1:]:
+                if ancestry.is_ancestor(a, b) or ancestry.is_ancestor(b, a):
+                    continue
+                ba, bb = branch_of.get(a), branch_of.get(b)
+                if ba and bb and ba[0] == bb[0] and ba[1] != bb[1]:
+                    continue  # the two sides of one condition never both run
+                add(f"steps[{b}].outputs", f"state key {key!r} is written by "
+                    f"{steps[a].id!r} and {steps[b].id!r}, which may run at the "
+                    f"same time", f"declare a reducer (reducers: {{{key}: append}}) or "
+                    f"order them with depends_on")
+
+
+def _in_sequence(graph: Graph, nodes: list[int]) -> bool:
+    """True when every two of ``nodes`` are ordered (one is an ancestor of the other):
+    then each is an ancestor of the next in topological order, which takes one search
+    per node instead of one per pair."""
+    ordered = sorted(nodes, key=graph.position.__getitem__)
+    return all(map(graph.is_ancestor, ordered, ordered[1:]))
+
+
+def _branches(spec: WorkflowSpec, graph: Graph) -> dict[int, tuple[int, bool]]:
+    """The (condition, branch) each conditional step is on (the last listing wins)."""
+    branch_of: dict[int, tuple[int, bool]] = {}
     for i, step in enumerate(spec.steps):
+        if not (step.then or step.else_):
+            continue
         for target in step.then:
             if target in graph.index:  # unknown targets are reported by _parents
                 branch_of[graph.index[target]] = (i, True)
         for target in step.else_:
             if target in graph.index:
                 branch_of[graph.index[target]] = (i, False)
-    for key, steps in writers.items():
-        if len(steps) < 2 or key in spec.reducers:
-            continue
-        for a_pos, a in enumerate(steps):
-            for b in steps[a_pos + 1:]:
-                if graph.is_ancestor(a, b) or graph.is_ancestor(b, a):
-                    continue
-                ba, bb = branch_of.get(a), branch_of.get(b)
-                if ba and bb and ba[0] == bb[0] and ba[1] != bb[1]:
-                    continue  # the two sides of one condition never both run
-                add(f"steps[{b}].outputs", f"state key {key!r} is written by "
-                    f"{spec.steps[a].id!r} and {spec.steps[b].id!r}, which may run at the "
-                    f"same time", f"declare a reducer (reducers: {{{key}: append}}) or "
-                    f"order them with depends_on")
+    return branch_of
 
 
 def _guards(spec: WorkflowSpec, graph: Graph) -> tuple[tuple[tuple[int, bool], ...], ...]:
-    guards: list[list[tuple[int, bool]]] = [[] for _ in spec.steps]
-    for i, step in enumerate(spec.steps):
+    steps = spec.steps
+    guards: list[list[tuple[int, bool]]] = [[] for _ in steps]
+    for i, step in enumerate(steps):
         for target in step.then:
             guards[graph.index[target]].append((i, True))
         for target in step.else_:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import sys
 
@@ -120,6 +121,31 @@ def test_template_reading_a_distant_ancestor_is_fine() -> None:
     load(wf(t("a"), t("b", "a"), t("c", "b"), t("d", "c", value="{{ steps.a.output }}")))
 
 
+def test_a_step_read_by_every_step_of_a_long_chain_is_checked_once_per_reader() -> None:
+    n = 20_000  # one search of the whole chain per reader would take minutes
+    steps = [t("s0"), t("lone")] + [
+        t(f"s{i}", f"s{i - 1}", value="{{ steps.s0.output }}") for i in range(1, n)]
+    steps.append(t("last", f"s{n - 1}", value="{{ steps.s0.output + steps.lone.output }}"))
+    problems = problems_of(wf(*steps, limits={"max_depth": n + 1}))
+    assert [p.location for p in problems] == [f"steps[{n + 1}].value"]
+    assert "steps.lone, which is not an ancestor of 'last'" in problems[0].message
+
+
+def test_ancestry_answers_as_the_graph_does() -> None:
+    from plait.core.validate import _Ancestry
+
+    rng = random.Random(3)
+    for _ in range(30):
+        n = rng.randrange(2, 40)
+        steps = [t(f"s{i}", *sorted({f"s{rng.randrange(i)}" for _ in range(rng.randrange(3))}))
+                 if i else t("s0") for i in range(n)]
+        graph = load(wf(*steps)).graph
+        ancestry = _Ancestry(graph)
+        for _ in range(400):
+            a, b = rng.randrange(n), rng.randrange(n)
+            assert ancestry.is_ancestor(a, b) == graph.is_ancestor(a, b)
+
+
 def test_template_syntax_error_has_line_and_column() -> None:
     problem = find(problems_of(wf(t("a", value="line one\n  xx {{ input.a + }}"))),
                    "steps[0].value")
@@ -170,6 +196,16 @@ def test_writers_on_branches_of_different_conditions_are_refused() -> None:
     problems = problems_of(wf(cond("c1", then=["one"]), cond("c2", else_=["two"]),
                               t("one", outputs=["k"]), t("two", outputs=["k"])))
     assert find(problems, "steps[3].outputs")
+
+
+def test_many_ordered_writers_are_fine_and_one_parallel_writer_is_not() -> None:
+    n = 1000
+    steps = [t(f"s{i}", *([f"s{i - 1}"] if i else []), outputs=["k"]) for i in range(n)]
+    load(wf(*steps, limits={"max_depth": n}))
+    problems = problems_of(wf(*steps, t("side", "s0", outputs=["k"]),
+                              limits={"max_depth": n}))
+    assert [p.location for p in problems] == [f"steps[{n}].outputs"] * (n - 1)
+    assert "'s1' and 'side'" in problems[0].message
 
 
 # ---------------------------------------------------------------- limits
