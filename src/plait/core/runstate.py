@@ -116,10 +116,9 @@ class RunState:
         self.state: JSONDict = {}
         n = self.graph.size
         self.rows = [StepRuntime() for _ in range(n)]
-        waiting = checked.derived.get("parent_counts")
-        if not isinstance(waiting, list):
-            waiting = checked.derived["parent_counts"] = [len(p) for p in self.graph.parents]
-        self._waiting_parents: list[int] = waiting.copy()
+        parents = self.graph.parents
+        self._waiting_parents = checked.derive(
+            "parent_counts", lambda: [len(p) for p in parents]).copy()
         self._ready: list[tuple[float, int]] = []
         self.running: set[int] = set()
         self._unfinished = n
@@ -408,9 +407,7 @@ class RunState:
                 if rows[p].status is not COMPLETED:
                     break
             else:
-                rows[i].status = QUEUED  # PENDING -> QUEUED (the caller checked PENDING)
-                self._transitions.append((i, PENDING, QUEUED, now))
-                heapq.heappush(self._ready, (-self.checked.priority[i], i))
+                self._queue(i, now)
                 return
         verdict = self._trigger(i, step)
         if verdict is None and self.checked.guards[i]:
@@ -419,17 +416,21 @@ class RunState:
             verdict = self._when(i, step, now)
             if verdict is not None and verdict[0] is FAILED:
                 return  # the step was failed by its `when` (already recorded)
-        row = self.rows[i]
         if verdict is None:
-            row.status = QUEUED  # PENDING -> QUEUED (the caller checked PENDING)
-            self._transitions.append((i, PENDING, QUEUED, now))
-            heapq.heappush(self._ready, (-self.checked.priority[i], i))
+            self._queue(i, now)
             return
+        row = rows[i]
         target, reason = verdict
         self._move(i, target, now)
         row.skip_reason, row.finished_at = reason, now
         self._record(i, PENDING, target, now)
         self._finished(i, now)
+
+    def _queue(self, i: int, now: float) -> None:
+        """PENDING -> QUEUED (the caller checked PENDING): ready, by priority."""
+        self.rows[i].status = QUEUED
+        self._transitions.append((i, PENDING, QUEUED, now))
+        heapq.heappush(self._ready, (-self.checked.priority[i], i))
 
     def _trigger(self, i: int, step: StepSpec) -> tuple[StepStatus, str] | None:
         parents = self.graph.parents[i]

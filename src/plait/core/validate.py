@@ -7,13 +7,13 @@ import gc
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, compress, islice, repeat
 from operator import attrgetter, contains, is_, is_not, not_
-from typing import Protocol
+from typing import Protocol, TypeVar, cast
 
 from ..errors import DefinitionError, Problem
 from . import expressions
@@ -26,6 +26,8 @@ from .suggest import did_you_mean
 
 CONTEXT_NAMES = frozenset({"input", "state", "steps", "run", "item", "index", "secrets",
                            "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +53,15 @@ class CheckedWorkflow:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def derive(self, key: str, make: Callable[[], _T]) -> _T:
+        """``derived[key]``, made by ``make()`` on first use (an error in ``make``
+        stores nothing, so the next call tries again)."""
+        try:
+            return cast(_T, self.derived[key])
+        except KeyError:
+            value = self.derived[key] = make()
+            return value
 
     @cached_property
     def definition(self) -> JSONDict:

@@ -17,7 +17,6 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from typing import cast
 
 from ..core.guards import CircuitBreaker
 from ..core.model import JSON, JSONDict, StepSpec
@@ -314,9 +313,10 @@ def check_input_params(checked: CheckedWorkflow, value: JSON) -> None:
 
 def _input_params(checked: CheckedWorkflow) -> list[tuple[StepSpec, str]]:
     """The (step, parameter) pairs only the run input can supply (computed once)."""
-    cached = checked.derived.get("input_params")
-    if cached is not None:
-        return cast(list[tuple[StepSpec, str]], cached)
+    return checked.derive("input_params", lambda: _find_input_params(checked))
+
+
+def _find_input_params(checked: CheckedWorkflow) -> list[tuple[StepSpec, str]]:
     declared = {k for s in checked.spec.steps for k in s.outputs}
     ids = checked.graph.index
     found: list[tuple[StepSpec, str]] = []
@@ -329,16 +329,18 @@ def _input_params(checked: CheckedWorkflow) -> list[tuple[StepSpec, str]]:
                     or (name in ids and name != step.id) or name in declared:
                 continue
             found.append((step, name))
-    checked.derived["input_params"] = found
     return found
 
 
 def preflight(checked: CheckedWorkflow) -> None:
-    """Before anything is stored: every python step's function must import."""
+    """Before anything is stored: every python step's function must import (checked
+    once per checked workflow: a failure is not remembered, imports are cached)."""
+    checked.derive("preflight", lambda: _check_imports(checked))
+
+
+def _check_imports(checked: CheckedWorkflow) -> bool:
     from ..errors import DefinitionError, Problem
 
-    if checked.derived.get("preflight"):
-        return  # every import succeeded for an earlier run (imports are cached)
     problems = []
     for i, step in enumerate(checked.spec.steps):
         targets = []
@@ -355,4 +357,4 @@ def preflight(checked: CheckedWorkflow) -> None:
         get_step_type(step.type)
     if problems:
         raise DefinitionError(problems)
-    checked.derived["preflight"] = True
+    return True

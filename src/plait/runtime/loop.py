@@ -107,13 +107,11 @@ class RunLoop:
         self._pool_waiting = 0  # steps of this run waiting for a pool slot
         self._decisions_due = False
         self._notes_seen = 0
-        derived = checked.derived.get("loop")
-        if derived is None:  # the first run of this checked workflow
-            derived = checked.derived["loop"] = _LoopData(
-                types=tuple(get_step_type(s.type) for s in self.spec.steps),
-                pool_of=tuple(s.pool for s in self.spec.steps),
-                declared=frozenset(k for s in self.spec.steps for k in s.outputs))
-        assert isinstance(derived, _LoopData)
+        steps = self.spec.steps
+        derived = checked.derive("loop", lambda: _LoopData(
+            types=tuple(get_step_type(s.type) for s in steps),
+            pool_of=tuple(s.pool for s in steps),
+            declared=frozenset(k for s in steps for k in s.outputs)))
         self._types = derived.types
         self._pool_of = derived.pool_of
         self._declared = derived.declared
@@ -422,10 +420,7 @@ class RunLoop:
                                              step=step.id)
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             kind, value = "error", exc
-        self.outcomes.append((i, kind, value, fallback))
-        wake = self._wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
+        self._report(i, kind, value, fallback)
 
     async def _fallback_call(self, call: StepCall) -> JSON:
         fb = call.step.fallback
@@ -588,24 +583,25 @@ class RunLoop:
 
     # ------------------------------------------------------------- persistence
 
-    async def _flush(self, run_change: RunChange | None = None) -> None:
+    def _batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
+        """What the core changed since the last commit (None when nothing did)."""
         steps, attempts = self.state.drain()
         if not steps and not attempts and run_change is None:
-            return
-        batch = WriteBatch(self.run_id, steps, attempts, run_change, [])
-        await self.store.write(batch)
-        if self.engine.listeners:
+            return None
+        return WriteBatch(self.run_id, steps, attempts, run_change, [])
+
+    async def _flush(self, run_change: RunChange | None = None) -> None:
+        batch = self._batch(run_change)
+        if batch is not None:
+            await self.store.write(batch)
             self._notify(batch)
 
     def _flush_now(self) -> None:
         """``_flush`` for a store whose writes complete at once (the memory store)."""
         assert self._write_now is not None
-        steps, attempts = self.state.drain()
-        if not steps and not attempts:
-            return
-        batch = WriteBatch(self.run_id, steps, attempts, None, [])
-        self._write_now(batch)
-        if self.engine.listeners:
+        batch = self._batch()
+        if batch is not None:
+            self._write_now(batch)
             self._notify(batch)
 
     def _notify(self, batch: WriteBatch) -> None:
