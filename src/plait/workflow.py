@@ -281,18 +281,21 @@ class Workflow:
     async def run_async(self, input: JSON = None, *, db: str | None = None,
                         run_id: str | None = None) -> RunResult:
         from .runtime.engine import Engine
+        from .runtime.gctune import relaxed_gc
         from .store import open_store
 
         checked = self.validate()
         value = {} if input is None else input
-        store = open_store(db or "memory://")
-        await store.open()
-        engine = Engine(store)
-        try:
-            return await engine.run(checked, value, run_id=run_id)
-        finally:
-            engine.close()
-            await store.close()
+        with relaxed_gc():
+            store = open_store(db or "memory://")
+            await store.open()
+            engine = Engine(store)
+            try:
+                return await engine.run(checked, value, run_id=run_id)
+            finally:
+                engine.close()
+                await store.close()
+                del engine, store
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r} with {len(self.spec.steps)} steps>"

@@ -35,6 +35,17 @@ PENDING, QUEUED, RUNNING, WAITING = S.PENDING, S.QUEUED, S.RUNNING, S.WAITING
 COMPLETED, FAILED, SKIPPED = S.COMPLETED, S.FAILED, S.SKIPPED
 UPSTREAM_FAILED, CANCELLED = S.UPSTREAM_FAILED, S.CANCELLED
 _FAILED_LIKE = frozenset({FAILED, UPSTREAM_FAILED, CANCELLED})
+heappush, heappop = heapq.heappush, heapq.heappop
+
+
+def _ready_rank(priority: tuple[float, ...]) -> tuple[list[int], list[int]]:
+    """(rank of each step, step of each rank): rank 0 is the step with the longest
+    remaining path; equal priorities keep definition order (the sort is stable)."""
+    by_rank = sorted(range(len(priority)), key=priority.__getitem__, reverse=True)
+    rank = [0] * len(by_rank)
+    for r, i in enumerate(by_rank):
+        rank[i] = r
+    return rank, by_rank
 
 
 @dataclass(slots=True)
@@ -119,7 +130,11 @@ class RunState:
         parents = self.graph.parents
         self._waiting_parents = checked.derive(
             "parent_counts", lambda: [len(p) for p in parents]).copy()
-        self._ready: list[tuple[float, int]] = []
+        # the ready heap holds ranks (ints compare faster than (priority, index) tuples):
+        # rank order is critical path first, then definition order
+        self._rank, self._by_rank = checked.derive("ready_rank", lambda: _ready_rank(
+            checked.priority))
+        self._ready: list[int] = []
         self.running: set[int] = set()
         self._unfinished = n
         self.halting = False  # fail_fast tripped or run cancelled: start nothing new
@@ -167,14 +182,15 @@ class RunState:
                 state.interrupted.append(i)
             elif row.status is QUEUED and (row.next_attempt_at is None
                                              or row.next_attempt_at <= now):
-                heapq.heappush(state._ready, (-checked.priority[i], i))
+                heapq.heappush(state._ready, state._rank[i])
         return state
 
     def queued_later(self) -> list[tuple[float, int]]:
         """Queued steps due in the future (retry delays), for the loop's timers."""
+        ready = set(self._ready)
         return [(r.next_attempt_at, i) for i, r in enumerate(self.rows)
                 if r.status is QUEUED and r.next_attempt_at is not None
-                and (-self.checked.priority[i], i) not in self._ready]
+                and self._rank[i] not in ready]
 
     # ----------------------------------------------------------------- queries
 
@@ -191,16 +207,16 @@ class RunState:
     def pop_ready(self) -> int | None:
         """The queued step with the longest remaining path, or None.  Entries of steps
         no longer queued (pushed twice, or cancelled meanwhile) are dropped here."""
-        ready, rows = self._ready, self.rows
+        ready, rows, by_rank = self._ready, self.rows, self._by_rank
         while ready and not self.halting:
-            i = heapq.heappop(ready)[1]
+            i = by_rank[heappop(ready)]
             if rows[i].status is QUEUED:
                 return i
         return None
 
     def push_back(self, i: int) -> None:
         """Return a popped step that could not start yet (pool full, rate limited)."""
-        heapq.heappush(self._ready, (-self.checked.priority[i], i))
+        heapq.heappush(self._ready, self._rank[i])
 
     def context(self, i: int | None = None, **extra: object) -> dict[str, object]:
         """The names templates see (SPEC 4)."""
@@ -323,7 +339,7 @@ class RunState:
 
     def retry_due(self, i: int) -> None:
         """A retry's delay has passed: the step is ready again."""
-        heapq.heappush(self._ready, (-self.checked.priority[i], i))
+        heapq.heappush(self._ready, self._rank[i])
 
     def fail(self, i: int, error: str, now: float) -> None:
         """The step failed for good (retries and fallback spent, or not retryable)."""
@@ -430,7 +446,7 @@ class RunState:
         """PENDING -> QUEUED (the caller checked PENDING): ready, by priority."""
         self.rows[i].status = QUEUED
         self._transitions.append((i, PENDING, QUEUED, now))
-        heapq.heappush(self._ready, (-self.checked.priority[i], i))
+        heappush(self._ready, self._rank[i])
 
     def _trigger(self, i: int, step: StepSpec) -> tuple[StepStatus, str] | None:
         parents = self.graph.parents[i]
