@@ -55,6 +55,14 @@ async def pragma(store: SqliteStore, name: str) -> object:
     return await store._run(lambda: store._db.conn.execute(f"PRAGMA {name}").fetchone()[0])
 
 
+async def set_pragma_everywhere(store: SqliteStore, setting: str) -> None:
+    """A per-connection setting on both of the store's connections (the thread's and,
+    with synchronous=NORMAL, the event loop's inline one)."""
+    await pragma(store, setting)
+    if store._inline is not None:
+        store._inline.conn.execute(f"PRAGMA {setting}").fetchall()
+
+
 # ---------------------------------------------------------------- URLs and files
 
 
@@ -212,7 +220,8 @@ async def test_a_full_disk_stores_nothing_of_the_batch(store: SqliteStore) -> No
     await store.create_run(record(), ["a", "b"])
     before = (await store.get_steps("run-1"), await store.get_events("run-1"))
     pages = await pragma(store, "page_count")
-    await pragma(store, f"max_page_count = {pages}")  # the file may not grow any more
+    # the file may not grow any more
+    await set_pragma_everywhere(store, f"max_page_count = {pages}")
     big = {"text": "x" * 500_000}
     batch = WriteBatch(run_id="run-1", run=RunChange(source=R.PENDING, target=R.RUNNING, at=2.0),
                        steps=[change("a", S.PENDING, S.QUEUED),
@@ -228,7 +237,7 @@ async def test_a_full_disk_stores_nothing_of_the_batch(store: SqliteStore) -> No
     assert (await store.get_run("run-1")).status == R.PENDING
     assert await store.get_attempts("run-1") == []
     # room again: the same batch goes through
-    await pragma(store, "max_page_count = 1000000")
+    await set_pragma_everywhere(store, "max_page_count = 1000000")
     await store.write(batch)
     assert (await store.get_steps("run-1"))[0].output == big
 
@@ -313,12 +322,20 @@ async def test_a_value_that_is_not_json_stores_nothing(store: SqliteStore) -> No
 
 async def test_a_cancelled_caller_does_not_break_the_store(store: SqliteStore) -> None:
     await store.create_run(record(), ["a"])
+    # another connection holds the write lock: the write cannot commit inline, so it
+    # goes to the store's thread, which waits for the lock
+    held = threading.Event()
+    holder = threading.Thread(target=hold_write_lock, args=(store.path, 0.3, held))
+    holder.start()
+    held.wait()
     task = asyncio.ensure_future(store.write(WriteBatch(
         run_id="run-1", steps=[change("a", S.PENDING, S.QUEUED)])))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0.05)
+    assert not task.done()  # waiting for the lock in the thread; the loop is free
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    holder.join()
     # the write was handed over before the cancel: it either happened or not, whole
     status = (await store.get_steps("run-1"))[0].status
     assert status in (S.PENDING, S.QUEUED)
@@ -347,9 +364,21 @@ async def test_a_writer_waits_for_another_connections_lock(tmp_path: Path) -> No
         holder = threading.Thread(target=hold_write_lock, args=(path, 0.5, held))
         holder.start()
         held.wait()
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticking = asyncio.ensure_future(ticker())
         start = time.monotonic()
         await store.write(WriteBatch(run_id="run-1", steps=[change("a", S.PENDING, S.QUEUED)]))
         assert time.monotonic() - start >= 0.3  # it waited, then succeeded
+        ticking.cancel()
+        # ...in the store's thread: the event loop went on meanwhile
+        assert ticks >= 10
         holder.join()
         # reads never wait for a writer (WAL)
         held.clear()
@@ -477,3 +506,53 @@ async def test_concurrent_tasks_share_one_store(store: SqliteStore) -> None:
         steps = await store.get_steps(f"run-{n}")
         assert [(s.status, s.output) for s in steps] == [(S.COMPLETED, n)] * 2
         assert [e.seq for e in await store.get_events(f"run-{n}")] == list(range(1, 12))
+
+
+# ---------------------------------------------------------------- inline commits
+
+
+@pytest.mark.parametrize("sync", ["NORMAL", "FULL"])
+async def test_writes_are_readable_at_once_by_every_connection(tmp_path: Path,
+                                                               sync: str) -> None:
+    """NORMAL commits a free-lock write on the loop's thread, FULL in the store's: either
+    way the store's own reads, and another store's, see it as soon as write returns."""
+    url = f"sqlite:///{tmp_path}/seen.db?synchronous={sync}"
+    store, other = SqliteStore(url), SqliteStore(url)
+    await store.open()
+    await other.open()
+    try:
+        await store.create_run(record(), ["a"])
+        await store.write(WriteBatch(run_id="run-1", steps=[
+            change("a", S.PENDING, S.QUEUED), change("a", S.QUEUED, S.RUNNING, attempts=1)],
+            attempts=[AttemptChange("a", 1, 1.0, False, "running")]))
+        for reader in (store, other):
+            step = (await reader.get_steps("run-1"))[0]
+            assert (step.status, step.attempts) == (S.RUNNING, 1)
+        # a stale write is refused the same way on both paths, and changes nothing
+        with pytest.raises(StaleWriteError):
+            await store.write(WriteBatch(run_id="run-1",
+                                         steps=[change("a", S.PENDING, S.QUEUED)]))
+        assert [e.seq for e in await other.get_events("run-1")] == [1, 2, 3, 4]
+    finally:
+        await other.close()
+        await store.close()
+
+
+async def test_the_write_ahead_log_is_checkpointed_while_writes_commit_inline(
+        tmp_path: Path) -> None:
+    """Writes committed on the loop's connection still checkpoint the log (SQLite's
+    automatic checkpoint at 1,000 pages), so it stops growing."""
+    path = tmp_path / "wal.db"
+    store = SqliteStore(f"sqlite:///{path}")
+    await store.open()
+    try:
+        await store.create_run(record(), ["a"])
+        note = {"text": "x" * 3000}
+        for _ in range(2500):
+            await store.write(WriteBatch(run_id="run-1", notes=[("a", note)]))
+        wal = path.with_name(path.name + "-wal").stat().st_size
+        # 2,500 commits of about a page each would make a log of 10 MB or more unchecked
+        assert wal < 6_000_000, wal
+        assert len(await store.get_events("run-1")) == 2501
+    finally:
+        await store.close()
