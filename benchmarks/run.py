@@ -72,7 +72,7 @@ class Plan:
         return self.rounds * repeats
 
 
-FULL = Plan(rounds=3, noop_repeats=5, sleep_repeats=1, warmup=1, scale_n=100_000,
+FULL = Plan(rounds=3, noop_repeats=5, sleep_repeats=5, warmup=1, scale_n=100_000,
             scale_repeats=1)
 QUICK = Plan(rounds=1, noop_repeats=3, sleep_repeats=1, warmup=1, scale_n=10_000,
              scale_repeats=1)

@@ -6,6 +6,7 @@ stopping at the first; graph-level rules live in ``validate``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import TypeVar, cast
@@ -14,6 +15,7 @@ from ..errors import Problem
 from .durations import parse_duration
 from .model import (
     DEFAULT_CONCURRENCY,
+    DEFAULT_RETRY,
     JSON,
     REDUCERS,
     TRIGGERS,
@@ -28,6 +30,7 @@ from .model import (
     StepSpec,
     Trigger,
     WorkflowSpec,
+    new_step,
 )
 from .steptypes import known_types, type_info
 from .suggest import did_you_mean
@@ -254,6 +257,11 @@ def _limits(c: _Collector, value: JSON) -> Limits:
     return Limits(**kwargs)
 
 
+@functools.lru_cache(maxsize=64)
+def _allowed_fields(type_fields: frozenset[str]) -> frozenset[str]:
+    return frozenset(STEP_FIELDS) | type_fields
+
+
 def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpec:
     where = f"steps[{i}]"
     if not isinstance(raw, dict):
@@ -270,10 +278,10 @@ def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpe
         stype = "invalid"
     info = type_info(stype)
     type_fields = info.fields if info else frozenset()
-    allowed = frozenset(STEP_FIELDS) | type_fields
     if info is not None:
-        _unknown_fields(c, where, raw, allowed, f"a {stype} step")
-    merged: JSONDict = {**dict(defaults.items()), **raw}
+        _unknown_fields(c, where, raw, _allowed_fields(type_fields), f"a {stype} step")
+    # a copy only with defaults: the one case where it is changed below (retry)
+    merged: JSONDict = {**defaults, **raw} if defaults else raw
     if isinstance(defaults.get("retry"), dict) and isinstance(raw.get("retry"), dict):
         merged["retry"] = {**cast(JSONDict, defaults["retry"]), **cast(JSONDict, raw["retry"])}
     config = {k: v for k, v in raw.items() if k in type_fields}
@@ -292,23 +300,31 @@ def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpe
     if when is not None and not isinstance(when, str | bool):
         c.add(f"{where}.when", f"expected a template string, got {when!r}")
         when = None
-    return StepSpec(
+    return new_step(
         id=sid,
         type=stype,
         config=config,
-        depends_on=c.get(f"{where}.depends_on", raw.get("depends_on", []), _names, ()),
+        # a field that is absent takes its default without a conversion (and without
+        # formatting its location): large definitions set few fields per step
+        depends_on=c.get(f"{where}.depends_on", raw["depends_on"], _names, ())
+        if "depends_on" in raw else (),
         when=None if when is None else (when if isinstance(when, str) else str(when).lower()),
         trigger=cast(Trigger, trigger),
-        retry=_retry(c, f"{where}.retry", merged.get("retry")),
-        timeout=c.get(f"{where}.timeout", merged.get("timeout"), _opt_duration, None),
-        fallback=_fallback(c, f"{where}.fallback", merged.get("fallback")),
-        allow_failure=c.get(f"{where}.allow_failure", merged.get("allow_failure", False),
-                            _bool, False),
-        outputs=c.get(f"{where}.outputs", raw.get("outputs", []), _names, ()),
-        circuit_breaker=_breaker(c, f"{where}.circuit_breaker",
-                                 merged.get("circuit_breaker")),
-        pool=_opt_str(c, f"{where}.pool", merged.get("pool")),
-        description=_opt_str(c, f"{where}.description", raw.get("description")),
+        retry=_retry(c, f"{where}.retry", merged["retry"])
+        if "retry" in merged else DEFAULT_RETRY,
+        timeout=c.get(f"{where}.timeout", merged["timeout"], _opt_duration, None)
+        if "timeout" in merged else None,
+        fallback=_fallback(c, f"{where}.fallback", merged["fallback"])
+        if "fallback" in merged else None,
+        allow_failure=c.get(f"{where}.allow_failure", merged["allow_failure"], _bool, False)
+        if "allow_failure" in merged else False,
+        outputs=c.get(f"{where}.outputs", raw["outputs"], _names, ())
+        if "outputs" in raw else (),
+        circuit_breaker=_breaker(c, f"{where}.circuit_breaker", merged["circuit_breaker"])
+        if "circuit_breaker" in merged else None,
+        pool=_opt_str(c, f"{where}.pool", merged["pool"]) if "pool" in merged else None,
+        description=_opt_str(c, f"{where}.description", raw["description"])
+        if "description" in raw else None,
         then=then,
         else_=else_,
     )

@@ -14,12 +14,12 @@ import asyncio
 import heapq
 import logging
 import traceback
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..core import expressions
 from ..core.jsoncheck import ensure_json
-from ..core.model import JSON, JSONDict
+from ..core.model import JSON, JSONDict, StepSpec
 from ..core.retry import ErrorInfo
 from ..core.runstate import RunState
 from ..core.states import RunStatus, StepStatus
@@ -73,7 +73,18 @@ class _LoopData(NamedTuple):
 
     types: tuple[StepType, ...]
     pool_of: tuple[str | None, ...]
+    # StepType.direct's answer per step (None: the attempt calls the type's run)
+    direct: tuple[Callable[[], Awaitable[JSON]] | None, ...]
     declared: frozenset[str]  # every declared output key (shared state)
+
+
+def _loop_data(steps: tuple[StepSpec, ...]) -> _LoopData:
+    types = tuple(get_step_type(s.type) for s in steps)
+    return _LoopData(
+        types=types, pool_of=tuple(s.pool for s in steps),
+        direct=tuple(None if t.direct is None else t.direct(s)
+                     for s, t in zip(steps, types, strict=True)),
+        declared=frozenset(k for s in steps for k in s.outputs))
 
 
 class RunLoop:
@@ -108,11 +119,9 @@ class RunLoop:
         self._decisions_due = False
         self._notes_seen = 0
         steps = self.spec.steps
-        derived = checked.derive("loop", lambda: _LoopData(
-            types=tuple(get_step_type(s.type) for s in steps),
-            pool_of=tuple(s.pool for s in steps),
-            declared=frozenset(k for s in steps for k in s.outputs)))
+        derived = checked.derive("loop", lambda: _loop_data(steps))
         self._types = derived.types
+        self._direct = derived.direct
         self._pool_of = derived.pool_of
         self._declared = derived.declared
         self._pool_specs = self.spec.pools
@@ -396,18 +405,24 @@ class RunLoop:
                 breaker = self.engine.breaker(step.circuit_breaker.key, step.circuit_breaker)
                 if not breaker.allow(self.clock()):
                     raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
-            runner = self._fallback_call if fallback else self._types[i].run
+            awaitable: Awaitable[JSON]
+            if fallback:
+                awaitable = self._fallback_call(call)
+            elif (direct := self._direct[i]) is not None:
+                awaitable = direct()  # the step function's own coroutine
+            else:
+                awaitable = self._types[i].run(call)
             if step.timeout is not None:
                 scope = asyncio.timeout(step.timeout)
                 try:
                     async with scope:
-                        value = await runner(call)
+                        value = await awaitable
                 except TimeoutError:
                     if scope.expired():  # ours, not a TimeoutError raised by the step
                         raise StepTimeout(step.timeout, step=step.id) from None
                     raise
             else:
-                value = await runner(call)
+                value = await awaitable
             if value is not None:
                 value = ensure_json(value, step=step.id)
         except asyncio.CancelledError as exc:

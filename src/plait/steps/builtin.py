@@ -11,7 +11,7 @@ from typing import cast
 
 from ..core import expressions
 from ..core.durations import parse_duration
-from ..core.model import JSON
+from ..core.model import JSON, StepSpec
 from ..errors import FatalError, StepError
 from ..runtime.binding import bind, import_call, invoke, signature_of
 from ..runtime.results import iso
@@ -52,6 +52,21 @@ def run_python(call: StepCall) -> Awaitable[JSON]:
     if sig.is_async:
         return cast("Awaitable[JSON]", fn(**kwargs))
     return cast("Awaitable[JSON]", invoke(fn, kwargs, call.services.executor))
+
+
+def direct_python(step: StepSpec) -> Callable[[], Awaitable[JSON]] | None:
+    """An async function given in Python with no parameters and no ``with``: its own
+    coroutine is the attempt, with no binding to do (what ``run_python`` would return)."""
+    fn = step.func
+    if fn is None or step.config.get("with"):
+        return None
+    try:
+        sig = signature_of(fn)
+    except (TypeError, ValueError):
+        return None
+    if sig.params or not sig.is_async:
+        return None
+    return cast("Callable[[], Awaitable[JSON]]", fn)
 
 
 def _check_python(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
@@ -153,7 +168,7 @@ async def _run_http(call: StepCall) -> JSON:
 
 
 def register_builtins() -> None:
-    register_step_type(StepType(name="python", run=run_python,
+    register_step_type(StepType(name="python", run=run_python, direct=direct_python,
                                 fields=frozenset({"call", "with"}),
                                 required=frozenset({"call"}), check=_check_python,
                                 literal_fields=frozenset({"call"})))

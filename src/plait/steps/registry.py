@@ -137,6 +137,11 @@ class StepType:
     # the step waits for something outside the run (a person): the loop parks it in
     # `waiting` without a task, and the run waits (approval)
     parks: bool = False
+    # optional, asked once per checked workflow for each step of this type: a
+    # zero-argument callable returning the attempt's awaitable when the step needs nothing
+    # from its StepCall (no parameters, no templates), which the loop then calls instead
+    # of ``run``; None means "call run"
+    direct: Callable[[StepSpec], Callable[[], Awaitable[JSON]] | None] | None = None
 
 
 _REGISTRY: dict[str, StepType] = {}
