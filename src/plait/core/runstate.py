@@ -182,7 +182,7 @@ class RunState:
                 state.interrupted.append(i)
             elif row.status is QUEUED and (row.next_attempt_at is None
                                              or row.next_attempt_at <= now):
-                heapq.heappush(state._ready, state._rank[i])
+                heappush(state._ready, state._rank[i])
         return state
 
     def queued_later(self) -> list[tuple[float, int]]:
@@ -216,7 +216,7 @@ class RunState:
 
     def push_back(self, i: int) -> None:
         """Return a popped step that could not start yet (pool full, rate limited)."""
-        heapq.heappush(self._ready, self._rank[i])
+        heappush(self._ready, self._rank[i])
 
     def context(self, i: int | None = None, **extra: object) -> dict[str, object]:
         """The names templates see (SPEC 4)."""
@@ -339,7 +339,7 @@ class RunState:
 
     def retry_due(self, i: int) -> None:
         """A retry's delay has passed: the step is ready again."""
-        heapq.heappush(self._ready, self._rank[i])
+        heappush(self._ready, self._rank[i])
 
     def fail(self, i: int, error: str, now: float) -> None:
         """The step failed for good (retries and fallback spent, or not retryable)."""

@@ -26,8 +26,9 @@ The one exception, with ``synchronous=NORMAL`` only: a batch is committed on the
 loop's own thread (the one that opened the store), through a second connection whose
 busy timeout is zero, when the write lock is free at that instant.  Such a commit
 appends to the write-ahead log without an fsync: it costs about what encoding the batch
-does, while the hop to the thread and back cost more than the commit itself (on the
-2-core benchmark machine: 2,500 durable steps/s through the thread, 5,900 inline).
+does, while the hop to the thread and back cost more than the commit itself (chain-1000
+in ``make bench`` on a 2-core VM: 2,949 durable steps/s through the thread, 6,301
+inline).
 When the lock is busy the batch goes to the thread, which waits for it as above.  Like
 any SQLite connection, that one checkpoints the log into the database when the log
 passes 1,000 pages (about 4 MB of writes): one sync of the database file, on the loop's

@@ -9,7 +9,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -324,18 +325,14 @@ async def test_a_cancelled_caller_does_not_break_the_store(store: SqliteStore) -
     await store.create_run(record(), ["a"])
     # another connection holds the write lock: the write cannot commit inline, so it
     # goes to the store's thread, which waits for the lock
-    held = threading.Event()
-    holder = threading.Thread(target=hold_write_lock, args=(store.path, 0.3, held))
-    holder.start()
-    held.wait()
-    task = asyncio.ensure_future(store.write(WriteBatch(
-        run_id="run-1", steps=[change("a", S.PENDING, S.QUEUED)])))
-    await asyncio.sleep(0.05)
-    assert not task.done()  # waiting for the lock in the thread; the loop is free
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    holder.join()
+    with write_lock_held(store.path, 0.3):
+        task = asyncio.ensure_future(store.write(WriteBatch(
+            run_id="run-1", steps=[change("a", S.PENDING, S.QUEUED)])))
+        await asyncio.sleep(0.05)
+        assert not task.done()  # waiting for the lock in the thread; the loop is free
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
     # the write was handed over before the cancel: it either happened or not, whole
     status = (await store.get_steps("run-1"))[0].status
     assert status in (S.PENDING, S.QUEUED)
@@ -354,16 +351,26 @@ def hold_write_lock(path: Path, seconds: float, held: threading.Event) -> None:
     conn.close()
 
 
+@contextmanager
+def write_lock_held(path: Path, seconds: float) -> Iterator[None]:
+    """Another connection, in another thread, holds the database's write lock for
+    ``seconds`` from entry; leaving the block waits until it has let go."""
+    held = threading.Event()
+    holder = threading.Thread(target=hold_write_lock, args=(path, seconds, held))
+    holder.start()
+    held.wait()
+    try:
+        yield
+    finally:
+        holder.join()
+
+
 async def test_a_writer_waits_for_another_connections_lock(tmp_path: Path) -> None:
     path = tmp_path / "lock.db"
     store = SqliteStore(f"sqlite:///{path}")
     await store.open()
     try:
         await store.create_run(record(), ["a"])
-        held = threading.Event()
-        holder = threading.Thread(target=hold_write_lock, args=(path, 0.5, held))
-        holder.start()
-        held.wait()
         ticks = 0
 
         async def ticker() -> None:
@@ -372,23 +379,20 @@ async def test_a_writer_waits_for_another_connections_lock(tmp_path: Path) -> No
                 await asyncio.sleep(0.01)
                 ticks += 1
 
-        ticking = asyncio.ensure_future(ticker())
-        start = time.monotonic()
-        await store.write(WriteBatch(run_id="run-1", steps=[change("a", S.PENDING, S.QUEUED)]))
-        assert time.monotonic() - start >= 0.3  # it waited, then succeeded
-        ticking.cancel()
-        # ...in the store's thread: the event loop went on meanwhile
-        assert ticks >= 10
-        holder.join()
+        with write_lock_held(path, 0.5):
+            ticking = asyncio.ensure_future(ticker())
+            start = time.monotonic()
+            await store.write(WriteBatch(run_id="run-1",
+                                         steps=[change("a", S.PENDING, S.QUEUED)]))
+            assert time.monotonic() - start >= 0.3  # it waited, then succeeded
+            ticking.cancel()
+            # ...in the store's thread: the event loop went on meanwhile
+            assert ticks >= 10
         # reads never wait for a writer (WAL)
-        held.clear()
-        holder = threading.Thread(target=hold_write_lock, args=(path, 0.5, held))
-        holder.start()
-        held.wait()
-        start = time.monotonic()
-        assert (await store.get_steps("run-1"))[0].status == S.QUEUED
-        assert time.monotonic() - start < 0.3
-        holder.join()
+        with write_lock_held(path, 0.5):
+            start = time.monotonic()
+            assert (await store.get_steps("run-1"))[0].status == S.QUEUED
+            assert time.monotonic() - start < 0.3
     finally:
         await store.close()
 
@@ -401,14 +405,10 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_clear_error(
     await store.open()
     try:
         await store.create_run(record(), ["a"])
-        held = threading.Event()
-        holder = threading.Thread(target=hold_write_lock, args=(path, 1.5, held))
-        holder.start()
-        held.wait()
-        with pytest.raises(StoreError, match="stayed locked by another process"):
+        with write_lock_held(path, 1.5), \
+                pytest.raises(StoreError, match="stayed locked by another process"):
             await store.write(WriteBatch(run_id="run-1",
                                          steps=[change("a", S.PENDING, S.QUEUED)]))
-        holder.join()
         await store.write(WriteBatch(run_id="run-1", steps=[change("a", S.PENDING, S.QUEUED)]))
     finally:
         await store.close()
