@@ -7,7 +7,9 @@ the suite; ``thorough`` (``HYPOTHESIS_PROFILE=thorough``) explores much further.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -23,3 +25,39 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# ---------------------------------------------------------------- a step type plugin
+
+_PLUGIN_MODULE = '''
+from plait.steps import StepType
+
+
+async def _shout(call):
+    return {"shout": str(call.render(call.step.config["text"], "text")).upper()}
+
+
+SHOUT = StepType(name="shout", run=_shout, fields=frozenset({"text"}),
+                 required=frozenset({"text"}))
+'''
+
+
+@pytest.fixture
+def step_type_plugin(tmp_path: Path) -> Path:
+    """A directory holding an installed distribution (a ``*.dist-info`` with
+    ``entry_points.txt``) that advertises two ``plait.step_types``: ``shout`` (a
+    StepType upper-casing its ``text`` field) and ``broken`` (whose import raises
+    RuntimeError).  Put the directory on sys.path / PYTHONPATH to install it."""
+    root = tmp_path / "site"
+    (root / "plaitdemo_shout").mkdir(parents=True)
+    (root / "plaitdemo_shout" / "__init__.py").write_text(_PLUGIN_MODULE)
+    (root / "plaitdemo_broken").mkdir()
+    (root / "plaitdemo_broken" / "__init__.py").write_text(
+        'raise RuntimeError("plaitdemo_broken needs PLAITDEMO_TOKEN")\n')
+    info = root / "plaitdemo-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plaitdemo\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[plait.step_types]\nshout = plaitdemo_shout:SHOUT\n"
+        "broken = plaitdemo_broken:TYPE\n")
+    return root

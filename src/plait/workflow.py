@@ -6,13 +6,15 @@ Both front ends produce the same model (``WorkflowSpec``); this module only buil
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
+import keyword
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast, overload
+from typing import Any, Never, NoReturn, TypeVar, cast, overload
 
 from .core.durations import parse_duration
 from .core.loader import parse_definition
@@ -35,13 +37,17 @@ from .core.model import (
 from .core.plan import Plan, make_plan
 from .core.serialize import workflow_to_dict
 from .core.source import parse_text
+from .core.steptypes import type_info
+from .core.suggest import did_you_mean
 from .core.validate import CheckedWorkflow, check, gc_paused
 from .errors import DefinitionError, Problem
 from .observe.alerts import check_rules
 from .observe.graph import dot, mermaid
 from .runtime.binding import Signature, signature_of
 from .runtime.results import RunResult
+from .runtime.retry_names import retry_name_problems
 from .steps.builtin import register_builtins
+from .steps.registry import load_plugins
 
 register_builtins()
 
@@ -50,21 +56,54 @@ F = TypeVar("F", bound=Callable[..., Any])
 _LOCAL = re.compile(r"<locals>|<lambda>")
 
 
+ExceptionName = str | type[BaseException]
+
+
 def Retry(max_retries: int = 3, initial_delay: float = 1.0, backoff: float = 2.0,  # noqa: N802
-          max_delay: float = 60.0, jitter: float = 0.1, retry_on: Sequence[str] = (),
-          no_retry_on: Sequence[str] = ()) -> RetryPolicy:
-    """A retry policy (SPEC 5); exception names may be given as classes too.  Delays
+          max_delay: float = 60.0, jitter: float = 0.1,
+          retry_on: Sequence[ExceptionName] = (),
+          no_retry_on: Sequence[ExceptionName] = ()) -> RetryPolicy:
+    """A retry policy (SPEC 5); exceptions are given by name or as classes.  Delays
     are durations (seconds or '500ms', '2s'...); numbers are kept as floats so the
-    fingerprint matches the same policy loaded from YAML."""
+    fingerprint matches the same policy loaded from YAML.  DefinitionError for an entry
+    that is neither an exception name nor an exception class."""
     return RetryPolicy(max_retries=max_retries, initial_delay=parse_duration(initial_delay),
                        backoff=float(backoff), max_delay=parse_duration(max_delay),
                        jitter=float(jitter),
-                       retry_on=tuple(_exc_name(e) for e in retry_on),
-                       no_retry_on=tuple(_exc_name(e) for e in no_retry_on))
+                       retry_on=_exception_names("retry_on", retry_on),
+                       no_retry_on=_exception_names("no_retry_on", no_retry_on))
 
 
-def _exc_name(value: object) -> str:
-    return value.__name__ if isinstance(value, type) else str(value)
+def _exception_names(field: str, values: object) -> tuple[str, ...]:
+    """Exception names for ``retry_on`` / ``no_retry_on``: classes become their names
+    (a class that is not a builtin is named by its dotted path, so it is found again
+    when the definition is loaded from YAML)."""
+    if isinstance(values, str | type):
+        values = [values]
+    if not isinstance(values, Sequence | set | frozenset):
+        raise DefinitionError([Problem(location=f"retry.{field}", message=(
+            f"expected a list of exception names or classes, got {values!r}"))])
+    names: list[str] = []
+    problems: list[Problem] = []
+    for j, value in enumerate(values):
+        if isinstance(value, str):
+            names.append(value)
+        elif isinstance(value, type) and issubclass(value, BaseException):
+            names.append(_class_path(value))
+        else:
+            problems.append(Problem(location=f"retry.{field}[{j}]", message=(
+                f"expected an exception name or class, got {value!r}")))
+    if problems:
+        raise DefinitionError(problems)
+    return tuple(names)
+
+
+def _class_path(cls: type[BaseException]) -> str:
+    module = cls.__module__
+    if (module in ("builtins", "plait.errors", "__main__") or "." in cls.__qualname__
+            or _LOCAL.search(cls.__qualname__)):
+        return cls.__name__  # (no path another process could import it by)
+    return f"{module}.{cls.__qualname__}"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -77,6 +116,34 @@ class _Pending:
     config: dict[str, JSON]
     depends_on: tuple[str, ...]
     options: dict[str, Any] = field(default_factory=dict)
+
+
+_STEP_OPTIONS = frozenset({"when", "trigger", "retry", "timeout", "fallback", "allow_failure",
+                           "outputs", "circuit_breaker", "pool", "description", "then",
+                           "else_"})
+_WORKFLOW_OPTIONS = frozenset({"concurrency", "on_failure", "timeout", "sla", "input",
+                               "reducers", "pools", "output", "version", "description",
+                               "limits", "alerts"})
+
+
+def _type_fields(step_type: str, fn: Callable[..., object] | None) -> frozenset[str] | None:
+    """The fields ``add_step`` may be given for a step of ``step_type`` (None when the
+    type is unknown: validation reports it)."""
+    if fn is not None:
+        return frozenset({"with"})  # `call` is the function
+    info = type_info(step_type)
+    return info.fields if info is not None else None
+
+
+def _refuse_unknown(unknown: Mapping[str, object], allowed: Iterable[str], what: str,
+                    where: str) -> NoReturn:
+    """DefinitionError naming each unknown keyword argument and the closest allowed one."""
+    names = sorted(allowed)
+    raise DefinitionError([Problem(
+        location=f"{where}.{key}" if where else key,
+        message=f"unknown keyword argument {key!r} for {what}",
+        hint=did_you_mean(key, names) or f"expected one of {', '.join(names)}")
+        for key in unknown])
 
 
 def _call_name(fn: Callable[..., object]) -> str:
@@ -95,7 +162,9 @@ class Workflow:
                  pools: Mapping[str, Mapping[str, Any]] | None = None,
                  output: JSON = None, version: int | None = None,
                  description: str | None = None, limits: Limits | None = None,
-                 alerts: Sequence[str] = ()) -> None:
+                 alerts: Sequence[str] = (), **unknown: Never) -> None:
+        if unknown:
+            _refuse_unknown(unknown, _WORKFLOW_OPTIONS, f"Workflow({name!r})", "")
         self.name = name
         self._options: dict[str, Any] = {
             "concurrency": concurrency, "on_failure": on_failure,
@@ -120,7 +189,8 @@ class Workflow:
     def step(self, fn: F | None = None, **options: Any) -> F | Callable[[F], F]:
         """Decorator: the function becomes a step named after it (``id=`` overrides).
         Options: depends_on, when, trigger, retry, timeout, fallback, allow_failure,
-        outputs, circuit_breaker, pool, description."""
+        outputs, circuit_breaker, pool, description, with_; any other keyword is refused
+        (DefinitionError naming it, with the closest option)."""
         def register(func: F) -> F:
             self.add_step(options.pop("id", None) or func.__name__, func, **options)
             return func
@@ -131,18 +201,33 @@ class Workflow:
                  **options: Any) -> Workflow:
         """Add a step programmatically.  With ``fn``: a python step calling it; with
         ``type``: a step of that type whose fields (``url``, ``value``...) are given as
-        keyword arguments."""
+        keyword arguments (a field named like a Python keyword takes a trailing
+        underscore: ``with_``, ``if_``).  A keyword that is neither a step option nor a
+        field of the type is refused (DefinitionError naming it, with the closest name)."""
         self._mutable()
+        load_plugins()  # a plugin's step type knows its own fields
         step_type = type or "python"
-        known = {"when", "trigger", "retry", "timeout", "fallback", "allow_failure",
-                 "outputs", "circuit_breaker", "pool", "description", "then", "else_"}
-        config = {k: v for k, v in options.items() if k not in known}
-        opts = {k: v for k, v in options.items() if k in known}
+        if fn is not None and step_type != "python":
+            raise TypeError("add_step: give either a function or a type, not both")
+        fields = _type_fields(step_type, fn)
+        config: dict[str, JSON] = {}
+        opts: dict[str, Any] = {}
+        unknown: dict[str, object] = {}
+        for key, value in options.items():
+            field_name = key[:-1] if key.endswith("_") and key not in _STEP_OPTIONS else key
+            if key in _STEP_OPTIONS:
+                opts[key] = value
+            elif fields is None or field_name in fields:
+                config[field_name] = value
+            else:
+                unknown[key] = value
+        if unknown:
+            where = f"steps[{len(self._pending)}]"
+            _refuse_unknown(unknown, {*_STEP_OPTIONS, "depends_on", "type", *(
+                f"{f}_" if keyword.iskeyword(f) else f for f in fields or ())},
+                f"step {id!r}", where)
         if fn is not None:
-            if step_type != "python":
-                raise TypeError("add_step: give either a function or a type, not both")
-            config = {"call": _call_name(fn), **({"with": config.pop("with_")}
-                                                 if "with_" in config else {})}
+            config = {"call": _call_name(fn), **config}  # (`call` is not a field here)
         self._pending.append(_Pending(id=id, type=step_type, func=fn, config=config,
                                       depends_on=tuple(depends_on), options=opts))
         self._checked = None
@@ -156,9 +241,10 @@ class Workflow:
     # ------------------------------------------------------------ loading
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *,
-             max_bytes: int = MAX_DEFINITION_BYTES) -> Workflow:
-        """Load and validate a YAML or JSON definition file."""
+    def load(cls, path: str | os.PathLike[str], *, max_bytes: int = MAX_DEFINITION_BYTES,
+             check_imports: bool = False) -> Workflow:
+        """Load and validate a YAML or JSON definition file (``check_imports``: see
+        ``from_dict``)."""
         p = Path(path)
         try:
             size = p.stat().st_size
@@ -173,16 +259,24 @@ class Workflow:
         except UnicodeDecodeError as exc:
             raise DefinitionError([Problem(location="", message=f"not UTF-8 text: {exc}")],
                                   source=str(p)) from exc
-        wf = cls.from_dict(parse_text(text, source=str(p)), source=str(p))
-        return wf
+        return cls.from_dict(parse_text(text, source=str(p)), source=str(p),
+                             check_imports=check_imports)
 
     @classmethod
-    def from_dict(cls, data: object, *, source: str | None = None) -> Workflow:
-        """Build and validate a workflow from a definition dict."""
+    def from_dict(cls, data: object, *, source: str | None = None,
+                  check_imports: bool = False) -> Workflow:
+        """Build and validate a workflow from a definition dict.  With ``check_imports``
+        the python steps' functions are imported and the exception names of their retry
+        policies checked (what running does first), and those problems are listed with
+        every other one."""
+        load_plugins()
         spec, problems = parse_definition(data)
         if spec is None:
             raise DefinitionError(problems, source=source)
-        checked = check(spec, source=source, prior=problems + check_rules(spec.alerts))
+        problems += check_rules(spec.alerts)
+        if check_imports:
+            problems += _import_problems(spec)
+        checked = check(spec, source=source, prior=problems)
         wf = cls(spec.name)
         wf._spec, wf._checked, wf.source = spec, checked, source
         return wf
@@ -200,11 +294,13 @@ class Workflow:
     def validate(self) -> CheckedWorkflow:
         """Check everything (SPEC 2); raise DefinitionError listing every problem."""
         if self._checked is None:
+            load_plugins()
             problems: list[Problem] = []
             with gc_paused(keep=True):  # one pause for building and checking
                 spec = self._build(problems)
-                self._checked = check(spec, source=self.source,
-                                      prior=problems + check_rules(spec.alerts))
+                # a workflow built in Python has its step modules imported already
+                problems += check_rules(spec.alerts) + retry_name_problems(spec)
+                self._checked = check(spec, source=self.source, prior=problems)
         return self._checked
 
     def _build(self, problems: list[Problem] | None = None) -> WorkflowSpec:
@@ -374,17 +470,32 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
         then=tuple(o.get("then", ())), else_=tuple(o.get("else_", ())), func=p.func)
 
 
+def _import_problems(spec: WorkflowSpec) -> list[Problem]:
+    from .runtime.engine import import_problems
+
+    return import_problems(spec) + retry_name_problems(spec)
+
+
 def _retry(value: object) -> RetryPolicy:
     if value is None:
         return DEFAULT_RETRY
     if isinstance(value, RetryPolicy):
-        return value
+        if all(map(_is_str, (*value.retry_on, *value.no_retry_on))):
+            return value
+        # built directly, with classes: their names, as Retry(...) gives them
+        return dataclasses.replace(
+            value, retry_on=_exception_names("retry_on", value.retry_on),
+            no_retry_on=_exception_names("no_retry_on", value.no_retry_on))
     if isinstance(value, int) and not isinstance(value, bool):
         return RetryPolicy(max_retries=value)
     if isinstance(value, dict):
         return Retry(**value)
     raise TypeError(f"retry must be a Retry(...), a number of retries or a dict, "
                     f"got {value!r}")
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
 
 
 def _seconds(value: object) -> float | None:

@@ -120,3 +120,37 @@ def test_no_file_is_a_usage_error(plait):
     proc = plait("validate")
     assert proc.returncode == 2
     assert "Usage" in proc.stderr
+
+
+FIVE_KINDS = """
+    name: five-kinds
+    steps:
+      - {id: a, type: transform, value: 1, depends_on: [c]}
+      - {id: b, type: transform, value: 1, depends_on: [a]}
+      - {id: c, type: transform, value: 1, depends_on: [b, nope]}
+      - {id: d, type: transform, value: "{{ steps.e.output }}", depends_on: [c]}
+      - {id: e, type: python, call: "no_such_module_here:f", outputs: [k], depends_on: [a]}
+      - {id: f, type: transform, value: 2, outputs: [k], depends_on: [b]}
+"""
+
+
+def test_a_cycle_does_not_hide_templates_writers_or_imports(plait, write):
+    write("five.yaml", FIVE_KINDS)
+    proc = plait("validate", "five.yaml")
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "five.yaml: invalid workflow definition (5 problems)"
+    expected = [
+        ("steps", "cycle: a -> b -> c -> a"),
+        ("steps[2].depends_on[1]", "unknown step 'nope' in depends_on of 'c'"),
+        ("steps[3].value", "template reads steps.e, which is not an ancestor of 'd'"),
+        ("steps[4].call", "step 'e': cannot import module 'no_such_module_here'"),
+        ("steps[5].outputs", "state key 'k' is written by 'e' and 'f', which may run at "
+                             "the same time"),
+    ]
+    for location, message in expected:
+        assert any(line.startswith(f"  - {location}: {message}") for line in lines), \
+            f"no {location}: {message} in:\n{proc.stderr}"
+    # --no-import: the same but the import
+    proc = plait("validate", "--no-import", "five.yaml")
+    assert "(4 problems)" in proc.stderr and "no_such_module_here" not in proc.stderr

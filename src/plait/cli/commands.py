@@ -37,7 +37,8 @@ def validate_files(files: Sequence[str], *, check_imports: bool) -> ExitCode:
 
 
 def _checked(file: str, *, check_imports: bool) -> CheckedWorkflow:
-    checked = load_file(file).validate()
+    # imports are checked with everything else, so every problem is listed at once
+    checked = load_file(file, check_imports=check_imports).validate()
     if check_imports:
         try:
             preflight(checked)

@@ -43,11 +43,12 @@ def stored_reference(target: str) -> tuple[str, int | None] | None:
     return match.group("name"), int(version) if version is not None else None
 
 
-def load_file(target: str) -> Workflow:
-    """Load and validate a definition file (DefinitionError lists every problem)."""
+def load_file(target: str, *, check_imports: bool = False) -> Workflow:
+    """Load and validate a definition file (DefinitionError lists every problem; with
+    ``check_imports``, also the python steps that do not import)."""
     path = Path(target)
     add_import_paths(path)
-    return Workflow.load(path)
+    return Workflow.load(path, check_imports=check_imports)
 
 
 async def load_target(target: str, store: Store) -> Workflow:

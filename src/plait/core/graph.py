@@ -146,3 +146,52 @@ def heights(graph: Graph, weight: Sequence[float] | None = None) -> list[float]:
                 best = height[child]
         height[node] = best + w[node]
     return height
+
+
+def condensed(graph: Graph) -> tuple[Graph, list[int], list[int]]:
+    """The graph with each strongly connected knot (a cycle and everything on it) merged
+    into one node: always acyclic, so ancestry questions can still be answered about a
+    definition that has a cycle.  Returns that graph, the node each step became
+    (``member[step]``), and each merged node's depth (see ``depths``: a lower bound of
+    the steps' own, as a knot counts once).  Kosaraju's two passes, iterative, linear."""
+    size = graph.size
+    children, parents = graph.children, graph.parents
+    finished: list[int] = []  # by finishing time of a depth-first walk down
+    visited = bytearray(size)
+    for start in range(size):
+        if visited[start]:
+            continue
+        visited[start] = 1
+        stack = [(start, iter(children[start]))]
+        while stack:
+            node, kids = stack[-1]
+            for kid in kids:
+                if not visited[kid]:
+                    visited[kid] = 1
+                    stack.append((kid, iter(children[kid])))
+                    break
+            else:
+                stack.pop()
+                finished.append(node)
+    member = [-1] * size
+    count = 0
+    for start in reversed(finished):  # walking up from the last finished: one knot each
+        if member[start] != -1:
+            continue
+        member[start] = count
+        todo = [start]
+        while todo:
+            for parent in parents[todo.pop()]:
+                if member[parent] == -1:
+                    member[parent] = count
+                    todo.append(parent)
+        count += 1
+    names = [""] * count
+    joined: list[list[int]] = [[] for _ in range(count)]
+    for node in range(size):
+        here = member[node]
+        if not names[here]:
+            names[here] = graph.ids[node]
+        joined[here].extend(member[p] for p in parents[node] if member[p] != here)
+    merged, depth = graph_and_depths(names, {}, joined)
+    return merged, member, depth

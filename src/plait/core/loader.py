@@ -32,6 +32,7 @@ from .model import (
     WorkflowSpec,
     new_step,
 )
+from .reducers import reducer_hint, unknown_reducer
 from .steptypes import known_types, type_info
 from .suggest import did_you_mean
 
@@ -238,8 +239,7 @@ def _reducers(c: _Collector, value: JSON) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, reducer in value.items():
         if reducer not in REDUCERS:
-            c.add(f"reducers.{key}", f"unknown reducer {reducer!r}",
-                  did_you_mean(str(reducer), REDUCERS) or f"one of {', '.join(REDUCERS)}")
+            c.add(f"reducers.{key}", unknown_reducer(reducer), reducer_hint(reducer))
         else:
             out[key] = str(reducer)
     return out

@@ -3,7 +3,20 @@
 from __future__ import annotations
 
 from ..errors import OutputError
-from .model import JSON
+from .model import JSON, REDUCERS
+from .suggest import did_you_mean
+
+
+def unknown_reducer(name: object) -> str:
+    """The message for a reducer name that is not a built-in one."""
+    return f"unknown reducer {name!r}"
+
+
+def reducer_hint(name: object) -> str:
+    """The built-in reducers, and the closest one to ``name`` when one is close."""
+    builtins = f"built-in reducers: {', '.join(REDUCERS)}"
+    close = did_you_mean(name, REDUCERS) if isinstance(name, str) else None
+    return f"{close} {builtins}" if close else builtins
 
 
 def reduce_value(reducer: str | None, key: str, old: JSON, new: JSON) -> JSON:

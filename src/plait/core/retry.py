@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 
-from .model import RetryPolicy
+from .model import RetryPolicy, StepSpec
 
 MAX_RETRY_AFTER = 86_400.0
 
@@ -37,12 +40,22 @@ def should_retry(policy: RetryPolicy, attempts_made: int, error: ErrorInfo) -> b
     """True when another attempt is allowed after ``attempts_made`` attempts failed."""
     if attempts_made > policy.max_retries or not error.retryable:
         return False
-    names = set(error.names) | {error.type}
-    if policy.no_retry_on and names & set(policy.no_retry_on):
+    names = {*error.names, error.type, *_EVERY_ERROR}
+    if policy.no_retry_on and names & _class_names(policy.no_retry_on):
         return False
     if policy.retry_on:
-        return bool(names & set(policy.retry_on))
+        return bool(names & _class_names(policy.retry_on))
     return True
+
+
+# every step error is an Exception, though ErrorInfo.names leaves out these bases
+_EVERY_ERROR = ("Exception", "BaseException")
+
+
+def _class_names(names: tuple[str, ...]) -> set[str]:
+    """The class names a policy's exception names match: a dotted path
+    (``package.module.ClassName``) matches by its class name."""
+    return {name.rpartition(".")[2] for name in names}
 
 
 def next_delay(policy: RetryPolicy, attempts_made: int, error: ErrorInfo,
@@ -56,3 +69,22 @@ def next_delay(policy: RetryPolicy, attempts_made: int, error: ErrorInfo,
         # by a day so a bogus header cannot park a step forever).
         delay = max(delay, min(error.retry_after, MAX_RETRY_AFTER))
     return delay
+
+
+_EXCEPTION_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def is_exception_name(value: object) -> bool:
+    """True for what may name an exception: ``ValueError``, ``package.module.Class``."""
+    return isinstance(value, str) and _EXCEPTION_NAME.fullmatch(value) is not None
+
+
+def policies_naming_exceptions(steps: Iterable[StepSpec]) -> dict[int, RetryPolicy]:
+    """The distinct retry policies of ``steps`` that name exceptions, by ``id``
+    (steps share policy objects; ids hash faster than the frozen policies do)."""
+    policies = list(map(_RETRY, steps))
+    distinct = dict(zip(map(id, policies), policies, strict=True))
+    return {key: p for key, p in distinct.items() if p.retry_on or p.no_retry_on}
+
+
+_RETRY = attrgetter("retry")

@@ -21,15 +21,22 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
                        deep: bool = False) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     out: dict[Any, Any] = {}
+    first: dict[Any, yaml.Mark] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in out:
-            mark = key_node.start_mark
+            # the whole message, locations included, and no mark: `_yaml_msg` would add
+            # the mark's location a second time
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (line {mark.line + 1}, column "
-                f"{mark.column + 1})", mark)
+                None, None, f"duplicate key {key!r} at {_at(key_node.start_mark)} "
+                f"(first at {_at(first[key])})", None)
+        first[key] = key_node.start_mark
         out[key] = loader.construct_object(value_node, deep=deep)
     return out
+
+
+def _at(mark: yaml.Mark) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
@@ -71,7 +78,7 @@ def _yaml_msg(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     if mark is not None:
-        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+        return f"{problem} ({_at(mark)})"
     return str(problem)
 
 

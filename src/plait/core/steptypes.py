@@ -26,10 +26,30 @@ class StepTypeInfo:
 
 
 _TYPES: dict[str, StepTypeInfo] = {}
+# step types that were advertised but could not be loaded (an entry point whose import
+# failed), with why: an unknown type of that name is reported with the reason
+_UNAVAILABLE: dict[str, str] = {}
 
 
 def register_type_info(info: StepTypeInfo) -> None:
     _TYPES[info.name] = info
+    _UNAVAILABLE.pop(info.name, None)
+
+
+def register_unavailable_type(name: str, reason: str) -> None:
+    """Note that a step type named ``name`` was advertised but failed to load."""
+    if name not in _TYPES:
+        _UNAVAILABLE[name] = reason
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why the advertised step type ``name`` is missing, or None."""
+    return _UNAVAILABLE.get(name)
+
+
+def unavailable_types() -> dict[str, str]:
+    """Every advertised step type that failed to load, with why."""
+    return dict(_UNAVAILABLE)
 
 
 def type_info(name: str) -> StepTypeInfo | None:

@@ -17,11 +17,13 @@ from typing import Protocol, TypeVar, cast
 
 from ..errors import DefinitionError, Problem
 from . import expressions
-from .graph import Graph, find_cycles, graph_and_depths, heights
+from .graph import Graph, condensed, find_cycles, graph_and_depths, heights
 from .loader import STEP_ID, WORKFLOW_NAME
-from .model import JSON, JSONDict, StepSpec, WorkflowSpec
+from .model import JSON, REDUCERS, JSONDict, StepSpec, WorkflowSpec
+from .reducers import reducer_hint, unknown_reducer
+from .retry import is_exception_name, policies_naming_exceptions
 from .serialize import fingerprint_of, workflow_to_dict
-from .steptypes import known_types, type_info
+from .steptypes import known_types, type_info, unavailable_reason, unavailable_types
 from .suggest import did_you_mean
 
 CONTEXT_NAMES = frozenset({"input", "state", "steps", "run", "item", "index", "secrets",
@@ -103,6 +105,8 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
         add("steps", f"{len(spec.steps)} steps exceed limits.max_steps "
             f"({spec.limits.max_steps})", "raise limits.max_steps in the definition")
     _check_schema(spec, add)
+    _check_reducers(spec, add)
+    _check_retry_names(spec, add)
     steps = spec.steps
     # Most checks read one field of every step, across all steps at once; only the steps
     # where something may be wrong are then checked one by one.
@@ -133,13 +137,16 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
     if parents is None:  # an unknown name, or a condition listing itself: say where
         parents = _parents(spec, seen, add)
     graph, depth = graph_and_depths(ids, seen, parents)
-    for cycle in find_cycles(graph):
-        add("steps", "cycle: " + " -> ".join(cycle),
-            "remove one of these dependencies (bounded repetition is a `loop` step)")
-    _check_templates(spec, types, graph, seen, add)  # ancestry is checked only when acyclic
+    order = _Order(graph)
     if not graph.order:
-        return None
-    _check_state_writes(spec, graph, add)
+        for cycle in find_cycles(graph):
+            add("steps", "cycle: " + " -> ".join(cycle),
+                "remove one of these dependencies (bounded repetition is a `loop` step)")
+        # the checks below still run, on the graph with each cycle merged into one node
+        dag, member, depth = condensed(graph)
+        order = _Order(dag, member)
+    _check_templates(spec, types, order, seen, add)
+    _check_state_writes(spec, graph, order, add)
     deepest = max(depth, default=0)
     if deepest > spec.limits.max_depth:
         add("steps", f"the longest dependency chain has {deepest} steps, over "
@@ -243,6 +250,28 @@ def _check_schema(spec: WorkflowSpec, add: _Add) -> None:
         add(f"input{path}", f"not a valid JSON Schema: {exc.message}")
 
 
+def _check_reducers(spec: WorkflowSpec, add: _Add) -> None:
+    for key, reducer in spec.reducers.items():
+        if reducer not in REDUCERS:
+            add(f"reducers.{key}", unknown_reducer(reducer), reducer_hint(reducer))
+
+
+def _check_retry_names(spec: WorkflowSpec, add: _Add) -> None:
+    """Each retry_on / no_retry_on entry is an exception name (which exception it names
+    is checked where step modules are imported: plait.runtime.retry_names)."""
+    named = policies_naming_exceptions(spec.steps)
+    if not named:
+        return
+    for i, step in enumerate(spec.steps):
+        if id(step.retry) not in named:
+            continue
+        for field in ("retry_on", "no_retry_on"):
+            for j, name in enumerate(getattr(step.retry, field)):
+                if not is_exception_name(name):
+                    add(f"steps[{i}].retry.{field}[{j}]", f"expected an exception name "
+                        f"(ValueError, package.module.ClassName), got {name!r}")
+
+
 @contextmanager
 def gc_paused(*, keep: bool = False) -> Iterator[None]:
     """Pause the cyclic garbage collector while building large graphs: they allocate
@@ -275,8 +304,7 @@ def _check_step_fields(step: StepSpec, where: str, spec: WorkflowSpec, add: _Add
     info = type_info(step.type)
     if info is None:
         if step.type != "invalid":
-            add(f"{where}.type", f"unknown step type {step.type!r}",
-                did_you_mean(step.type, known_types()) or f"one of {', '.join(known_types())}")
+            _unknown_type(step.type, f"{where}.type", add)
         return
     for name in sorted(info.required):
         if name not in step.config and not (name == "call" and step.func is not None):
@@ -294,6 +322,19 @@ def _check_step_fields(step: StepSpec, where: str, spec: WorkflowSpec, add: _Add
         add(f"{where}.fallback.call", "expected 'module:function'")
     if (step.then or step.else_) and step.type != "condition":
         add(f"{where}.then", "only condition steps have then/else")
+
+
+def _unknown_type(name: str, where: str, add: _Add) -> None:
+    reason = unavailable_reason(name)
+    if reason is not None:  # a plugin advertised it, and failed to load
+        add(where, f"unknown step type {name!r}: {reason}",
+            "fix or reinstall the package that provides it")
+        return
+    hint = did_you_mean(name, known_types()) or f"one of {', '.join(known_types())}"
+    broken = unavailable_types()
+    if broken:
+        hint += "; plugins that failed to load: " + "; ".join(broken.values())
+    add(where, f"unknown step type {name!r}", hint)
 
 
 def _parents_of_valid(spec: WorkflowSpec, index: dict[str, int],
@@ -386,10 +427,9 @@ def _steps_with_templates(spec: WorkflowSpec, types: _Types) -> list[int] | rang
     return sorted(flagged)
 
 
-def _check_templates(spec: WorkflowSpec, types: _Types, graph: Graph,
+def _check_templates(spec: WorkflowSpec, types: _Types, order: _Order,
                      index: dict[str, int], add: _Add) -> None:
     known: set[str] | None = None  # the names suggested from (built once, if needed)
-    ancestry = _Ancestry(graph)
     for i in _steps_with_templates(spec, types):
         step = spec.steps[i]
         for field, text in _templates(step):
@@ -400,7 +440,7 @@ def _check_templates(spec: WorkflowSpec, types: _Types, graph: Graph,
                     known = set(index) if known is None else known
                     add(where, f"template reads unknown step {name!r}",
                         did_you_mean(name, known))
-                elif graph.order and not ancestry.is_ancestor(graph.index[name], i):
+                elif not order.runs_before(index[name], i):
                     add(where, f"template reads steps.{name}, which is not an ancestor of "
                         f"{step.id!r} (it may not have run)",
                         f"add {name!r} to depends_on of {step.id!r}")
@@ -410,6 +450,40 @@ def _check_templates(spec: WorkflowSpec, types: _Types, graph: Graph,
                 known = set(index) if known is None else known
                 add(f"output{path}", f"template reads unknown step {name!r}",
                     did_you_mean(name, known))
+
+
+class _Order:
+    """Which steps surely run before which: ancestry in the graph, or, when it has a
+    cycle, in its condensation (``member``: the merged node of each step), where two
+    steps on one cycle count as ordered (the cycle is reported; saying more about them
+    would be noise)."""
+
+    def __init__(self, dag: Graph, member: list[int] | None = None) -> None:
+        self.dag = dag
+        self.member = member
+        self._ancestry: _Ancestry | None = None  # built on the first question
+
+    @property
+    def ancestry(self) -> _Ancestry:
+        if self._ancestry is None:
+            self._ancestry = _Ancestry(self.dag)
+        return self._ancestry
+
+    def nodes(self, steps: list[int]) -> list[int]:
+        """The distinct graph nodes of ``steps``."""
+        member = self.member
+        return steps if member is None else sorted({member[i] for i in steps})
+
+    def runs_before(self, a: int, b: int) -> bool:
+        member = self.member
+        if member is None:
+            return self.ancestry.is_ancestor(a, b)
+        if member[a] == member[b]:
+            return a != b
+        return self.ancestry.is_ancestor(member[a], member[b])
+
+    def ordered(self, a: int, b: int) -> bool:
+        return self.runs_before(a, b) or self.runs_before(b, a)
 
 
 class _Ancestry:
@@ -473,22 +547,23 @@ def _template_reads(text: str, where: str, add: _Add) -> frozenset[str]:
     return expressions.compile_template(text).steps_read
 
 
-def _check_state_writes(spec: WorkflowSpec, graph: Graph, add: _Add) -> None:
+def _check_state_writes(spec: WorkflowSpec, graph: Graph, order: _Order,
+                        add: _Add) -> None:
     steps = spec.steps
     writers: dict[str, list[int]] = defaultdict(list)
     for i in compress(range(len(steps)), map(_OUTPUTS, steps)):
         for key in steps[i].outputs:
             writers[key].append(i)
-    branch_of: dict[int, tuple[int, bool]] = {}
-    ancestry: _Ancestry | None = None  # both built for the first key with two writers
+    branch_of: dict[int, tuple[int, bool]] | None = None  # built for the first such key
     for key, found in writers.items():
-        if len(found) < 2 or key in spec.reducers or _in_sequence(graph, found):
+        if (len(found) < 2 or key in spec.reducers
+                or _in_sequence(order.dag, order.nodes(found))):
             continue
-        if ancestry is None:
-            branch_of, ancestry = _branches(spec, graph), _Ancestry(graph)
+        if branch_of is None:
+            branch_of = _branches(spec, graph)
         for a_pos, a in enumerate(found):
             for b in found[a_pos + 1:]:
-                if ancestry.is_ancestor(a, b) or ancestry.is_ancestor(b, a):
+                if order.ordered(a, b):
                     continue
                 ba, bb = branch_of.get(a), branch_of.get(b)
                 if ba and bb and ba[0] == bb[0] and ba[1] != bb[1]:

@@ -19,13 +19,14 @@ import uuid
 from collections.abc import Callable
 
 from ..core.guards import CircuitBreaker
-from ..core.model import JSON, JSONDict, StepSpec
+from ..core.model import JSON, JSONDict, StepSpec, WorkflowSpec
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
     InputError,
+    Problem,
     RunBusy,
     RunError,
 )
@@ -37,6 +38,7 @@ from .gctune import relaxed_gc
 from .loop import RunLoop
 from .pools import PoolRegistry
 from .results import RunResult
+from .retry_names import retry_name_problems
 from .secrets import Secrets
 from .threads import DaemonThreadPool
 
@@ -339,22 +341,33 @@ def preflight(checked: CheckedWorkflow) -> None:
 
 
 def _check_imports(checked: CheckedWorkflow) -> bool:
-    from ..errors import DefinitionError, Problem
+    from ..errors import DefinitionError
 
+    problems = import_problems(checked.spec) + retry_name_problems(checked.spec)
+    for step in checked.spec.steps:
+        get_step_type(step.type)
+    if problems:
+        raise DefinitionError(problems)
+    return True
+
+
+def import_problems(spec: WorkflowSpec) -> list[Problem]:
+    """A problem for each python step's (or fallback's) ``module:function`` that does not
+    import from here (the definition need not be valid otherwise: SPEC 2 lists every
+    problem at once)."""
     problems = []
-    for i, step in enumerate(checked.spec.steps):
+    for i, step in enumerate(spec.steps):
         targets = []
         if step.type == "python" and step.func is None:
             targets.append(("call", step.config.get("call")))
         if step.fallback is not None and step.fallback.call and step.fallback.func is None:
             targets.append(("fallback.call", step.fallback.call))
         for field, target in targets:
+            if not isinstance(target, str) or ":" not in target.strip(":"):
+                continue  # not 'module:function': validation says so
             try:
-                import_call(str(target))
+                import_call(target)
             except ImportError as exc:
                 problems.append(Problem(location=f"steps[{i}].{field}",
                                         message=f"step {step.id!r}: {exc}"))
-        get_step_type(step.type)
-    if problems:
-        raise DefinitionError(problems)
-    return True
+    return problems

@@ -9,6 +9,7 @@ object is a StepType.
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -16,7 +17,13 @@ from typing import Protocol
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict, StepSpec
-from ..core.steptypes import FieldChecker, StepTypeInfo, register_type_info
+from ..core.steptypes import (
+    FieldChecker,
+    StepTypeInfo,
+    register_type_info,
+    register_unavailable_type,
+    unavailable_reason,
+)
 from ..errors import PlaitError, TemplateError
 from ..runtime.context import StepContext, make_context
 
@@ -144,8 +151,10 @@ class StepType:
     direct: Callable[[StepSpec], Callable[[], Awaitable[JSON]] | None] | None = None
 
 
+ENTRY_POINT_GROUP = "plait.step_types"
 _REGISTRY: dict[str, StepType] = {}
 _plugins_loaded = False
+_log = logging.getLogger("plait.plugins")
 
 
 def register_step_type(step_type: StepType) -> None:
@@ -161,19 +170,38 @@ def get_step_type(name: str) -> StepType:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise PlaitError(f"unknown step type {name!r}") from None
+        reason = unavailable_reason(name)
+        raise PlaitError(f"unknown step type {name!r}"
+                         + (f": {reason}" if reason else "")) from None
 
 
 def load_plugins() -> None:
     """Register the types advertised by installed packages (entry point group
-    ``plait.step_types``), once."""
+    ``plait.step_types``), once per process, before the first definition is loaded.
+
+    An entry point's object is a StepType, or a function that registers types when
+    called.  One that fails to load is noted (``unavailable_reason``) and logged; it
+    stops only the definitions that use its type, which name it and the exception."""
     global _plugins_loaded
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    for ep in importlib.metadata.entry_points(group="plait.step_types"):
-        obj = ep.load()
-        if isinstance(obj, StepType):
-            register_step_type(obj)
-        elif callable(obj):
-            obj()
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            _load_entry_point(ep)
+        except Exception as exc:  # noqa: BLE001 - a plugin's import runs third-party code
+            reason = (f"entry point {ep.name!r} ({ep.value}) of group {ENTRY_POINT_GROUP!r} "
+                      f"failed to load: {type(exc).__name__}: {exc}")
+            register_unavailable_type(ep.name, reason)
+            _log.warning("%s", reason)
+
+
+def _load_entry_point(ep: importlib.metadata.EntryPoint) -> None:
+    obj = ep.load()
+    if isinstance(obj, StepType):
+        register_step_type(obj)
+    elif callable(obj):
+        obj()
+    else:
+        raise TypeError(f"expected a StepType or a function that registers step types, "
+                        f"got {type(obj).__name__}")

@@ -133,3 +133,15 @@ def test_retry_after_is_honoured_past_max_delay_up_to_a_day() -> None:
 def test_error_info_text() -> None:
     assert str(BOOM) == "ValueError: boom"
     assert str(ErrorInfo(type="KeyError", message="")) == "KeyError"
+
+
+def test_exception_and_base_exception_name_every_error() -> None:
+    # ErrorInfo.names leaves these bases out; a policy naming them still matches
+    assert should_retry(RetryPolicy(no_retry_on=("Exception",)), 1, BOOM) is False
+    assert should_retry(RetryPolicy(retry_on=("BaseException",)), 1, BOOM) is True
+
+
+def test_a_dotted_exception_path_matches_by_its_class_name() -> None:
+    policy = RetryPolicy(retry_on=("shop.errors.RateLimited",))
+    assert should_retry(policy, 1, error("RateLimited")) is True
+    assert should_retry(policy, 1, error("Limited")) is False

@@ -307,3 +307,41 @@ def test_check_collects_prior_problems_from_loading() -> None:
     locations = {p.location for p in info.value.problems}
     assert {"steps[0].trigger", "steps[1].depends_on[0]"} <= locations
     assert str(info.value).startswith("flow.yaml: invalid workflow definition (2 problems)")
+
+
+# ---------------------------------------------------------------- every problem at once
+
+
+def test_a_cycle_and_an_unknown_step_do_not_hide_the_other_problems() -> None:
+    problems = problems_of(wf(
+        t("a", "c"), t("b", "a"), t("c", "b", "nope"),
+        t("d", "c", value="{{ steps.e.output }}"),
+        t("e", "a", outputs=["k"]), t("f", "b", outputs=["k"]),
+        t("g", value=1), t("g", value=2)))
+    assert sorted(str(p) for p in problems) == sorted([
+        "steps: cycle: a -> b -> c -> a (remove one of these dependencies (bounded "
+        "repetition is a `loop` step))",
+        "steps[2].depends_on[1]: unknown step 'nope' in depends_on of 'c'",
+        "steps[3].value: template reads steps.e, which is not an ancestor of 'd' (it may "
+        "not have run) (add 'e' to depends_on of 'd')",
+        "steps[5].outputs: state key 'k' is written by 'e' and 'f', which may run at the "
+        "same time (declare a reducer (reducers: {k: append}) or order them with "
+        "depends_on)",
+        "steps[7].id: duplicate step id 'g' (first at steps[6])",
+    ])
+
+
+def test_steps_ordered_through_a_cycle_are_not_reported() -> None:
+    # x follows the knot a-b-c, so it may read any of them; two writers on one knot
+    # are not said to race (the cycle is the problem)
+    problems = problems_of(wf(
+        t("a", "c", outputs=["k"]), t("b", "a", outputs=["k"]), t("c", "b"),
+        t("x", "c", value="{{ steps.a.output }}", outputs=["k"])))
+    assert [p.message for p in problems] == ["cycle: a -> b -> c -> a"]
+
+
+def test_a_chain_too_deep_is_reported_beside_a_cycle() -> None:
+    steps = [t("s0")] + [t(f"s{i}", f"s{i - 1}") for i in range(1, 6)]
+    problems = problems_of(wf(*steps, t("p", "q"), t("q", "p"), limits={"max_depth": 3}))
+    assert sorted(p.message.split(",")[0] for p in problems) == [
+        "cycle: p -> q -> p", "the longest dependency chain has 6 steps"]
