@@ -25,9 +25,11 @@ from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
+    DecisionTaken,
     InputError,
     RunBusy,
     RunError,
+    StaleWriteError,
 )
 from ..steps.registry import HTTPPolicy, Services, get_step_type
 from ..store.base import RunRecord, Store, WriteBatch
@@ -272,22 +274,27 @@ class Engine:
     async def approve(self, run_id: str, step_id: str, *, approved: bool = True,
                       by: str | None = None, data: JSON = None) -> None:
         """Record a person's decision on a waiting approval step (who, when, data).
-        The run continues when its executor sees it (resume it to continue here)."""
-        run = await self.store.get_run(run_id)
-        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
-            raise RunError(f"run {run_id!r} is {run.status}; there is nothing to approve")
+        The first decision stored stands (SPEC 8): a later one, from this process or
+        another, raises DecisionTaken carrying it.  The run continues when its executor
+        sees the decision (resume it to continue here)."""
         steps = {s.step_id: s for s in await self.store.get_steps(run_id)}
-        step = steps.get(step_id)
-        if step is None:
+        if step_id not in steps:
             raise RunError(f"run {run_id!r} has no step {step_id!r}"
                            + (f" ({hint})" if (hint := did_you_mean(step_id, steps)) else ""))
-        if step.status is not StepStatus.WAITING:
-            raise RunError(f"step {step_id!r} of run {run_id!r} is {step.status}, not "
-                           f"waiting for approval")
         decision: JSONDict = {"decision": "approved" if approved else "rejected",
                               "by": by or "unknown", "at": self.clock(), "data": data}
-        await self.store.write(WriteBatch(run_id=run_id, notes=[(step_id,
-                                                                 {"approval": decision})]))
+        try:
+            await self.store.record_decision(run_id, step_id, decision)
+        except DecisionTaken:
+            raise
+        except StaleWriteError as exc:  # not waiting (any more): say what it is now
+            run = await self.store.get_run(run_id)
+            if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+                raise RunError(f"run {run_id!r} is {run.status}; there is nothing to "
+                               f"approve") from exc
+            step = next(s for s in await self.store.get_steps(run_id) if s.step_id == step_id)
+            raise RunError(f"step {step_id!r} of run {run_id!r} is {step.status}, not "
+                           f"waiting for approval") from exc
         loop = self._loops.get(run_id)
         if loop is not None:
             loop.signal_decision()

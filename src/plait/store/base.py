@@ -191,6 +191,15 @@ class Store(Protocol):
         run (backends may number per run or globally)."""
         ...
 
+    async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
+        """Store a person's decision on an approval step as a note of the step
+        (``{"approval": decision}``), as ONE compare-and-set: only when no decision on
+        the step is stored yet (DecisionTaken, carrying the standing decision,
+        otherwise: the first stands, whichever process sent it) and the step is
+        ``waiting`` (StaleWriteError otherwise).  RunNotFound for an unknown run,
+        StoreError for an unknown step."""
+        ...
+
     async def request_cancel(self, run_id: str) -> None:
         """Flag the run; whoever executes it notices and cancels it."""
         ...

@@ -55,6 +55,7 @@ found, is cached for the life of the store.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sqlite3
 import threading
@@ -74,7 +75,14 @@ from ..core.states import (
     check_run_transition,
     check_step_transition,
 )
-from ..errors import RunNotFound, StaleWriteError, StoreError, VersionConflict, WorkflowNotFound
+from ..errors import (
+    DecisionTaken,
+    RunNotFound,
+    StaleWriteError,
+    StoreError,
+    VersionConflict,
+    WorkflowNotFound,
+)
 from .base import (
     AttemptRecord,
     EventRecord,
@@ -332,7 +340,9 @@ class _Database:
                    else self.conn.execute(_Q["workflow_version"], (name, version))
                    ).fetchone()
         if row is None:
-            raise WorkflowNotFound(name, version)
+            versions = [] if version is None or not valid_id(name) else \
+                [r[0] for r in self.conn.execute(_Q["workflow_versions"], (name,))]
+            raise WorkflowNotFound(name, version, versions)
         return rows.workflow_record(row)
 
     def list_workflows(self) -> list[WorkflowRecord]:
@@ -470,6 +480,26 @@ class _Database:
     def get_events(self, run_id: str, after: int) -> list[EventRecord]:
         found = self.conn.execute(_Q["get_events"], (self._key(run_id), after))
         return [rows.event_record(run_id, row) for row in found]
+
+    def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
+        """A compare-and-set under the write lock (``BEGIN IMMEDIATE``): no other
+        connection, of this process or another, stores a decision in between."""
+        key = self._key(run_id)
+        data = rows.json_text({"approval": decision},
+                              f"the decision on step {step_id!r} of run {run_id!r}")
+        with self._transaction() as conn:
+            row = conn.execute(_Q["step_status"], (key, step_id)).fetchone()
+            if row is None:
+                raise StoreError(f"run {run_id!r} has no step {step_id!r}")
+            standing = conn.execute(_Q["standing_decision"], (key, step_id)).fetchone()
+            if standing is not None:
+                raise DecisionTaken(run_id, step_id, json.loads(standing[0])["approval"])
+            if row[0] != StepStatus.WAITING.value:
+                raise StaleWriteError(f"step {step_id!r} of run {run_id!r} is {row[0]}, "
+                                      f"not waiting for a decision")
+            last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
+            conn.execute(_Q["insert_event"], (key, last + 1, time.time(), "note", step_id,
+                                              None, None, None, data))
 
     def request_cancel(self, run_id: str) -> None:
         if self.conn.execute(_Q["request_cancel"], (run_id,)).rowcount == 0:
@@ -641,6 +671,9 @@ class SqliteStore:
 
     async def get_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
         return await self._run(self._db.get_events, run_id, after)
+
+    async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
+        await self._run(self._db.record_decision, run_id, step_id, decision)
 
     async def request_cancel(self, run_id: str) -> None:
         await self._run(self._db.request_cancel, run_id)

@@ -163,3 +163,15 @@ UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND owner = ?;
 -- release_run --
 -- Give up ownership; no effect unless the owner holds the run.  (run_id, owner)
 UPDATE runs SET owner = NULL WHERE run_id = ? AND owner = ?;
+
+-- workflow_versions --
+-- The stored versions of a workflow, ascending (to say which exist).  (name)
+SELECT version FROM workflows WHERE name = ? ORDER BY version;
+
+-- standing_decision --
+-- The first decision stored on an approval step: its note's data, or no row.  Read
+-- under the write lock by record_decision, so it is a compare-and-set.  (run, step_id)
+SELECT data FROM events
+WHERE run = ? AND kind = 'note' AND step_id = ?
+  AND json_extract(data, '$.approval') IS NOT NULL
+ORDER BY seq LIMIT 1;
