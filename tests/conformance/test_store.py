@@ -156,10 +156,13 @@ async def test_get_workflow_latest_specific_and_missing(store: Store, uid: UID) 
     first = await store.get_workflow(name, 1)
     assert (first.version, first.fingerprint) == (1, "a" * 12)
     assert first.definition["description"] == "one"
-    with pytest.raises(WorkflowNotFound):
+    with pytest.raises(WorkflowNotFound) as no_version:
         await store.get_workflow(name, 3)
-    with pytest.raises(WorkflowNotFound):
+    assert no_version.value.versions == (1, 2)  # it says which versions exist
+    assert f"workflow {name!r} has versions 1, 2; no version 3" in str(no_version.value)
+    with pytest.raises(WorkflowNotFound) as no_name:
         await store.get_workflow(uid("missing"))
+    assert no_name.value.versions == ()
     with pytest.raises(WorkflowNotFound):
         await store.get_workflow(uid("missing"), 1)
 

@@ -161,8 +161,11 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunView,
 
 async def _submit(engine: Engine, checked: CheckedWorkflow, input: JSON,
                   target: str) -> RunRecord:
+    """Store the run; ``NAME@V`` runs stored version V as it is (latest untouched)."""
+    reference = stored_reference(target)
     try:
-        return await engine.submit(checked, input)
+        return await engine.submit(checked, input,
+                                   version=reference[1] if reference else None)
     except InputError as exc:
         raise Refusal(output.error_text(f"{target}: {exc}", heading="invalid input")) from exc
     except DefinitionError as exc:

@@ -109,9 +109,13 @@ class Engine:
 
     async def submit(self, checked: CheckedWorkflow, input: JSON, *,
                      run_id: str | None = None, retry_of: str | None = None,
-                     parent_run_id: str | None = None) -> RunRecord:
+                     parent_run_id: str | None = None,
+                     version: int | None = None) -> RunRecord:
         """Check the input, store the definition (versioning, SPEC 2) and a new run.
-        Raises InputError before anything is stored."""
+        Raises InputError before anything is stored.  ``version``: the stored version
+        ``checked`` was loaded from (``plait run NAME@V``): the run records it as it is
+        and the latest version stays what it is (VersionConflict if ``checked`` is not
+        that version's definition)."""
         problems = validate_input(checked, input)
         if problems:
             raise InputError("input does not match the workflow's input schema:\n  - "
@@ -119,8 +123,9 @@ class Engine:
         check_input_params(checked, input)
         preflight(checked)
         spec = checked.spec
-        stored = await self.store.save_workflow(spec.name, checked.definition_json,
-                                                checked.fingerprint, spec.version)
+        stored = await self.store.save_workflow(
+            spec.name, checked.definition_json, checked.fingerprint,
+            spec.version if version is None else version)
         run = RunRecord(run_id=run_id or uuid.uuid4().hex, workflow=spec.name,
                         version=stored.version, fingerprint=checked.fingerprint,
                         status=RunStatus.PENDING, input=input, created_at=self.clock(),
@@ -241,8 +246,11 @@ class Engine:
                               f"gone, retry after its {self.lease:g}s lease runs out")
         return claimed
 
-    async def run(self, checked: CheckedWorkflow, input: JSON, **kwargs: str | None) -> RunResult:
-        run = await self.submit(checked, input, **kwargs)
+    async def run(self, checked: CheckedWorkflow, input: JSON, *, run_id: str | None = None,
+                  retry_of: str | None = None,
+                  parent_run_id: str | None = None) -> RunResult:
+        run = await self.submit(checked, input, run_id=run_id, retry_of=retry_of,
+                                parent_run_id=parent_run_id)
         return await self.execute(checked, run)
 
     async def result(self, run_id: str) -> RunResult:
