@@ -760,6 +760,21 @@ async def test_release_frees_the_run_only_for_its_owner(store: Store, uid: UID) 
     assert taken is not None and taken.owner == "host:2"
 
 
+async def test_a_dead_owner_is_taken_over_once(store: Store, uid: UID) -> None:
+    """``dead_owner``: the caller knows that owner exited; the run is taken at once
+    (its lease has not run out), by one caller only, with the caller's own time."""
+    run_id = await new_run(store, uid)
+    await store.claim_run(run_id, "host:dead", now=100.0, lease=30.0)
+    first = await store.claim_run(run_id, "host:1", now=101.0, lease=30.0,
+                                  dead_owner="host:dead")
+    second = await store.claim_run(run_id, "host:2", now=102.0, lease=30.0,
+                                   dead_owner="host:dead")
+    assert first is not None and (first.owner, first.heartbeat_at) == ("host:1", 101.0)
+    assert second is None
+    stored = await store.get_run(run_id)
+    assert (stored.owner, stored.heartbeat_at) == ("host:1", 101.0)
+
+
 async def test_claiming_a_missing_run_raises_run_not_found(store: Store) -> None:
     with pytest.raises(RunNotFound):
         await store.claim_run(new_run_id(), "host:1", now=1.0, lease=30.0)

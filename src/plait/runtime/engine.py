@@ -77,6 +77,14 @@ def owner_alive(owner: str) -> bool:
     return True
 
 
+def heartbeat_age(run: RunRecord, now: float) -> str:
+    """How long ago the run's owner last showed it was alive, for messages (a clock
+    that differs between hosts never makes it negative)."""
+    if run.heartbeat_at is None:
+        return "no heartbeat yet"
+    return f"last heartbeat {max(0.0, now - run.heartbeat_at):.0f}s ago"
+
+
 class Engine:
     """Runs workflows against a store.  One engine per process is typical; pools and
     circuit breakers are shared by every run the engine executes."""
@@ -234,16 +242,16 @@ class Engine:
             current = await self.store.get_run(run.run_id)
             if current.owner and not owner_alive(current.owner):
                 # The owner was a process on this host that no longer exists: its
-                # lease need not run out before someone continues the run.
-                claimed = await self.store.claim_run(run.run_id, self.worker,
-                                                     self.clock() + self.lease * 2,
-                                                     self.lease)
+                # lease need not run out before someone continues the run (only one
+                # process takes it over: the claim holds while that owner does).
+                claimed = await self.store.claim_run(run.run_id, self.worker, self.clock(),
+                                                     self.lease, dead_owner=current.owner)
             if claimed is None:
-                age = self.clock() - (current.heartbeat_at or 0.0)
+                current = await self.store.get_run(run.run_id)
                 raise RunBusy(run.run_id, current.owner,
                               f"run {run.run_id!r} is being executed by {current.owner} "
-                              f"(last heartbeat {age:.0f}s ago); if that process is "
-                              f"gone, retry after its {self.lease:g}s lease runs out")
+                              f"({heartbeat_age(current, self.clock())}); if that process "
+                              f"is gone, retry after its {self.lease:g}s lease runs out")
         return claimed
 
     async def run(self, checked: CheckedWorkflow, input: JSON, *, run_id: str | None = None,

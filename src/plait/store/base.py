@@ -204,11 +204,13 @@ class Store(Protocol):
         """Flag the run; whoever executes it notices and cancels it."""
         ...
 
-    async def claim_run(self, run_id: str, owner: str, now: float,
-                        lease: float) -> RunRecord | None:
+    async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
+                        dead_owner: str | None = None) -> RunRecord | None:
         """Take ownership of a run to execute it: succeeds (returning the run) when it has
-        no owner, is already ``owner``'s, or its owner's heartbeat is older than
-        ``lease`` seconds; returns None when another live owner holds it.  Atomic."""
+        no owner, is already ``owner``'s, is still ``dead_owner``'s (a process the
+        caller knows has exited: taken over without waiting for its lease), or its
+        owner's heartbeat is older than ``lease`` seconds; returns None when another
+        live owner holds it.  The heartbeat becomes ``now``.  Atomic."""
         ...
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:

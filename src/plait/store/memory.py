@@ -232,12 +232,12 @@ class MemoryStore:
         run.cancel_requested = True
 
 
-    async def claim_run(self, run_id: str, owner: str, now: float,
-                        lease: float) -> RunRecord | None:
+    async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
+                        dead_owner: str | None = None) -> RunRecord | None:
         run = self._runs.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
-        free = run.owner is None or run.owner == owner or (
+        free = run.owner is None or run.owner in (owner, dead_owner) or (
             run.heartbeat_at is not None and run.heartbeat_at < now - lease)
         if not free:
             return None

@@ -505,11 +505,12 @@ class _Database:
         if self.conn.execute(_Q["request_cancel"], (run_id,)).rowcount == 0:
             raise RunNotFound(run_id)
 
-    def claim_run(self, run_id: str, owner: str, now: float,
-                  lease: float) -> RunRecord | None:
+    def claim_run(self, run_id: str, owner: str, now: float, lease: float,
+                  dead_owner: str | None) -> RunRecord | None:
         self._key(run_id)  # RunNotFound
         with self._transaction() as conn:
-            claimed = conn.execute(_Q["claim_run"], (owner, now, run_id, now - lease))
+            claimed = conn.execute(_Q["claim_run"], (owner, now, run_id, now - lease,
+                                                     dead_owner))
             row = conn.execute(_Q["get_run"], (run_id,)).fetchone()
         return rows.run_record(row) if claimed.rowcount else None
 
@@ -678,9 +679,9 @@ class SqliteStore:
     async def request_cancel(self, run_id: str) -> None:
         await self._run(self._db.request_cancel, run_id)
 
-    async def claim_run(self, run_id: str, owner: str, now: float,
-                        lease: float) -> RunRecord | None:
-        return await self._run(self._db.claim_run, run_id, owner, now, lease)
+    async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
+                        dead_owner: str | None = None) -> RunRecord | None:
+        return await self._run(self._db.claim_run, run_id, owner, now, lease, dead_owner)
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
         return await self._run(self._db.heartbeat, run_id, owner, now)

@@ -149,12 +149,14 @@ FROM events WHERE run = ? AND seq > ? ORDER BY seq;
 UPDATE runs SET cancel_requested = 1 WHERE run_id = ?;
 
 -- claim_run --
--- Take a run when it has no owner, is already this owner's, or its owner's heartbeat
--- is older than the lease.  One statement: atomic across processes.
--- (owner, now, run_id, stale_before = now - lease)
+-- Take a run when it has no owner, is already this owner's, is still held by the
+-- owner known to be dead (NULL: none), or its owner's heartbeat is older than the
+-- lease.  One statement: atomic across processes.
+-- (owner, now, run_id, stale_before = now - lease, dead_owner)
 UPDATE runs SET owner = ?1, heartbeat_at = ?2
 WHERE run_id = ?3
-  AND (owner IS NULL OR owner = ?1 OR (heartbeat_at IS NOT NULL AND heartbeat_at < ?4));
+  AND (owner IS NULL OR owner = ?1 OR owner = ?5
+       OR (heartbeat_at IS NOT NULL AND heartbeat_at < ?4));
 
 -- heartbeat --
 -- Refresh ownership; 0 rows changed means the owner lost the run.  (now, run_id, owner)
