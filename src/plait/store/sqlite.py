@@ -78,6 +78,7 @@ from ..core.states import (
 from ..errors import (
     DecisionTaken,
     RunNotFound,
+    SchemaVersionError,
     StaleWriteError,
     StoreError,
     VersionConflict,
@@ -94,7 +95,13 @@ from .base import (
 )
 from .sql import queries
 from .sql import sqlite_rows as rows
-from .sql.sqlite_schema import check_plait_file, check_version, migrate, schema_version
+from .sql.sqlite_schema import (
+    check_plait_file,
+    check_version,
+    latest_version,
+    migrate,
+    schema_version,
+)
 
 T = TypeVar("T")
 
@@ -179,10 +186,11 @@ def translate(exc: sqlite3.Error, where: str) -> StoreError:
 class _Database:
     """The connection and every job run on it; used only from the store's thread."""
 
-    def __init__(self, path: Path, synchronous: str) -> None:
+    def __init__(self, path: Path, synchronous: str, *, read_only: bool = False) -> None:
         self.path = path
         self.where = str(path.absolute())  # for messages
         self.synchronous = synchronous
+        self.read_only = read_only
         self._conn: sqlite3.Connection | None = None
         self._keys: dict[str, int] = {}  # run_id -> runs.id (runs are never deleted)
 
@@ -235,6 +243,9 @@ class _Database:
         """Open the connection.  ``inline``: the event loop's connection (see the module
         docstring): opened here, on the store's thread, but used on the loop's; it never
         waits for a lock."""
+        if self.read_only:
+            self._conn = self._connect_read_only()
+            return
         self._prepare_directory()
         timeout = 0.0 if inline else BUSY_TIMEOUT_S
         conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
@@ -269,6 +280,45 @@ class _Database:
         finally:
             if conn.in_transaction:
                 conn.execute("COMMIT")
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that never writes the database (``mode=ro``): no directory is
+        created, the journal mode is left as it is, nothing is migrated.  Like any
+        reader of a WAL database, SQLite uses its -wal and -shm files, creating them
+        when it may; when it may not (a read-only directory, no writer around: a
+        writer would have created them), the file is read as it is (``immutable``)."""
+        if not self.path.is_file():
+            raise StoreError(f"database {self.where} does not exist"
+                             + (" (it is a directory)" if self.path.is_dir() else ""))
+        uri = self.path.absolute().as_uri()
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                   isolation_level=None, cached_statements=64)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000):d}")
+                self._check_file(conn)
+                self._check_current(schema_version(conn))
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if _primary_code(exc) in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY) \
+                        and "immutable" not in options:
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+        raise AssertionError("unreachable")
+
+    def _check_current(self, version: int) -> None:
+        """Read-only: a schema older than this plait's is not migrated here."""
+        latest = latest_version()
+        if version < latest:
+            raise SchemaVersionError(
+                f"database {self.where} has schema version {version}, older than this "
+                f"plait's ({latest}), and is opened read-only here, so it is not "
+                f"migrated: run a command that writes to it (plait run, plait resume) "
+                f"as a user who may write the file and its directory, then read it again")
 
     def _prepare_directory(self) -> None:
         parent = self.path.parent
@@ -583,12 +633,15 @@ class _StoreThread:
 class SqliteStore:
     """The Store protocol on one SQLite file (see the module docstring)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
+        """``read_only``: for commands that only read (see ``_connect_read_only``);
+        every write is refused."""
         self.url = url
         path, synchronous = parse_url(url)
         self.path = path
         self.synchronous = synchronous
-        self._db = _Database(path, synchronous)
+        self.read_only = read_only
+        self._db = _Database(path, synchronous, read_only=read_only)
         self._thread: _StoreThread | None = None
         # the event loop's connection (NORMAL only) and the thread allowed to use it
         self._inline: _Database | None = None
@@ -608,7 +661,7 @@ class SqliteStore:
         self._thread = _StoreThread(f"plait-sqlite:{self.path.name}")
         try:
             await self._run(self._db.connect)
-            if self.synchronous == "NORMAL":
+            if self.synchronous == "NORMAL" and not self.read_only:
                 inline = _Database(self.path, self.synchronous)
                 try:
                     await self._run(lambda: inline.connect(inline=True))
