@@ -30,6 +30,7 @@ from ..errors import (
     RunBusy,
     RunError,
     StaleWriteError,
+    StoreError,
 )
 from ..steps.registry import HTTPPolicy, Services, get_step_type
 from ..store.base import RunRecord, Store, WriteBatch
@@ -160,12 +161,30 @@ class Engine:
                 await loop.run()
             finally:
                 self._loops.pop(run.run_id, None)
-                release = self.store.release_run(run.run_id, self.worker)
                 if isinstance(self.store, MemoryStore):
-                    await release  # completes at once: nothing to shield, no extra task
+                    await self.store.release_run(run.run_id, self.worker)  # at once
                 else:
-                    await asyncio.shield(release)
+                    await asyncio.shield(self._release(run.run_id))
             return loop.result()
+
+    async def _release(self, run_id: str) -> None:
+        """Give up the run, also when the store fails (the run loop may have stopped on
+        that very failure): retried with backoff for up to one lease, after which the
+        claim has lapsed anyway, so ``plait resume`` or any worker can continue the
+        run.  Never raises: the run's own outcome or error is what the caller gets."""
+        deadline = time.monotonic() + self.lease
+        delay = 0.05
+        while True:
+            try:
+                await self.store.release_run(run_id, self.worker)
+                return
+            except StoreError as exc:
+                if time.monotonic() + delay > deadline:
+                    _log.warning("run %s: could not release it (%s); its claim lapses "
+                                 "%gs after its last heartbeat", run_id, exc, self.lease)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     async def resume(self, run_id: str, checked: CheckedWorkflow | None = None) -> RunResult:
         """Continue a stored run whose process stopped (SPEC 6): completed steps are

@@ -106,6 +106,7 @@ from .sql.sqlite_schema import (
 T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 10.0  # how long a job waits for another process's write lock
+GATE_TIMEOUT_S = 120.0  # how long a job waits for the other writers of this process
 BUSY_RETRIES = 3  # jobs that met SQLITE_BUSY without waiting that long run again
 SYNCHRONOUS_MODES = ("NORMAL", "FULL")
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # hyphenated UUIDs (36 characters) included
@@ -172,12 +173,33 @@ def translate(exc: sqlite3.Error, where: str) -> StoreError:
     if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
         return StoreError(f"database {where} is read-only for this process ({exc}); "
                           f"plait needs to write the file and its directory")
-    if code in _BUSY:
-        return StoreError(f"database {where} stayed locked by another process for more "
-                          f"than {BUSY_TIMEOUT_S:g}s ({exc})")
+    if code in _BUSY:  # this process's stores take turns at the gate: not one of them
+        return StoreError(f"database {where} stayed locked for more than "
+                          f"{BUSY_TIMEOUT_S:g}s by a connection outside this process's "
+                          f"plait stores (another process, or a tool holding the file) "
+                          f"({exc})")
     if code == sqlite3.SQLITE_IOERR:
         return StoreError(f"database {where}: I/O error ({exc})")
     return StoreError(f"database {where}: {exc}")
+
+
+# ------------------------------------------------------------- the write gate
+
+_GATES: dict[str, threading.Lock] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def write_gate(where: str) -> threading.Lock:
+    """The one lock that every SQLite store of this process holds while it writes the
+    file ``where``.  Stores of one process (many concurrent ``run_async`` calls each open
+    one) take turns here, woken in turn, instead of in SQLite's busy handler, which
+    polls with sleeps and lets a writer starve past its timeout under heavy
+    contention; the busy timeout is left for other processes."""
+    with _GATES_LOCK:
+        gate = _GATES.get(where)
+        if gate is None:
+            gate = _GATES[where] = threading.Lock()
+        return gate
 
 
 # ------------------------------------------------------- the thread-confined database
@@ -191,6 +213,7 @@ class _Database:
         self.where = str(path.absolute())  # for messages
         self.synchronous = synchronous
         self.read_only = read_only
+        self._gate = write_gate(self.where)
         self._conn: sqlite3.Connection | None = None
         self._keys: dict[str, int] = {}  # run_id -> runs.id (runs are never deleted)
 
@@ -216,6 +239,18 @@ class _Database:
                     continue
                 raise translate(exc, self.where) from exc
         raise AssertionError("unreachable")
+
+    def call_writing(self, job: Callable[..., T], *args: Any) -> T:
+        """``call`` for a job that writes: holding this process's write gate."""
+        if not self._gate.acquire(timeout=GATE_TIMEOUT_S):
+            raise StoreError(f"database {self.where}: waited more than {GATE_TIMEOUT_S:g}s "
+                             f"for the other writers of this process to this file (too "
+                             f"many concurrent runs on one file: share one store, or "
+                             f"run fewer at once)")
+        try:
+            return self.call(job, *args)
+        finally:
+            self._gate.release()
 
     def _rollback(self) -> None:
         conn = self._conn
@@ -338,6 +373,8 @@ class _Database:
     def try_write(self, batch: WriteBatch) -> bool:
         """``write`` that gives up at once on a busy lock (the inline connection):
         False when the lock was taken, so nothing was written; errors as ``call``."""
+        if not self._gate.acquire(blocking=False):  # another store of this process writes
+            return False
         try:
             self.write(batch)
         except sqlite3.Error as exc:
@@ -345,6 +382,8 @@ class _Database:
             if _primary_code(exc) in _BUSY:
                 return False
             raise translate(exc, self.where) from exc
+        finally:
+            self._gate.release()
         return True
 
 
@@ -654,13 +693,20 @@ class SqliteStore:
             raise StoreError(f"store {self.url} is not open (call open() first)")
         return thread.submit(self._db.call, job, *args)
 
+    def _run_writing(self, job: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``_run`` for a job that writes (it takes its turn at the write gate)."""
+        thread = self._thread
+        if thread is None:
+            raise StoreError(f"store {self.url} is not open (call open() first)")
+        return thread.submit(self._db.call_writing, job, *args)
+
     async def open(self) -> None:
         """Create the file and its directory if needed, migrate, and be ready."""
         if self._thread is not None:
             return
         self._thread = _StoreThread(f"plait-sqlite:{self.path.name}")
         try:
-            await self._run(self._db.connect)
+            await self._run_writing(self._db.connect)
             if self.synchronous == "NORMAL" and not self.read_only:
                 inline = _Database(self.path, self.synchronous)
                 try:
@@ -692,7 +738,7 @@ class SqliteStore:
 
     async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                             version: int | None) -> WorkflowRecord:
-        return await self._run(self._db.save_workflow, name, definition, fingerprint,
+        return await self._run_writing(self._db.save_workflow, name, definition, fingerprint,
                                version)
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
@@ -702,14 +748,14 @@ class SqliteStore:
         return await self._run(self._db.list_workflows)
 
     async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
-        await self._run(self._db.create_run, run, list(step_ids))
+        await self._run_writing(self._db.create_run, run, list(step_ids))
 
     async def write(self, batch: WriteBatch) -> None:
         inline = self._inline
         if inline is not None and self._inline_thread == threading.get_ident() \
                 and inline.try_write(batch):  # committed here: the lock was free
             return
-        await self._run(self._db.write, batch)
+        await self._run_writing(self._db.write, batch)
 
     async def get_run(self, run_id: str) -> RunRecord:
         return await self._run(self._db.get_run, run_id)
@@ -727,17 +773,17 @@ class SqliteStore:
         return await self._run(self._db.get_events, run_id, after)
 
     async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
-        await self._run(self._db.record_decision, run_id, step_id, decision)
+        await self._run_writing(self._db.record_decision, run_id, step_id, decision)
 
     async def request_cancel(self, run_id: str) -> None:
-        await self._run(self._db.request_cancel, run_id)
+        await self._run_writing(self._db.request_cancel, run_id)
 
     async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
                         dead_owner: str | None = None) -> RunRecord | None:
-        return await self._run(self._db.claim_run, run_id, owner, now, lease, dead_owner)
+        return await self._run_writing(self._db.claim_run, run_id, owner, now, lease, dead_owner)
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        return await self._run(self._db.heartbeat, run_id, owner, now)
+        return await self._run_writing(self._db.heartbeat, run_id, owner, now)
 
     async def release_run(self, run_id: str, owner: str) -> None:
-        await self._run(self._db.release_run, run_id, owner)
+        await self._run_writing(self._db.release_run, run_id, owner)

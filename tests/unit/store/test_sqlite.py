@@ -395,7 +395,7 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_clear_error(
     try:
         await store.create_run(record(), ["a"])
         with write_lock_held(path, 1.5), \
-                pytest.raises(StoreError, match="stayed locked by another process"):
+                pytest.raises(StoreError, match="stayed locked for more than 0.2s by a connection outside this process"):
             await store.write(WriteBatch(run_id="run-1",
                                          steps=[change("a", S.PENDING, S.QUEUED)]))
         await store.write(WriteBatch(run_id="run-1", steps=[change("a", S.PENDING, S.QUEUED)]))
