@@ -62,7 +62,7 @@ async def load_target(target: str, store: Store) -> Workflow:
         if exc.versions:  # the workflow is stored, that version is not
             raise DefinitionError([Problem(
                 location="", message=str(exc),
-                hint=f"run {name}@{exc.versions[-1]} (the latest) or {name}")],
+                hint=f"`plait run {name}` runs the latest, {name}@{exc.versions[-1]}")],
                 source=target) from None
         raise DefinitionError([Problem(
             location="", message=f"no such file, and {exc}",

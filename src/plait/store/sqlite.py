@@ -35,6 +35,13 @@ passes 1,000 pages (about 4 MB of writes): one sync of the database file, on the
 thread, which is what the steps/s figures above include.  With ``synchronous=FULL``
 every commit is synced, so every write goes to the thread.
 
+One process, many stores (concurrent ``run_async`` calls each open one): the stores
+of a process writing the same file take turns at one lock per file (``write_gate``),
+so they never wait in SQLite's busy handler, which polls and can starve a writer.
+
+Reading only (``read_only=True``: ``plait runs``, ``show``...): ``mode=ro``, no
+directory created, no journal mode change, no migration; see ``_connect_read_only``.
+
 Many processes: WAL lets readers proceed while one process writes.  Writers take the
 write lock up front (``BEGIN IMMEDIATE``: a transaction never fails half-way on a lock
 upgrade), wait up to ``busy_timeout`` (10 s) for it, and a job that still meets
