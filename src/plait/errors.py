@@ -11,6 +11,7 @@
     ├── StoreError               a backend failed; driver errors are wrapped once, here
     │   ├── TransitionError      a state change the transition table does not allow
     │   ├── StaleWriteError      a write whose expected prior state no longer holds
+    │   │   └── DecisionTaken    an approval step already has its decision (carries it)
     │   ├── VersionConflict      name@version already stored with another fingerprint
     │   ├── WorkflowNotFound
     │   └── SchemaVersionError   a database written by a newer plait
@@ -98,6 +99,19 @@ class StaleWriteError(StoreError):
     """A write expected a prior state that no longer holds (another writer got there)."""
 
 
+class DecisionTaken(StaleWriteError):
+    """An approval step already has a stored decision: the first one stands (SPEC 8).
+    ``decision`` is the standing one ({"decision": "approved"|"rejected", "by", "at",
+    "data"})."""
+
+    def __init__(self, run_id: str, step_id: str, decision: dict[str, object]) -> None:
+        self.run_id, self.step_id, self.decision = run_id, step_id, decision
+        verb = decision.get("decision", "decided")
+        by = decision.get("by", "unknown")
+        super().__init__(f"step {step_id!r} of run {run_id!r} was already {verb} by {by}; "
+                         f"the first decision stands and this one was not recorded")
+
+
 class VersionConflict(StoreError):
     def __init__(self, name: str, version: int, stored: str, given: str) -> None:
         self.name, self.version, self.stored, self.given = name, version, stored, given
@@ -109,10 +123,20 @@ class VersionConflict(StoreError):
 
 
 class WorkflowNotFound(StoreError):
-    def __init__(self, name: str, version: int | None = None) -> None:
-        self.name, self.version = name, version
-        what = f"{name}@{version}" if version is not None else name
-        super().__init__(f"no stored workflow {what!r}")
+    """No stored workflow ``name`` (``versions`` empty), or no ``version`` of it
+    (``versions``: the ones that are stored)."""
+
+    def __init__(self, name: str, version: int | None = None,
+                 versions: Sequence[int] = ()) -> None:
+        self.name, self.version, self.versions = name, version, tuple(versions)
+        if version is not None and self.versions:
+            stored = ", ".join(str(v) for v in self.versions)
+            noun = "version" if len(self.versions) == 1 else "versions"
+            message = f"workflow {name!r} has {noun} {stored}; no version {version}"
+        else:
+            what = f"{name}@{version}" if version is not None else name
+            message = f"no stored workflow {what!r}"
+        super().__init__(message)
 
 
 class SchemaVersionError(StoreError):

@@ -38,9 +38,9 @@ def test_approve_continues_the_run_to_completion(plait, write):
     assert result["output"] == {"ship": {"ticket": 7}}
     assert f"step sign_off of run {run_id} approved by ada" in proc.stderr
 
-    again = plait("approve", run_id, "sign_off")
-    assert again.returncode == 2
-    assert "nothing recorded" in again.stderr and "completed" in again.stderr
+    again = plait("approve", run_id, "sign_off", "--reject")
+    assert again.returncode == 1
+    assert "was already approved by ada; the first decision stands" in again.stderr
     finished = plait("cancel", run_id)
     assert finished.returncode == 1
     assert "already ended (completed); there is nothing to cancel" in finished.stderr
@@ -70,6 +70,35 @@ def test_approve_refuses_what_it_cannot_record(plait, write):
     assert unknown.returncode == 2 and f"no run with id '{'0' * 32}'" in unknown.stderr
     still = json.loads(plait("show", run_id, "--json").stdout)
     assert still["status"] == "waiting"  # nothing was recorded
+
+
+def test_racing_decisions_the_first_stands(plait, write, spawn):
+    """`approve` and `approve --reject` at the same moment: one decision is stored, the
+    other process is refused (exit 1, naming the one that stands), and the run ends as
+    the stored decision says."""
+    for _ in range(3):
+        run_id = run_waiting(plait, write)
+        procs = {"ada": spawn("approve", run_id, "sign_off", "--by", "ada"),
+                 "bob": spawn("approve", run_id, "sign_off", "--reject", "--by", "bob")}
+        ended = {who: (p.wait(timeout=30), *p.communicate()) for who, p in procs.items()}
+        recorded = {who for who, (_, _, err) in ended.items()
+                    if f"of run {run_id} {'approved' if who == 'ada' else 'rejected'} "
+                       f"by {who}" in err}
+        assert len(recorded) == 1, ended
+        winner = recorded.pop()
+        loser = "bob" if winner == "ada" else "ada"
+        verdict = "approved" if winner == "ada" else "rejected"
+        code, _, err = ended[loser]
+        assert code == 1, ended
+        assert f"step 'sign_off' of run '{run_id}' was already {verdict} by {winner}" in err
+        assert ended[winner][0] == (0 if winner == "ada" else 1), ended
+        shown = json.loads(plait("show", run_id, "--json").stdout)
+        assert shown["status"] == ("completed" if winner == "ada" else "failed")
+        sign_off = shown["steps"]["sign_off"]
+        if winner == "ada":
+            assert sign_off["output"]["by"] == "ada"
+        else:
+            assert sign_off["status"] == "failed" and "rejected by bob" in sign_off["error"]
 
 
 HANDOFF_STEPS = """

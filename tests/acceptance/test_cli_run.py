@@ -225,7 +225,7 @@ def test_a_stored_workflow_runs_by_name(plait, flow, tmp_path):
     assert plait("run", "adder@1", "--input", '{"x": 2}', "--quiet", env=db).returncode == 0
     missing = plait("run", "adder@2", "--quiet", env=db)
     assert missing.returncode == 2
-    assert "no stored workflow 'adder@2'" in missing.stderr
+    assert "workflow 'adder' has version 1; no version 2" in missing.stderr
 
 
 def test_live_progress_and_table_on_a_terminal(plait, flow):

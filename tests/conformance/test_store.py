@@ -14,6 +14,7 @@ import pytest
 from plait.core.runstate import AttemptChange, StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
 from plait.errors import (
+    DecisionTaken,
     RunNotFound,
     StaleWriteError,
     StoreError,
@@ -155,10 +156,13 @@ async def test_get_workflow_latest_specific_and_missing(store: Store, uid: UID) 
     first = await store.get_workflow(name, 1)
     assert (first.version, first.fingerprint) == (1, "a" * 12)
     assert first.definition["description"] == "one"
-    with pytest.raises(WorkflowNotFound):
+    with pytest.raises(WorkflowNotFound) as no_version:
         await store.get_workflow(name, 3)
-    with pytest.raises(WorkflowNotFound):
+    assert no_version.value.versions == (1, 2)  # it says which versions exist
+    assert f"workflow {name!r} has versions 1, 2; no version 3" in str(no_version.value)
+    with pytest.raises(WorkflowNotFound) as no_name:
         await store.get_workflow(uid("missing"))
+    assert no_name.value.versions == ()
     with pytest.raises(WorkflowNotFound):
         await store.get_workflow(uid("missing"), 1)
 
@@ -756,6 +760,21 @@ async def test_release_frees_the_run_only_for_its_owner(store: Store, uid: UID) 
     assert taken is not None and taken.owner == "host:2"
 
 
+async def test_a_dead_owner_is_taken_over_once(store: Store, uid: UID) -> None:
+    """``dead_owner``: the caller knows that owner exited; the run is taken at once
+    (its lease has not run out), by one caller only, with the caller's own time."""
+    run_id = await new_run(store, uid)
+    await store.claim_run(run_id, "host:dead", now=100.0, lease=30.0)
+    first = await store.claim_run(run_id, "host:1", now=101.0, lease=30.0,
+                                  dead_owner="host:dead")
+    second = await store.claim_run(run_id, "host:2", now=102.0, lease=30.0,
+                                   dead_owner="host:dead")
+    assert first is not None and (first.owner, first.heartbeat_at) == ("host:1", 101.0)
+    assert second is None
+    stored = await store.get_run(run_id)
+    assert (stored.owner, stored.heartbeat_at) == ("host:1", 101.0)
+
+
 async def test_claiming_a_missing_run_raises_run_not_found(store: Store) -> None:
     with pytest.raises(RunNotFound):
         await store.claim_run(new_run_id(), "host:1", now=1.0, lease=30.0)
@@ -786,3 +805,84 @@ async def test_concurrent_writers_of_one_change_have_one_winner(store: Store,
     assert sum(o is None for o in outcomes) == 1
     assert all(isinstance(o, StaleWriteError) for o in outcomes if o is not None)
     assert [e.step_id for e in await store.get_events(run_id) if e.kind == "step"] == ["a"]
+
+
+# ---------------------------------------------------------------- approval decisions
+
+
+def decision(verdict: str, by: str) -> dict[str, object]:
+    return {"decision": verdict, "by": by, "at": 5.0, "data": {"who": by}}
+
+
+async def waiting_run(store: Store, uid: UID) -> str:
+    """A run whose step ``a`` waits for a decision (``b`` and ``c`` are pending)."""
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.PENDING, S.QUEUED), change("a", S.QUEUED, S.RUNNING, attempts=1),
+        change("a", S.RUNNING, S.WAITING, attempts=1)]))
+    return run_id
+
+
+async def stored_decisions(store: Store, run_id: str) -> list[object]:
+    return [e.data["approval"] for e in await store.get_events(run_id)
+            if e.kind == "note" and "approval" in e.data]
+
+
+async def test_the_first_decision_stands(store: Store, uid: UID) -> None:
+    run_id = await waiting_run(store, uid)
+    await store.record_decision(run_id, "a", decision("approved", "ada"))
+    with pytest.raises(DecisionTaken) as refused:
+        await store.record_decision(run_id, "a", decision("rejected", "bob"))
+    assert refused.value.decision == decision("approved", "ada")
+    assert (refused.value.run_id, refused.value.step_id) == (run_id, "a")
+    assert "already approved by ada" in str(refused.value)
+    notes = [e for e in await store.get_events(run_id) if e.kind == "note"]
+    assert [(e.step_id, e.data) for e in notes] == [
+        ("a", {"approval": decision("approved", "ada")})]
+
+
+async def test_a_decision_needs_a_waiting_step(store: Store, uid: UID) -> None:
+    run_id = await waiting_run(store, uid)
+    with pytest.raises(StaleWriteError, match="'b' .* is pending"):
+        await store.record_decision(run_id, "b", decision("approved", "ada"))
+    with pytest.raises(StoreError, match="no step 'zz'"):
+        await store.record_decision(run_id, "zz", decision("approved", "ada"))
+    with pytest.raises(RunNotFound):
+        await store.record_decision(new_run_id(), "a", decision("approved", "ada"))
+    assert await stored_decisions(store, run_id) == []
+    # a decision taken stands even after the step moved on
+    await store.record_decision(run_id, "a", decision("rejected", "bob"))
+    await store.write(WriteBatch(run_id=run_id, steps=[change("a", S.WAITING, S.FAILED)]))
+    with pytest.raises(DecisionTaken) as refused:
+        await store.record_decision(run_id, "a", decision("approved", "ada"))
+    assert refused.value.decision["decision"] == "rejected"
+
+
+async def test_concurrent_decisions_have_one_winner(store: Store, uid: UID) -> None:
+    """From one handle and from others on the same database (other connections, as
+    other processes would have), at once: exactly one decision is stored."""
+    import asyncio
+
+    from plait.store import open_store
+
+    run_id = await waiting_run(store, uid)
+    # anonymous memory:// is private to its object: that object is its only handle
+    others = [] if store.url == "memory://" else [open_store(store.url) for _ in range(3)]
+    for other in others:
+        await other.open()
+    try:
+        handles = [store, *others]
+        verdicts = [("approved", "rejected")[n % 2] for n in range(8)]
+        outcomes = await asyncio.gather(
+            *(handles[n % len(handles)].record_decision(run_id, "a",
+                                                        decision(v, f"p{n}"))
+              for n, v in enumerate(verdicts)), return_exceptions=True)
+    finally:
+        for other in others:
+            await other.close()
+    winners = [n for n, o in enumerate(outcomes) if o is None]
+    assert len(winners) == 1
+    standing = decision(verdicts[winners[0]], f"p{winners[0]}")
+    assert all(isinstance(o, DecisionTaken) and o.decision == standing
+               for o in outcomes if o is not None)
+    assert await stored_decisions(store, run_id) == [standing]

@@ -67,7 +67,7 @@ async def show_graph(target: str, *, fmt: str, db: str) -> ExitCode:
         if stored_reference(target) is None:
             checked = load_file(target).validate()
         else:
-            async with opened_store(db, create=False) as store:
+            async with opened_store(db, create=False, read_only=True) as store:
                 checked = (await load_target(target, store)).validate()
     except DefinitionError as exc:
         err.print(output.problems_text(exc, target), end="")

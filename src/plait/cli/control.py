@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ..core.model import JSON
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
-from ..errors import RunError, RunNotFound
+from ..errors import DecisionTaken, RunError, RunNotFound
 from ..runtime.engine import Engine, owner_alive
 from ..store.base import RunRecord, Store
 from . import output
@@ -53,7 +53,8 @@ async def approve_command(run_id: str, step: str, *, approved: bool, by: str | N
                           data: JSON, db: str, view: RunView) -> ExitCode:
     """``plait approve``: record the decision (who, when, data), then continue the run
     here like ``plait resume`` (exit codes as run), unless another live process
-    executes it: that process applies the decision and continues the run (exit 0)."""
+    executes it: that process applies the decision and continues the run (exit 0).
+    When a decision is stored already (by anyone), it stands: exit 1 naming it."""
     who = by or current_user()
 
     async def body(store: Store) -> ExitCode:
@@ -63,6 +64,8 @@ async def approve_command(run_id: str, step: str, *, approved: bool, by: str | N
                 await engine.approve(run_id, step, approved=approved, by=who, data=data)
             except RunNotFound:
                 raise
+            except DecisionTaken as exc:  # SPEC 8: the first decision stands
+                raise Refusal(str(exc), ExitCode.FAILED) from exc
             except RunError as exc:
                 raise Refusal(f"nothing recorded: {exc}") from exc
             verb = "approved" if approved else "rejected"

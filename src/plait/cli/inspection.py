@@ -41,7 +41,7 @@ async def runs_command(*, db: str, workflow: str | None, status: str | None, lim
                             records.runs_rows(summaries, time.time()), status_column=2)
         return ExitCode.OK
 
-    return await guarded(db, body)
+    return await guarded(db, body, read_only=True)
 
 
 def _filters(workflow: str | None, status: str | None) -> str:
@@ -80,7 +80,7 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
             console.print(Text(hint, "yellow"))
         return ExitCode.OK
 
-    return await guarded(db, body)
+    return await guarded(db, body, read_only=True)
 
 
 async def gantt_command(run_id: str, *, db: str, html: str | None) -> ExitCode:
@@ -108,7 +108,7 @@ async def gantt_command(run_id: str, *, db: str, html: str | None) -> ExitCode:
         sys.stdout.write(f"{target.resolve()}\n")
         return ExitCode.OK
 
-    return await guarded(db, body)
+    return await guarded(db, body, read_only=True)
 
 
 async def _edges(store: Store, name: str, version: int) -> list[tuple[str, str]] | None:
@@ -156,7 +156,7 @@ async def metrics_command(*, db: str, workflow: str | None, since: float | None,
                 sys.stdout.write("\n" + alerts.render_firings(firings))
         return ExitCode.FAILED if check and firings else ExitCode.OK
 
-    return await guarded(db, body)
+    return await guarded(db, body, read_only=True)
 
 
 async def sla_command(*, db: str, workflow: str | None, since: float | None,
@@ -174,4 +174,4 @@ async def sla_command(*, db: str, workflow: str | None, since: float | None,
             sys.stdout.write(sla.render_breaches(found))
         return ExitCode.FAILED if check and found else ExitCode.OK
 
-    return await guarded(db, body)
+    return await guarded(db, body, read_only=True)

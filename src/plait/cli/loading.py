@@ -60,6 +60,11 @@ async def load_target(target: str, store: Store) -> Workflow:
     try:
         record = await store.get_workflow(name, version)
     except WorkflowNotFound as exc:
+        if exc.versions:  # the workflow is stored, that version is not
+            raise DefinitionError([Problem(
+                location="", message=str(exc),
+                hint=f"`plait run {name}` runs the latest, {name}@{exc.versions[-1]}")],
+                source=target) from None
         raise DefinitionError([Problem(
             location="", message=f"no such file, and {exc}",
             hint=f"give the path of a YAML or JSON definition, or run it once so "

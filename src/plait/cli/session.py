@@ -72,12 +72,14 @@ def missing_database(url: str) -> Path | None:
 
 
 @asynccontextmanager
-async def opened_store(url: str, *, create: bool = True) -> AsyncIterator[Store]:
+async def opened_store(url: str, *, create: bool = True,
+                       read_only: bool = False) -> AsyncIterator[Store]:
     """The store of ``url``, opened.  Commands that only read or change existing runs
     pass ``create=False``: a SQLite file that does not exist then stays missing and
-    the command sees an empty store (no runs)."""
-    store: Store = open_store(url) if create or missing_database(url) is None \
-        else MemoryStore(url)
+    the command sees an empty store (no runs).  Commands that only read pass
+    ``read_only``: they work on a database they cannot write (SPEC 8)."""
+    store: Store = open_store(url, read_only=read_only) \
+        if create or missing_database(url) is None else MemoryStore(url)
     await store.open()
     try:
         yield store
@@ -86,14 +88,15 @@ async def opened_store(url: str, *, create: bool = True) -> AsyncIterator[Store]
 
 
 async def guarded(db: str, body: Callable[[Store], Awaitable[ExitCode]], *,
-                  err: TextIO | None = None, create: bool = False) -> ExitCode:
+                  err: TextIO | None = None, create: bool = False,
+                  read_only: bool = False) -> ExitCode:
     """Run ``body`` with the store of ``db`` open; what goes wrong becomes a message on
     stderr and an exit code, never a traceback: an unknown run, a store that cannot be
     used (unreadable, corrupt, newer schema) or a stored definition that cannot be
     loaded exit 2, a Refusal with its code, any other plait error 1."""
     console = output.console(err, stderr=err is None)
     try:
-        async with opened_store(db, create=create) as store:
+        async with opened_store(db, create=create, read_only=read_only) as store:
             return await body(store)
     except Refusal as exc:
         message = exc.message
@@ -161,8 +164,11 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunView,
 
 async def _submit(engine: Engine, checked: CheckedWorkflow, input: JSON,
                   target: str) -> RunRecord:
+    """Store the run; ``NAME@V`` runs stored version V as it is (latest untouched)."""
+    reference = stored_reference(target)
     try:
-        return await engine.submit(checked, input)
+        return await engine.submit(checked, input,
+                                   version=reference[1] if reference else None)
     except InputError as exc:
         raise Refusal(output.error_text(f"{target}: {exc}", heading="invalid input")) from exc
     except DefinitionError as exc:

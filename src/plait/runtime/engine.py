@@ -25,10 +25,13 @@ from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
+    DecisionTaken,
     InputError,
     Problem,
     RunBusy,
     RunError,
+    StaleWriteError,
+    StoreError,
 )
 from ..steps.registry import HTTPPolicy, Services, get_step_type
 from ..store.base import RunRecord, Store, WriteBatch
@@ -77,6 +80,14 @@ def owner_alive(owner: str) -> bool:
     return True
 
 
+def heartbeat_age(run: RunRecord, now: float) -> str:
+    """How long ago the run's owner last showed it was alive, for messages (a clock
+    that differs between hosts never makes it negative)."""
+    if run.heartbeat_at is None:
+        return "no heartbeat yet"
+    return f"last heartbeat {max(0.0, now - run.heartbeat_at):.0f}s ago"
+
+
 class Engine:
     """Runs workflows against a store.  One engine per process is typical; pools and
     circuit breakers are shared by every run the engine executes."""
@@ -109,9 +120,13 @@ class Engine:
 
     async def submit(self, checked: CheckedWorkflow, input: JSON, *,
                      run_id: str | None = None, retry_of: str | None = None,
-                     parent_run_id: str | None = None) -> RunRecord:
+                     parent_run_id: str | None = None,
+                     version: int | None = None) -> RunRecord:
         """Check the input, store the definition (versioning, SPEC 2) and a new run.
-        Raises InputError before anything is stored."""
+        Raises InputError before anything is stored.  ``version``: the stored version
+        ``checked`` was loaded from (``plait run NAME@V``): the run records it as it is
+        and the latest version stays what it is (VersionConflict if ``checked`` is not
+        that version's definition)."""
         problems = validate_input(checked, input)
         if problems:
             raise InputError("input does not match the workflow's input schema:\n  - "
@@ -119,8 +134,9 @@ class Engine:
         check_input_params(checked, input)
         preflight(checked)
         spec = checked.spec
-        stored = await self.store.save_workflow(spec.name, checked.definition_json,
-                                                checked.fingerprint, spec.version)
+        stored = await self.store.save_workflow(
+            spec.name, checked.definition_json, checked.fingerprint,
+            spec.version if version is None else version)
         run = RunRecord(run_id=run_id or uuid.uuid4().hex, workflow=spec.name,
                         version=stored.version, fingerprint=checked.fingerprint,
                         status=RunStatus.PENDING, input=input, created_at=self.clock(),
@@ -147,12 +163,30 @@ class Engine:
                 await loop.run()
             finally:
                 self._loops.pop(run.run_id, None)
-                release = self.store.release_run(run.run_id, self.worker)
                 if isinstance(self.store, MemoryStore):
-                    await release  # completes at once: nothing to shield, no extra task
+                    await self.store.release_run(run.run_id, self.worker)  # at once
                 else:
-                    await asyncio.shield(release)
+                    await asyncio.shield(self._release(run.run_id))
             return loop.result()
+
+    async def _release(self, run_id: str) -> None:
+        """Give up the run, also when the store fails (the run loop may have stopped on
+        that very failure): retried with backoff for up to one lease, after which the
+        claim has lapsed anyway, so ``plait resume`` or any worker can continue the
+        run.  Never raises: the run's own outcome or error is what the caller gets."""
+        deadline = time.monotonic() + self.lease
+        delay = 0.05
+        while True:
+            try:
+                await self.store.release_run(run_id, self.worker)
+                return
+            except StoreError as exc:
+                if time.monotonic() + delay > deadline:
+                    _log.warning("run %s: could not release it (%s); its claim lapses "
+                                 "%gs after its last heartbeat", run_id, exc, self.lease)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     async def resume(self, run_id: str, checked: CheckedWorkflow | None = None) -> RunResult:
         """Continue a stored run whose process stopped (SPEC 6): completed steps are
@@ -229,20 +263,23 @@ class Engine:
             current = await self.store.get_run(run.run_id)
             if current.owner and not owner_alive(current.owner):
                 # The owner was a process on this host that no longer exists: its
-                # lease need not run out before someone continues the run.
-                claimed = await self.store.claim_run(run.run_id, self.worker,
-                                                     self.clock() + self.lease * 2,
-                                                     self.lease)
+                # lease need not run out before someone continues the run (only one
+                # process takes it over: the claim holds while that owner does).
+                claimed = await self.store.claim_run(run.run_id, self.worker, self.clock(),
+                                                     self.lease, dead_owner=current.owner)
             if claimed is None:
-                age = self.clock() - (current.heartbeat_at or 0.0)
+                current = await self.store.get_run(run.run_id)
                 raise RunBusy(run.run_id, current.owner,
                               f"run {run.run_id!r} is being executed by {current.owner} "
-                              f"(last heartbeat {age:.0f}s ago); if that process is "
-                              f"gone, retry after its {self.lease:g}s lease runs out")
+                              f"({heartbeat_age(current, self.clock())}); if that process "
+                              f"is gone, retry after its {self.lease:g}s lease runs out")
         return claimed
 
-    async def run(self, checked: CheckedWorkflow, input: JSON, **kwargs: str | None) -> RunResult:
-        run = await self.submit(checked, input, **kwargs)
+    async def run(self, checked: CheckedWorkflow, input: JSON, *, run_id: str | None = None,
+                  retry_of: str | None = None,
+                  parent_run_id: str | None = None) -> RunResult:
+        run = await self.submit(checked, input, run_id=run_id, retry_of=retry_of,
+                                parent_run_id=parent_run_id)
         return await self.execute(checked, run)
 
     async def result(self, run_id: str) -> RunResult:
@@ -274,22 +311,27 @@ class Engine:
     async def approve(self, run_id: str, step_id: str, *, approved: bool = True,
                       by: str | None = None, data: JSON = None) -> None:
         """Record a person's decision on a waiting approval step (who, when, data).
-        The run continues when its executor sees it (resume it to continue here)."""
-        run = await self.store.get_run(run_id)
-        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
-            raise RunError(f"run {run_id!r} is {run.status}; there is nothing to approve")
+        The first decision stored stands (SPEC 8): a later one, from this process or
+        another, raises DecisionTaken carrying it.  The run continues when its executor
+        sees the decision (resume it to continue here)."""
         steps = {s.step_id: s for s in await self.store.get_steps(run_id)}
-        step = steps.get(step_id)
-        if step is None:
+        if step_id not in steps:
             raise RunError(f"run {run_id!r} has no step {step_id!r}"
                            + (f" ({hint})" if (hint := did_you_mean(step_id, steps)) else ""))
-        if step.status is not StepStatus.WAITING:
-            raise RunError(f"step {step_id!r} of run {run_id!r} is {step.status}, not "
-                           f"waiting for approval")
         decision: JSONDict = {"decision": "approved" if approved else "rejected",
                               "by": by or "unknown", "at": self.clock(), "data": data}
-        await self.store.write(WriteBatch(run_id=run_id, notes=[(step_id,
-                                                                 {"approval": decision})]))
+        try:
+            await self.store.record_decision(run_id, step_id, decision)
+        except DecisionTaken:
+            raise
+        except StaleWriteError as exc:  # not waiting (any more): say what it is now
+            run = await self.store.get_run(run_id)
+            if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+                raise RunError(f"run {run_id!r} is {run.status}; there is nothing to "
+                               f"approve") from exc
+            step = next(s for s in await self.store.get_steps(run_id) if s.step_id == step_id)
+            raise RunError(f"step {step_id!r} of run {run_id!r} is {step.status}, not "
+                           f"waiting for approval") from exc
         loop = self._loops.get(run_id)
         if loop is not None:
             loop.signal_decision()

@@ -191,15 +191,26 @@ class Store(Protocol):
         run (backends may number per run or globally)."""
         ...
 
+    async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
+        """Store a person's decision on an approval step as a note of the step
+        (``{"approval": decision}``), as ONE compare-and-set: only when no decision on
+        the step is stored yet (DecisionTaken, carrying the standing decision,
+        otherwise: the first stands, whichever process sent it) and the step is
+        ``waiting`` (StaleWriteError otherwise).  RunNotFound for an unknown run,
+        StoreError for an unknown step."""
+        ...
+
     async def request_cancel(self, run_id: str) -> None:
         """Flag the run; whoever executes it notices and cancels it."""
         ...
 
-    async def claim_run(self, run_id: str, owner: str, now: float,
-                        lease: float) -> RunRecord | None:
+    async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
+                        dead_owner: str | None = None) -> RunRecord | None:
         """Take ownership of a run to execute it: succeeds (returning the run) when it has
-        no owner, is already ``owner``'s, or its owner's heartbeat is older than
-        ``lease`` seconds; returns None when another live owner holds it.  Atomic."""
+        no owner, is already ``owner``'s, is still ``dead_owner``'s (a process the
+        caller knows has exited: taken over without waiting for its lease), or its
+        owner's heartbeat is older than ``lease`` seconds; returns None when another
+        live owner holds it.  The heartbeat becomes ``now``.  Atomic."""
         ...
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:

@@ -15,7 +15,14 @@ from ..core.states import (
     check_run_transition,
     check_step_transition,
 )
-from ..errors import RunNotFound, StaleWriteError, StoreError, VersionConflict, WorkflowNotFound
+from ..errors import (
+    DecisionTaken,
+    RunNotFound,
+    StaleWriteError,
+    StoreError,
+    VersionConflict,
+    WorkflowNotFound,
+)
 from .base import (
     AttemptRecord,
     EventRecord,
@@ -75,7 +82,7 @@ class MemoryStore:
         for rec in versions:
             if rec.version == version:
                 return _copy_workflow(rec)
-        raise WorkflowNotFound(name, version)
+        raise WorkflowNotFound(name, version, [rec.version for rec in versions])
 
     async def list_workflows(self) -> list[WorkflowRecord]:
         return [_copy_workflow(v) for versions in self._workflows.values() for v in versions]
@@ -200,6 +207,24 @@ class MemoryStore:
         return [_event(run_id, seq, e)
                 for seq, e in enumerate(found[after:], start=after + 1)]
 
+    async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
+        # no await in here: nothing else runs between the check and the append
+        events = self._events.get(run_id)
+        if events is None:
+            raise RunNotFound(run_id)
+        rows = self._rows[run_id]
+        if step_id not in rows:
+            raise StoreError(f"run {run_id!r} has no step {step_id!r}")
+        for e in events:
+            if isinstance(e, _Note) and e.step == step_id and "approval" in e.data:
+                raise DecisionTaken(run_id, step_id, _copy(e.data["approval"]))
+        row = rows[step_id]
+        status = _PENDING if row is None else row.status
+        if status is not StepStatus.WAITING:
+            raise StaleWriteError(f"step {step_id!r} of run {run_id!r} is {status}, not "
+                                  f"waiting for a decision")
+        events.append(_Note(step_id, {"approval": _copy(decision)}, time.time()))
+
     async def request_cancel(self, run_id: str) -> None:
         run = self._runs.get(run_id)
         if run is None:
@@ -207,12 +232,12 @@ class MemoryStore:
         run.cancel_requested = True
 
 
-    async def claim_run(self, run_id: str, owner: str, now: float,
-                        lease: float) -> RunRecord | None:
+    async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
+                        dead_owner: str | None = None) -> RunRecord | None:
         run = self._runs.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
-        free = run.owner is None or run.owner == owner or (
+        free = run.owner is None or run.owner in (owner, dead_owner) or (
             run.heartbeat_at is not None and run.heartbeat_at < now - lease)
         if not free:
             return None

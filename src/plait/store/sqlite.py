@@ -35,6 +35,13 @@ passes 1,000 pages (about 4 MB of writes): one sync of the database file, on the
 thread, which is what the steps/s figures above include.  With ``synchronous=FULL``
 every commit is synced, so every write goes to the thread.
 
+One process, many stores (concurrent ``run_async`` calls each open one): the stores
+of a process writing the same file take turns at one lock per file (``write_gate``),
+so they never wait in SQLite's busy handler, which polls and can starve a writer.
+
+Reading only (``read_only=True``: ``plait runs``, ``show``...): ``mode=ro``, no
+directory created, no journal mode change, no migration; see ``_connect_read_only``.
+
 Many processes: WAL lets readers proceed while one process writes.  Writers take the
 write lock up front (``BEGIN IMMEDIATE``: a transaction never fails half-way on a lock
 upgrade), wait up to ``busy_timeout`` (10 s) for it, and a job that still meets
@@ -55,6 +62,7 @@ found, is cached for the life of the store.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sqlite3
 import threading
@@ -74,7 +82,15 @@ from ..core.states import (
     check_run_transition,
     check_step_transition,
 )
-from ..errors import RunNotFound, StaleWriteError, StoreError, VersionConflict, WorkflowNotFound
+from ..errors import (
+    DecisionTaken,
+    RunNotFound,
+    SchemaVersionError,
+    StaleWriteError,
+    StoreError,
+    VersionConflict,
+    WorkflowNotFound,
+)
 from .base import (
     AttemptRecord,
     EventRecord,
@@ -86,11 +102,18 @@ from .base import (
 )
 from .sql import queries
 from .sql import sqlite_rows as rows
-from .sql.sqlite_schema import check_plait_file, check_version, migrate, schema_version
+from .sql.sqlite_schema import (
+    check_plait_file,
+    check_version,
+    latest_version,
+    migrate,
+    schema_version,
+)
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 10.0  # how long a job waits for another process's write lock
+GATE_TIMEOUT_S = 120.0  # how long a job waits for the other writers of this process
 BUSY_RETRIES = 3  # jobs that met SQLITE_BUSY without waiting that long run again
 SYNCHRONOUS_MODES = ("NORMAL", "FULL")
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # hyphenated UUIDs (36 characters) included
@@ -157,12 +180,33 @@ def translate(exc: sqlite3.Error, where: str) -> StoreError:
     if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
         return StoreError(f"database {where} is read-only for this process ({exc}); "
                           f"plait needs to write the file and its directory")
-    if code in _BUSY:
-        return StoreError(f"database {where} stayed locked by another process for more "
-                          f"than {BUSY_TIMEOUT_S:g}s ({exc})")
+    if code in _BUSY:  # this process's stores take turns at the gate: not one of them
+        return StoreError(f"database {where} stayed locked for more than "
+                          f"{BUSY_TIMEOUT_S:g}s by a connection outside this process's "
+                          f"plait stores (another process, or a tool holding the file) "
+                          f"({exc})")
     if code == sqlite3.SQLITE_IOERR:
         return StoreError(f"database {where}: I/O error ({exc})")
     return StoreError(f"database {where}: {exc}")
+
+
+# ------------------------------------------------------------- the write gate
+
+_GATES: dict[str, threading.Lock] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def write_gate(where: str) -> threading.Lock:
+    """The one lock that every SQLite store of this process holds while it writes the
+    file ``where``.  Stores of one process (many concurrent ``run_async`` calls each open
+    one) take turns here, woken in turn, instead of in SQLite's busy handler, which
+    polls with sleeps and lets a writer starve past its timeout under heavy
+    contention; the busy timeout is left for other processes."""
+    with _GATES_LOCK:
+        gate = _GATES.get(where)
+        if gate is None:
+            gate = _GATES[where] = threading.Lock()
+        return gate
 
 
 # ------------------------------------------------------- the thread-confined database
@@ -171,10 +215,12 @@ def translate(exc: sqlite3.Error, where: str) -> StoreError:
 class _Database:
     """The connection and every job run on it; used only from the store's thread."""
 
-    def __init__(self, path: Path, synchronous: str) -> None:
+    def __init__(self, path: Path, synchronous: str, *, read_only: bool = False) -> None:
         self.path = path
         self.where = str(path.absolute())  # for messages
         self.synchronous = synchronous
+        self.read_only = read_only
+        self._gate = write_gate(self.where)
         self._conn: sqlite3.Connection | None = None
         self._keys: dict[str, int] = {}  # run_id -> runs.id (runs are never deleted)
 
@@ -200,6 +246,18 @@ class _Database:
                     continue
                 raise translate(exc, self.where) from exc
         raise AssertionError("unreachable")
+
+    def call_writing(self, job: Callable[..., T], *args: Any) -> T:
+        """``call`` for a job that writes: holding this process's write gate."""
+        if not self._gate.acquire(timeout=GATE_TIMEOUT_S):
+            raise StoreError(f"database {self.where}: waited more than {GATE_TIMEOUT_S:g}s "
+                             f"for the other writers of this process to this file (too "
+                             f"many concurrent runs on one file: share one store, or "
+                             f"run fewer at once)")
+        try:
+            return self.call(job, *args)
+        finally:
+            self._gate.release()
 
     def _rollback(self) -> None:
         conn = self._conn
@@ -227,6 +285,9 @@ class _Database:
         """Open the connection.  ``inline``: the event loop's connection (see the module
         docstring): opened here, on the store's thread, but used on the loop's; it never
         waits for a lock."""
+        if self.read_only:
+            self._conn = self._connect_read_only()
+            return
         self._prepare_directory()
         timeout = 0.0 if inline else BUSY_TIMEOUT_S
         conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
@@ -262,6 +323,45 @@ class _Database:
             if conn.in_transaction:
                 conn.execute("COMMIT")
 
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that never writes the database (``mode=ro``): no directory is
+        created, the journal mode is left as it is, nothing is migrated.  Like any
+        reader of a WAL database, SQLite uses its -wal and -shm files, creating them
+        when it may; when it may not (a read-only directory, no writer around: a
+        writer would have created them), the file is read as it is (``immutable``)."""
+        if not self.path.is_file():
+            raise StoreError(f"database {self.where} does not exist"
+                             + (" (it is a directory)" if self.path.is_dir() else ""))
+        uri = self.path.absolute().as_uri()
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                   isolation_level=None, cached_statements=64)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000):d}")
+                self._check_file(conn)
+                self._check_current(schema_version(conn))
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if _primary_code(exc) in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY) \
+                        and "immutable" not in options:
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+        raise AssertionError("unreachable")
+
+    def _check_current(self, version: int) -> None:
+        """Read-only: a schema older than this plait's is not migrated here."""
+        latest = latest_version()
+        if version < latest:
+            raise SchemaVersionError(
+                f"database {self.where} has schema version {version}, older than this "
+                f"plait's ({latest}), and is opened read-only here, so it is not "
+                f"migrated: run a command that writes to it (plait run, plait resume) "
+                f"as a user who may write the file and its directory, then read it again")
+
     def _prepare_directory(self) -> None:
         parent = self.path.parent
         try:
@@ -280,6 +380,8 @@ class _Database:
     def try_write(self, batch: WriteBatch) -> bool:
         """``write`` that gives up at once on a busy lock (the inline connection):
         False when the lock was taken, so nothing was written; errors as ``call``."""
+        if not self._gate.acquire(blocking=False):  # another store of this process writes
+            return False
         try:
             self.write(batch)
         except sqlite3.Error as exc:
@@ -287,6 +389,8 @@ class _Database:
             if _primary_code(exc) in _BUSY:
                 return False
             raise translate(exc, self.where) from exc
+        finally:
+            self._gate.release()
         return True
 
 
@@ -332,7 +436,9 @@ class _Database:
                    else self.conn.execute(_Q["workflow_version"], (name, version))
                    ).fetchone()
         if row is None:
-            raise WorkflowNotFound(name, version)
+            versions = [] if version is None or not valid_id(name) else \
+                [r[0] for r in self.conn.execute(_Q["workflow_versions"], (name,))]
+            raise WorkflowNotFound(name, version, versions)
         return rows.workflow_record(row)
 
     def list_workflows(self) -> list[WorkflowRecord]:
@@ -471,15 +577,36 @@ class _Database:
         found = self.conn.execute(_Q["get_events"], (self._key(run_id), after))
         return [rows.event_record(run_id, row) for row in found]
 
+    def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
+        """A compare-and-set under the write lock (``BEGIN IMMEDIATE``): no other
+        connection, of this process or another, stores a decision in between."""
+        key = self._key(run_id)
+        data = rows.json_text({"approval": decision},
+                              f"the decision on step {step_id!r} of run {run_id!r}")
+        with self._transaction() as conn:
+            row = conn.execute(_Q["step_status"], (key, step_id)).fetchone()
+            if row is None:
+                raise StoreError(f"run {run_id!r} has no step {step_id!r}")
+            standing = conn.execute(_Q["standing_decision"], (key, step_id)).fetchone()
+            if standing is not None:
+                raise DecisionTaken(run_id, step_id, json.loads(standing[0])["approval"])
+            if row[0] != StepStatus.WAITING.value:
+                raise StaleWriteError(f"step {step_id!r} of run {run_id!r} is {row[0]}, "
+                                      f"not waiting for a decision")
+            last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
+            conn.execute(_Q["insert_event"], (key, last + 1, time.time(), "note", step_id,
+                                              None, None, None, data))
+
     def request_cancel(self, run_id: str) -> None:
         if self.conn.execute(_Q["request_cancel"], (run_id,)).rowcount == 0:
             raise RunNotFound(run_id)
 
-    def claim_run(self, run_id: str, owner: str, now: float,
-                  lease: float) -> RunRecord | None:
+    def claim_run(self, run_id: str, owner: str, now: float, lease: float,
+                  dead_owner: str | None) -> RunRecord | None:
         self._key(run_id)  # RunNotFound
         with self._transaction() as conn:
-            claimed = conn.execute(_Q["claim_run"], (owner, now, run_id, now - lease))
+            claimed = conn.execute(_Q["claim_run"], (owner, now, run_id, now - lease,
+                                                     dead_owner))
             row = conn.execute(_Q["get_run"], (run_id,)).fetchone()
         return rows.run_record(row) if claimed.rowcount else None
 
@@ -552,12 +679,15 @@ class _StoreThread:
 class SqliteStore:
     """The Store protocol on one SQLite file (see the module docstring)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
+        """``read_only``: for commands that only read (see ``_connect_read_only``);
+        every write is refused."""
         self.url = url
         path, synchronous = parse_url(url)
         self.path = path
         self.synchronous = synchronous
-        self._db = _Database(path, synchronous)
+        self.read_only = read_only
+        self._db = _Database(path, synchronous, read_only=read_only)
         self._thread: _StoreThread | None = None
         # the event loop's connection (NORMAL only) and the thread allowed to use it
         self._inline: _Database | None = None
@@ -570,14 +700,21 @@ class SqliteStore:
             raise StoreError(f"store {self.url} is not open (call open() first)")
         return thread.submit(self._db.call, job, *args)
 
+    def _run_writing(self, job: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``_run`` for a job that writes (it takes its turn at the write gate)."""
+        thread = self._thread
+        if thread is None:
+            raise StoreError(f"store {self.url} is not open (call open() first)")
+        return thread.submit(self._db.call_writing, job, *args)
+
     async def open(self) -> None:
         """Create the file and its directory if needed, migrate, and be ready."""
         if self._thread is not None:
             return
         self._thread = _StoreThread(f"plait-sqlite:{self.path.name}")
         try:
-            await self._run(self._db.connect)
-            if self.synchronous == "NORMAL":
+            await self._run_writing(self._db.connect)
+            if self.synchronous == "NORMAL" and not self.read_only:
                 inline = _Database(self.path, self.synchronous)
                 try:
                     await self._run(lambda: inline.connect(inline=True))
@@ -608,7 +745,7 @@ class SqliteStore:
 
     async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                             version: int | None) -> WorkflowRecord:
-        return await self._run(self._db.save_workflow, name, definition, fingerprint,
+        return await self._run_writing(self._db.save_workflow, name, definition, fingerprint,
                                version)
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
@@ -618,14 +755,14 @@ class SqliteStore:
         return await self._run(self._db.list_workflows)
 
     async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
-        await self._run(self._db.create_run, run, list(step_ids))
+        await self._run_writing(self._db.create_run, run, list(step_ids))
 
     async def write(self, batch: WriteBatch) -> None:
         inline = self._inline
         if inline is not None and self._inline_thread == threading.get_ident() \
                 and inline.try_write(batch):  # committed here: the lock was free
             return
-        await self._run(self._db.write, batch)
+        await self._run_writing(self._db.write, batch)
 
     async def get_run(self, run_id: str) -> RunRecord:
         return await self._run(self._db.get_run, run_id)
@@ -642,15 +779,18 @@ class SqliteStore:
     async def get_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
         return await self._run(self._db.get_events, run_id, after)
 
-    async def request_cancel(self, run_id: str) -> None:
-        await self._run(self._db.request_cancel, run_id)
+    async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
+        await self._run_writing(self._db.record_decision, run_id, step_id, decision)
 
-    async def claim_run(self, run_id: str, owner: str, now: float,
-                        lease: float) -> RunRecord | None:
-        return await self._run(self._db.claim_run, run_id, owner, now, lease)
+    async def request_cancel(self, run_id: str) -> None:
+        await self._run_writing(self._db.request_cancel, run_id)
+
+    async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
+                        dead_owner: str | None = None) -> RunRecord | None:
+        return await self._run_writing(self._db.claim_run, run_id, owner, now, lease, dead_owner)
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        return await self._run(self._db.heartbeat, run_id, owner, now)
+        return await self._run_writing(self._db.heartbeat, run_id, owner, now)
 
     async def release_run(self, run_id: str, owner: str) -> None:
-        await self._run(self._db.release_run, run_id, owner)
+        await self._run_writing(self._db.release_run, run_id, owner)

@@ -9,10 +9,12 @@ from .memory import MemoryStore
 _MEMORY: dict[str, MemoryStore] = {}
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, read_only: bool = False) -> Store:
     """A store for ``url`` (not yet opened).  ``memory://name`` stores are shared within
     the process by name, so a run and a later lookup see the same runs; bare ``memory://`` is
-    private to each call.  ``sqlite:///path.db`` is a file shared by every process."""
+    private to each call.  ``sqlite:///path.db`` is a file shared by every process.
+    ``read_only``: the caller only reads; a SQLite file is opened so that it is never
+    written (it works on a file or directory this process may not write)."""
     if url.startswith("memory://"):
         if url == "memory://":
             return MemoryStore(url)  # anonymous: private to the caller
@@ -20,7 +22,7 @@ def open_store(url: str) -> Store:
     if url.startswith("sqlite:"):
         from .sqlite import SqliteStore  # imported on demand: the CLI starts faster
 
-        return SqliteStore(url)
+        return SqliteStore(url, read_only=read_only)
     scheme = url.split(":", 1)[0]
     raise StoreError(f"unsupported store URL {url!r} (scheme {scheme!r}); "
                      f"use memory:// or sqlite:///path.db")

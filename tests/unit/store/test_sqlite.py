@@ -171,17 +171,6 @@ async def test_a_directory_in_proc_cannot_be_created() -> None:
     await assert_refused("sqlite:////proc/plait-no-such-dir/x.db", "/proc/plait-no-such-dir")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only directories")
-async def test_a_read_only_directory(tmp_path: Path) -> None:
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o555)
-    try:
-        await assert_refused(f"sqlite:///{locked}/x.db", str(locked / "x.db"))
-    finally:
-        locked.chmod(0o755)
-
-
 async def test_a_path_that_is_a_directory(tmp_path: Path) -> None:
     await assert_refused(f"sqlite:///{tmp_path}", "is a directory")
 
@@ -406,7 +395,7 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_clear_error(
     try:
         await store.create_run(record(), ["a"])
         with write_lock_held(path, 1.5), \
-                pytest.raises(StoreError, match="stayed locked by another process"):
+                pytest.raises(StoreError, match="stayed locked for more than 0.2s by a connection outside this process"):
             await store.write(WriteBatch(run_id="run-1",
                                          steps=[change("a", S.PENDING, S.QUEUED)]))
         await store.write(WriteBatch(run_id="run-1", steps=[change("a", S.PENDING, S.QUEUED)]))

@@ -149,12 +149,14 @@ FROM events WHERE run = ? AND seq > ? ORDER BY seq;
 UPDATE runs SET cancel_requested = 1 WHERE run_id = ?;
 
 -- claim_run --
--- Take a run when it has no owner, is already this owner's, or its owner's heartbeat
--- is older than the lease.  One statement: atomic across processes.
--- (owner, now, run_id, stale_before = now - lease)
+-- Take a run when it has no owner, is already this owner's, is still held by the
+-- owner known to be dead (NULL: none), or its owner's heartbeat is older than the
+-- lease.  One statement: atomic across processes.
+-- (owner, now, run_id, stale_before = now - lease, dead_owner)
 UPDATE runs SET owner = ?1, heartbeat_at = ?2
 WHERE run_id = ?3
-  AND (owner IS NULL OR owner = ?1 OR (heartbeat_at IS NOT NULL AND heartbeat_at < ?4));
+  AND (owner IS NULL OR owner = ?1 OR owner = ?5
+       OR (heartbeat_at IS NOT NULL AND heartbeat_at < ?4));
 
 -- heartbeat --
 -- Refresh ownership; 0 rows changed means the owner lost the run.  (now, run_id, owner)
@@ -163,3 +165,15 @@ UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND owner = ?;
 -- release_run --
 -- Give up ownership; no effect unless the owner holds the run.  (run_id, owner)
 UPDATE runs SET owner = NULL WHERE run_id = ? AND owner = ?;
+
+-- workflow_versions --
+-- The stored versions of a workflow, ascending (to say which exist).  (name)
+SELECT version FROM workflows WHERE name = ? ORDER BY version;
+
+-- standing_decision --
+-- The first decision stored on an approval step: its note's data, or no row.  Read
+-- under the write lock by record_decision, so it is a compare-and-set.  (run, step_id)
+SELECT data FROM events
+WHERE run = ? AND kind = 'note' AND step_id = ?
+  AND json_extract(data, '$.approval') IS NOT NULL
+ORDER BY seq LIMIT 1;
