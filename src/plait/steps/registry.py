@@ -18,16 +18,8 @@ from ..core import expressions
 from ..core.model import JSON, JSONDict, StepSpec
 from ..core.steptypes import FieldChecker, StepTypeInfo, register_type_info
 from ..errors import PlaitError, TemplateError
+from ..runtime import netpolicy
 from ..runtime.context import StepContext, make_context
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HTTPPolicy:
-    """Where http steps may connect.  Empty ``allowed_hosts`` allows every host;
-    ``denied_networks`` (CIDR) is checked against the resolved addresses."""
-
-    allowed_hosts: tuple[str, ...] = ()
-    denied_networks: tuple[str, ...] = ()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -35,7 +27,8 @@ class Services:
     """What the runtime lends to step types (owned by the engine)."""
 
     executor: Executor
-    http_policy: HTTPPolicy = HTTPPolicy()
+    # where steps that talk HTTP may connect (http, llm): see runtime.netpolicy
+    http_policy: netpolicy.NetworkPolicy = netpolicy.DEFAULT
 
 
 class RunAccess(Protocol):
