@@ -9,6 +9,7 @@ object is a StepType.
 from __future__ import annotations
 
 import importlib.metadata
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from ..core.model import JSON, JSONDict, StepSpec
 from ..core.steptypes import FieldChecker, StepTypeInfo, register_type_info
 from ..errors import PlaitError, TemplateError
 from ..runtime import netpolicy
-from ..runtime.context import StepContext, make_context
+from ..runtime.context import StepContext, StepLog, make_context
 
 
 @dataclass(slots=True, kw_only=True)
@@ -38,6 +39,7 @@ class RunAccess(Protocol):
     input: JSON
     shared_state: Mapping[str, JSON]  # the declared output keys written so far
     services: Services
+    step_log: StepLog  # log records of ctx.logger, stored with the loop's next batch
 
     def template_context(self, index: int) -> Mapping[str, object]: ...
 
@@ -58,6 +60,8 @@ class StepCall:
     attempt: int
     started_at: float  # when the step's first attempt started (durable delays count from it)
     run: RunAccess
+    # set when the attempt is cancelled or times out (ctx.cancelled); made with the context
+    cancel_flag: threading.Event | None = None
 
     @property
     def run_id(self) -> str:
@@ -96,9 +100,18 @@ class StepCall:
                                 template=text) from exc
 
     def context(self) -> StepContext:
+        if self.cancel_flag is None:
+            self.cancel_flag = threading.Event()
         return make_context(run_id=self.run_id, step_id=self.step.id, attempt=self.attempt,
                             input=self.input, state=self.state,
-                            outputs=self.parent_outputs())
+                            outputs=self.parent_outputs(), journal=self.run.step_log,
+                            cancel_flag=self.cancel_flag)
+
+    def stop(self) -> None:
+        """The attempt was cancelled or timed out: its context says so (a sync body in
+        a thread cannot be interrupted, but it can look)."""
+        if self.cancel_flag is not None:
+            self.cancel_flag.set()
 
 
 def _template_at(value: JSON, path: str) -> str | None:
