@@ -9,7 +9,6 @@ object is a StepType.
 from __future__ import annotations
 
 import importlib.metadata
-import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from ..core.model import JSON, JSONDict, StepSpec
 from ..core.steptypes import FieldChecker, StepTypeInfo, register_type_info
 from ..errors import PlaitError, TemplateError
 from ..runtime import netpolicy
-from ..runtime.context import StepContext, StepLog, make_context
+from ..runtime.context import CancelFlag, StepContext, StepLog, make_context
 
 
 @dataclass(slots=True, kw_only=True)
@@ -61,7 +60,7 @@ class StepCall:
     started_at: float  # when the step's first attempt started (durable delays count from it)
     run: RunAccess
     # set when the attempt is cancelled or times out (ctx.cancelled); made with the context
-    cancel_flag: threading.Event | None = None
+    cancel_flag: CancelFlag | None = None
 
     @property
     def run_id(self) -> str:
@@ -101,7 +100,7 @@ class StepCall:
 
     def context(self) -> StepContext:
         if self.cancel_flag is None:
-            self.cancel_flag = threading.Event()
+            self.cancel_flag = CancelFlag()
         return make_context(run_id=self.run_id, step_id=self.step.id, attempt=self.attempt,
                             input=self.input, state=self.state,
                             outputs=self.parent_outputs(), journal=self.run.step_log,
