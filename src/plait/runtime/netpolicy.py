@@ -139,7 +139,9 @@ class NetworkPolicy:
         rules = _rules(self)
         shown = address.split("%", 1)[0]  # no IPv6 zone id
         ip = ipaddress.ip_address(shown)
-        if any(ip in net for net in rules.allowed if net.version == ip.version):
+        same = (ip, ip.ipv4_mapped) if isinstance(ip, ipaddress.IPv6Address) \
+            and ip.ipv4_mapped is not None else (ip,)  # a mapped address is its IPv4 one
+        if any(c in net for c in same for net in rules.allowed if net.version == c.version):
             return
         for candidate in (ip, *embedded_ipv4(ip)):
             for net in rules.denied:

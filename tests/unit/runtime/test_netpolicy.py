@@ -98,6 +98,8 @@ def test_allowed_hosts_from_the_environment_exempt_names_wildcards_addresses_and
     assert allowed(policy, "a.b.corp.test", "169.254.1.1")  # the name is exempt
     assert allowed(policy, "169.254.169.254")
     assert allowed(policy, "anything.test", "169.254.169.254")  # the address is exempt
+    assert allowed(policy, "::ffff:169.254.169.254")  # the same address, IPv4-mapped
+    assert not allowed(policy, "2002:a9fe:a9fe::1")  # another address that carries it
     assert allowed(policy, "fe80::1")
     assert not allowed(policy, "corp.test", "169.254.1.1")  # *.x does not name x
     assert not allowed(policy, "169.254.169.253")
