@@ -21,7 +21,8 @@
         ├── OutputError          a step returned something that is not JSON (never retried)
         ├── StepTimeout          the attempt ran past the step's timeout
         ├── CircuitOpenError     the step's circuit breaker is open
-        └── HTTPStatusError      an http step got a status it did not expect
+        ├── HTTPStatusError      an http step got a status it did not expect
+        └── NetworkRefused       the network policy refused a host or address (never retried)
 
 Errors carry data (``DefinitionError.problems``, ``StepError.step``) so callers never
 parse messages.
@@ -204,3 +205,16 @@ class HTTPStatusError(StepError):
         self.retryable = retryable
         snippet = f": {body[:200]}" if body else ""
         super().__init__(f"HTTP {status} from {url}{snippet}", step=step)
+
+
+class NetworkRefused(StepError):
+    """The network policy refused a connection before it was made (never retried).
+    ``host`` as the URL gives it, ``address`` the resolved address refused (None when
+    the name itself was), ``rule`` the network or name rule that refused it."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, step: str | None = None, host: str | None,
+                 address: str | None, rule: str) -> None:
+        self.host, self.address, self.rule = host, address, rule
+        super().__init__(message, step=step)

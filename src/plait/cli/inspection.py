@@ -51,14 +51,15 @@ def _filters(workflow: str | None, status: str | None) -> str:
 
 
 async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
-    """``plait show``: the run, each step, then each attempt."""
+    """``plait show``: the run, each step, each attempt, then what each step logged."""
 
     async def body(store: Store) -> ExitCode:
         run = await store.get_run(run_id)
         steps = await store.get_steps(run_id)
         attempts = await store.get_attempts(run_id)
+        logs = records.LogRecord.from_events(await store.get_events(run_id))
         if as_json:
-            output.print_json(records.show_json(run, steps, attempts), sys.stdout)
+            output.print_json(records.show_json(run, steps, attempts, logs), sys.stdout)
             return ExitCode.OK
         now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
             else time.time()
@@ -74,6 +75,10 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
             records.print_table(console, records.ATTEMPT_HEADERS,
                                 records.attempt_rows(attempts, now), status_column=2,
                                 title="attempts")
+        for step_id, lines in records.log_sections(logs):
+            console.print()
+            console.print(Text(f"logs of {step_id}", "bold" if console.is_terminal else ""))
+            console.print("\n".join(lines), markup=False, highlight=False)
         hint = output.waiting_hint(RunResult.from_records(run, steps))
         if hint:
             console.print()

@@ -19,7 +19,7 @@ from rich.text import Text
 from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, FINAL_STEP_STATES
 from ..runtime.results import RunResult, StepResult, iso
-from ..store.base import AttemptRecord, RunRecord, StepRecord
+from ..store.base import AttemptRecord, EventRecord, RunRecord, StepRecord
 from .output import MAX_NOTE, output_json, status_style, step_note
 from .style import format_seconds
 
@@ -133,16 +133,19 @@ def runs_rows(summaries: Sequence[RunSummary], now: float) -> list[list[str]]:
 
 
 def show_json(run: RunRecord, steps: Sequence[StepRecord],
-              attempts: Sequence[AttemptRecord]) -> JSONDict:
+              attempts: Sequence[AttemptRecord],
+              logs: Sequence[LogRecord] = ()) -> JSONDict:
     """The SPEC 8 run object (as ``plait run --json``) plus ``retry_of``,
     ``parent_run_id``, ``fingerprint``, ``input``, ``created_at``, ``started_at``,
-    ``finished_at`` and ``attempts`` (in start order)."""
+    ``finished_at``, ``attempts`` (in start order) and ``logs`` (the records steps
+    logged through ``ctx.logger``, in order)."""
     value = RunResult.from_records(run, list(steps)).to_json()
     value.update({"retry_of": run.retry_of, "parent_run_id": run.parent_run_id,
                   "fingerprint": run.fingerprint, "input": run.input,
                   "created_at": iso(run.created_at), "started_at": iso(run.started_at),
                   "finished_at": iso(run.finished_at),
-                  "attempts": [attempt_json(a) for a in attempts]})
+                  "attempts": [attempt_json(a) for a in attempts],
+                  "logs": [log.to_json() for log in logs]})
     return value
 
 
@@ -224,3 +227,51 @@ def attempt_rows(attempts: Sequence[AttemptRecord], now: float) -> list[list[str
                      a.status, utc(a.started_at, millis=True), utc(a.finished_at, millis=True),
                      shown, a.worker or "-", first_line(a.error)])
     return rows
+
+
+# ------------------------------------------------------------------ step logs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogRecord:
+    """One record a step logged through ``ctx.logger`` (stored redacted, as a history
+    note ``{"log": {...}}``)."""
+
+    step: str | None
+    attempt: int | None
+    level: str
+    message: str
+    at: float
+
+    @classmethod
+    def from_events(cls, events: Sequence[EventRecord]) -> list[LogRecord]:
+        out = []
+        for event in events:
+            log = event.data.get("log") if event.kind == "note" else None
+            if not isinstance(log, dict):
+                continue
+            attempt, at = log.get("attempt"), log.get("at")
+            out.append(cls(step=event.step_id,
+                           attempt=attempt if isinstance(attempt, int) else None,
+                           level=str(log.get("level", "INFO")),
+                           message=str(log.get("message", "")),
+                           at=at if isinstance(at, int | float) else event.at))
+        return out
+
+    def to_json(self) -> JSONDict:
+        return {"step": self.step, "attempt": self.attempt, "level": self.level,
+                "message": self.message, "at": iso(self.at)}
+
+
+def log_sections(logs: Sequence[LogRecord]) -> list[tuple[str, list[str]]]:
+    """``plait show``'s logs: per step (in the order steps first logged), one line per
+    record (``12:00:00.123 WARNING #1 message``; later lines of a message indented)."""
+    sections: dict[str, list[str]] = {}
+    for log in logs:
+        lines = sections.setdefault(log.step or "(run)", [])
+        time_of_day = utc(log.at, millis=True).split(" ", 1)[-1]
+        attempt = f"#{log.attempt}" if log.attempt is not None else "-"
+        first, *rest = log.message.splitlines() or [""]
+        lines.append(f"{time_of_day} {log.level:<8} {attempt:<3} {first}")
+        lines += [f"    {line}" for line in rest]
+    return list(sections.items())

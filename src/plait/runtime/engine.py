@@ -33,12 +33,13 @@ from ..errors import (
     StaleWriteError,
     StoreError,
 )
-from ..steps.registry import HTTPPolicy, Services, get_step_type
+from ..steps.registry import Services, get_step_type
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from .binding import import_call, signature_of
 from .gctune import relaxed_gc
 from .loop import RunLoop
+from .netpolicy import NetworkPolicy
 from .pools import PoolRegistry
 from .results import RunResult
 from .retry_names import retry_name_problems
@@ -93,7 +94,7 @@ class Engine:
     circuit breakers are shared by every run the engine executes."""
 
     def __init__(self, store: Store, *, worker: str | None = None,
-                 http_policy: HTTPPolicy | None = None,
+                 http_policy: NetworkPolicy | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random,
                  max_threads: int = 64, lease: float = 30.0) -> None:
@@ -106,7 +107,8 @@ class Engine:
         self.lease = lease
         self._executor = DaemonThreadPool(max_threads)
         self.services = Services(executor=self._executor,
-                                 http_policy=http_policy or HTTPPolicy())
+                                 http_policy=http_policy
+                                 or NetworkPolicy.from_environment())
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.

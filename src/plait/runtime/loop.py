@@ -37,6 +37,7 @@ from ..steps.registry import StepCall, StepType, get_step_type
 from ..store.base import RunChange, RunRecord, WriteBatch
 from ..store.memory import MemoryStore
 from .binding import bind, import_call, invoke
+from .context import StepLog
 from .results import RunResult, StepResult, iso
 from .secrets import Secrets
 
@@ -104,6 +105,7 @@ class RunLoop:
         self.shared_state: Mapping[str, JSON] = state.state
         self.services = engine.services
         self.secrets = secrets
+        self.step_log = StepLog(secrets.redact_text)  # ctx.logger's records, see _batch
         self.clock = engine.clock
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.outcomes: list[tuple[int, str, object, bool]] = []  # (step, kind, value, fb)
@@ -419,6 +421,7 @@ class RunLoop:
                         value = await awaitable
                 except TimeoutError:
                     if scope.expired():  # ours, not a TimeoutError raised by the step
+                        call.stop()
                         raise StepTimeout(step.timeout, step=step.id) from None
                     raise
             else:
@@ -428,6 +431,7 @@ class RunLoop:
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
+                call.stop()
                 self._report(i, "cancelled", None, fallback)
                 raise  # plait cancelled this attempt: never swallowed
             # raised by the step's own code, nobody cancelled the attempt: a failure
@@ -601,9 +605,10 @@ class RunLoop:
     def _batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
         """What the core changed since the last commit (None when nothing did)."""
         steps, attempts = self.state.drain()
-        if not steps and not attempts and run_change is None:
+        notes = self.step_log.drain() if self.step_log.pending else []
+        if not steps and not attempts and run_change is None and not notes:
             return None
-        return WriteBatch(self.run_id, steps, attempts, run_change, [])
+        return WriteBatch(self.run_id, steps, attempts, run_change, notes)
 
     async def _flush(self, run_change: RunChange | None = None) -> None:
         batch = self._batch(run_change)

@@ -1,20 +1,40 @@
 """``secrets.NAME`` in templates: read from ``PLAIT_SECRET_NAME``, redacted from
-everything stored or logged."""
+everything stored, logged or shown.
+
+Redaction covers the secret as it is and the forms plait (and the services it calls)
+derive from it (SPEC 4): URL-encoded (``quote`` and ``quote_plus``, hex digits in either case),
+JSON-escaped, HTML-escaped, and base64 (standard and URL-safe, with or without padding).
+Base64 is also caught where the secret is part of a longer encoded value (a Basic
+``user:secret`` header): the characters of an encoding that depend on the secret alone
+are the same wherever it starts, up to its offset modulo 3, so those three cores are
+redacted too.  At most a character or two at each edge of such a core remains, which
+cannot be decoded back into the secret.
+"""
 
 from __future__ import annotations
 
+import base64
+import html
+import json
 import os
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from urllib.parse import quote, quote_plus
 
 from ..core.model import JSON
 
 REDACTED = "***"
+# A base64 core shorter than this would redact unrelated text too often.
+_MIN_CORE = 6
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
 
 
 class Secrets(Mapping[str, str]):
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._env = environ if environ is not None else os.environ
         self.used: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._covered = 0  # how many of ``used`` the pattern covers (``used`` only grows)
 
     def __getitem__(self, name: str) -> str:
         value = self._env.get(f"PLAIT_SECRET_{name}")
@@ -32,17 +52,76 @@ class Secrets(Mapping[str, str]):
         return sum(1 for _ in self)
 
     def redact(self, value: JSON) -> JSON:
+        """``value`` with every used secret, in every derived form, replaced by ***."""
         if not self.used:
             return value
-        if isinstance(value, str):
-            for secret in self.used:
-                value = value.replace(secret, REDACTED)
-            return value
-        if isinstance(value, dict):
-            return {k: self.redact(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.redact(v) for v in value]
-        return value
+        return _redact(value, self._current_pattern())
 
     def redact_text(self, text: str | None) -> str | None:
-        return None if text is None else str(self.redact(text))
+        if text is None or not self.used:
+            return text
+        return self._current_pattern().sub(REDACTED, text)
+
+    def _current_pattern(self) -> re.Pattern[str]:
+        if self._pattern is None or self._covered != len(self.used):
+            used = list(self.used)  # a step thread may add one meanwhile: count what we saw
+            self._pattern = redaction_pattern(used)
+            self._covered = len(used)
+        return self._pattern
+
+
+def _redact(value: JSON, pattern: re.Pattern[str]) -> JSON:
+    if isinstance(value, str):
+        return pattern.sub(REDACTED, value)
+    if isinstance(value, dict):
+        return {pattern.sub(REDACTED, k): _redact(v, pattern) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v, pattern) for v in value]
+    return value
+
+
+def redaction_pattern(secrets: Iterable[str]) -> re.Pattern[str]:
+    """One regular expression matching every form of every secret, longest first (so a
+    padded base64 value is redacted whole, not around its core)."""
+    forms = {form for secret in secrets for form in derived_forms(secret)}
+    ordered = sorted(forms, key=lambda f: (-len(f), f))
+    # a percent escape matches in either hex case (%2F, %2f)
+    return re.compile("|".join(_PERCENT.sub(_either_case, re.escape(form))
+                               for form in ordered))
+
+
+def _either_case(escape: re.Match[str]) -> str:
+    return "%" + "".join(f"[{c}{c.lower()}]" if c.isalpha() else c
+                         for c in escape.group()[1:])
+
+
+def derived_forms(secret: str) -> set[str]:
+    """The secret and the encodings of it that may end up in what is stored or shown."""
+    percent = {quote(secret, safe=""), quote(secret), quote_plus(secret),
+               quote_plus(secret, safe="")}
+    escaped = {json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+               html.escape(secret), html.escape(secret, quote=False),
+               html.escape(secret).replace("&#x27;", "&#39;")}
+    forms = {secret} | percent | escaped | _base64_forms(secret.encode())
+    return {form for form in forms if form}
+
+
+def _base64_forms(raw: bytes) -> set[str]:
+    out: set[str] = set()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode()
+        out |= {whole, whole.rstrip("=")}
+        for offset in range(3):
+            core = _core(encode(b"\0" * offset + raw).decode(), offset, len(raw))
+            if len(core) >= _MIN_CORE:
+                out.add(core)
+    return out
+
+
+def _core(encoded: str, offset: int, size: int) -> str:
+    """The characters of ``encoded`` (the base64 of ``offset`` bytes, then the secret's
+    ``size`` bytes) that depend on the secret's bits only: each character holds 6 bits,
+    the secret's bits run from ``8 * offset`` to ``8 * (offset + size)``."""
+    first = -(-8 * offset // 6)  # ceil: the first character after the prefix's bits
+    last = 8 * (offset + size) // 6  # floor: characters wholly inside the secret's bits
+    return encoded[first:last]

@@ -35,47 +35,38 @@ definition sets that header itself (a null value sends none).  The key is the sa
 every attempt of the step in a run, so an API that deduplicates on it applies a retried
 request once.
 
-Security: ``Services.http_policy`` (``HTTPPolicy``) limits where requests go.  A non-empty
-``allowed_hosts`` admits only the listed host names (``*.example.com`` admits every
-subdomain of example.com, not example.com itself); ``denied_networks`` (CIDR) refuses a
-host when any address it resolves to is inside one of them.  Both are checked for every
-connection, redirects included; a refused request fails at once with a ``FatalError``
-naming the host and the rule.  The timeout of the whole attempt is the step's ``timeout``;
-single network operations are bounded by ``TIMEOUT``.
+Security: ``Services.http_policy`` (a ``NetworkPolicy``, by default built from the
+environment) limits where requests go; every connection, each redirect hop included, is
+judged before it is made (``plait.steps.netclient``), and a refused one fails the step
+at once with a ``NetworkRefused`` naming the address.  The timeout of the whole attempt
+is the step's ``timeout``; single network operations are bounded by
+``netclient.TIMEOUT``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import codecs
-import functools
-import ipaddress
 import json
 import re
-import socket
-import ssl
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import cast
 
-import httpcore
 import httpx
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict
 from ..errors import FatalError, HTTPStatusError, StepError
-from .registry import HTTPPolicy, StepCall
+from .netclient import guarded_client
+from .registry import StepCall
 from .types import HTTP_FIELDS
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SCHEMES = ("http", "https")
 MAX_BODY_BYTES = 1 << 20
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-# Per network operation (connect, each read or write), not per request: the step's own
-# ``timeout`` bounds the attempt.  Generous because slow APIs (LLMs) are common.
-TIMEOUT = httpx.Timeout(300.0, connect=30.0)
 RETRYABLE_STATUSES = frozenset({408, 429})
 FIELDS = HTTP_FIELDS
 
@@ -247,10 +238,7 @@ async def run_http(call: StepCall) -> JSON:
     request = _prepare(call)
     step = call.step.id
     where = f"{request.method} {_shown(request.url)}"
-    try:
-        client = _client(call.services.http_policy)
-    except ValueError as exc:  # a malformed policy: retrying cannot help
-        raise _fatal(step, str(exc)) from None
+    client = guarded_client(call.services.http_policy, step=step)
     try:
         async with client, client.stream(
                 request.method, request.url, headers=request.headers,
@@ -258,8 +246,6 @@ async def run_http(call: StepCall) -> JSON:
                 json=request.json, follow_redirects=request.follow_redirects,
         ) as response:
             body, truncated = await _read_bounded(response)
-    except _Blocked as exc:
-        raise _fatal(step, str(exc)) from None
     except _RETRYABLE_TRANSPORT as exc:
         raise StepError(f"step {step!r}: {_describe(exc)} during {where}", step=step) from exc
     except httpx.HTTPError as exc:
@@ -353,141 +339,6 @@ def _without_userinfo(url: httpx.URL) -> httpx.URL:
 def _shown(url: httpx.URL) -> str:
     """A URL for messages: no credentials, no query string (it may carry keys)."""
     return str(url.copy_with(username=None, password=None, query=None, fragment=None))
-
-
-# ------------------------------------------------------------------ client and policy
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    # Building a context loads the CA bundle (slow); one context serves every client.
-    return httpx.create_ssl_context()
-
-
-def _client(policy: HTTPPolicy) -> httpx.AsyncClient:
-    """A client for one attempt.
-
-    One client per attempt, not one per engine: the engine has no hook to close a shared
-    client, and an unclosed one leaks sockets.  The costly part (the SSL context) is
-    shared, so an attempt pays only for its connection."""
-    if not policy.allowed_hosts and not policy.denied_networks:
-        return httpx.AsyncClient(verify=_ssl_context(), timeout=TIMEOUT)
-    # trust_env=False and our own transport: a proxy from the environment would connect
-    # on the step's behalf, where the policy cannot see the real destination.
-    return httpx.AsyncClient(transport=_GuardedTransport(policy, _ssl_context()),
-                             timeout=TIMEOUT, trust_env=False)
-
-
-class _Blocked(Exception):  # private: becomes a FatalError in run_http
-    """The policy refuses a connection (raised inside httpcore, passes through httpx)."""
-
-
-class _GuardedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, policy: HTTPPolicy, ssl_context: ssl.SSLContext) -> None:
-        super().__init__(verify=ssl_context, trust_env=False)
-        # httpx has no parameter for the network backend of its connection pool, so the
-        # pool is rebuilt with ours (httpx's own code reads ``self._pool`` only).
-        self._pool = httpcore.AsyncConnectionPool(ssl_context=ssl_context,
-                                                  network_backend=_GuardedBackend(policy))
-
-
-class _GuardedBackend(httpcore.AsyncNetworkBackend):
-    """Checks every TCP connection against the policy, then connects to the very address
-    it checked.
-
-    Why here and not before the request: the check must cover redirects, and it must be
-    made on the address actually used.  Resolving once, checking, then letting the
-    client resolve again would let a DNS server answer a public address to the check
-    and 127.0.0.1 to the connection (DNS rebinding).  Here the name is resolved once and
-    the socket opened to that address; TLS still verifies the certificate against the
-    host name, which httpcore passes to ``start_tls`` separately."""
-
-    def __init__(self, policy: HTTPPolicy) -> None:
-        self._allowed = tuple(h.lower().rstrip(".") for h in policy.allowed_hosts)
-        self._networks = denied_networks(policy.denied_networks)
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None,
-                          socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-                          ) -> httpcore.AsyncNetworkStream:
-        if self._allowed and not host_allowed(host, self._allowed):
-            raise _Blocked(f"http policy: host {host!r} is not in allowed_hosts "
-                           f"({', '.join(self._allowed)})")
-        addresses = await _resolve(host, port, timeout)
-        for address in addresses:
-            network = denied_network(address, self._networks)
-            if network is not None:
-                raise _Blocked(f"http policy: host {host!r} resolves to {address}, inside "
-                               f"denied network {network}")
-        error: httpcore.ConnectError | None = None
-        for address in addresses:
-            try:
-                return await self._inner.connect_tcp(address, port, timeout=timeout,
-                                                     local_address=local_address,
-                                                     socket_options=socket_options)
-            except httpcore.ConnectError as exc:
-                error = exc  # try the next address, as a client resolving itself would
-        assert error is not None  # _resolve returns at least one address
-        raise error
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-async def _resolve(host: str, port: int, timeout: float | None) -> list[str]:
-    """The addresses of ``host`` (in resolver order, without repeats)."""
-    loop = asyncio.get_running_loop()
-    try:
-        async with asyncio.timeout(timeout):
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except TimeoutError:
-        raise httpcore.ConnectTimeout(f"resolving {host!r} timed out") from None
-    except OSError as exc:
-        raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    if not addresses:
-        raise httpcore.ConnectError(f"{host!r} resolves to no address")
-    return addresses
-
-
-def host_allowed(host: str, allowed: Iterable[str]) -> bool:
-    """True when ``host`` is listed, exactly or under a ``*.domain`` wildcard (any depth;
-    the wildcard does not admit the domain itself).  Case and a trailing dot are ignored."""
-    name = host.lower().rstrip(".")
-    for rule in allowed:
-        rule = rule.lower().rstrip(".")
-        if name == rule or (rule.startswith("*.") and name.endswith(rule[1:])):
-            return True
-    return False
-
-
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-@functools.lru_cache(maxsize=64)
-def denied_networks(cidrs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
-    """Parse CIDRs; a malformed one is a configuration error (ValueError naming it)."""
-    out: list[IPNetwork] = []
-    for cidr in cidrs:
-        try:
-            out.append(ipaddress.ip_network(cidr, strict=False))
-        except ValueError as exc:
-            raise ValueError(f"http policy: bad network in denied_networks: {exc}") from None
-    return tuple(out)
-
-
-def denied_network(address: str, networks: Iterable[IPNetwork]) -> IPNetwork | None:
-    """The first network containing ``address`` (an IPv4-mapped IPv6 address counts as
-    its IPv4 address), or None."""
-    ip = ipaddress.ip_address(address)
-    candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        candidates.append(ip.ipv4_mapped)
-    for network in networks:
-        if any(c.version == network.version and c in network for c in candidates):
-            return network
-    return None
 
 
 # ------------------------------------------------------------------ definition checks

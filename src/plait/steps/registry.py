@@ -25,16 +25,8 @@ from ..core.steptypes import (
     unavailable_reason,
 )
 from ..errors import PlaitError, TemplateError
-from ..runtime.context import StepContext, make_context
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HTTPPolicy:
-    """Where http steps may connect.  Empty ``allowed_hosts`` allows every host;
-    ``denied_networks`` (CIDR) is checked against the resolved addresses."""
-
-    allowed_hosts: tuple[str, ...] = ()
-    denied_networks: tuple[str, ...] = ()
+from ..runtime import netpolicy
+from ..runtime.context import CancelFlag, StepContext, StepLog, make_context
 
 
 @dataclass(slots=True, kw_only=True)
@@ -42,7 +34,8 @@ class Services:
     """What the runtime lends to step types (owned by the engine)."""
 
     executor: Executor
-    http_policy: HTTPPolicy = HTTPPolicy()
+    # where steps that talk HTTP may connect (http, llm): see runtime.netpolicy
+    http_policy: netpolicy.NetworkPolicy = netpolicy.DEFAULT
 
 
 class RunAccess(Protocol):
@@ -52,6 +45,7 @@ class RunAccess(Protocol):
     input: JSON
     shared_state: Mapping[str, JSON]  # the declared output keys written so far
     services: Services
+    step_log: StepLog  # log records of ctx.logger, stored with the loop's next batch
 
     def template_context(self, index: int) -> Mapping[str, object]: ...
 
@@ -72,6 +66,8 @@ class StepCall:
     attempt: int
     started_at: float  # when the step's first attempt started (durable delays count from it)
     run: RunAccess
+    # set when the attempt is cancelled or times out (ctx.cancelled); made with the context
+    cancel_flag: CancelFlag | None = None
 
     @property
     def run_id(self) -> str:
@@ -110,9 +106,18 @@ class StepCall:
                                 template=text) from exc
 
     def context(self) -> StepContext:
+        if self.cancel_flag is None:
+            self.cancel_flag = CancelFlag()
         return make_context(run_id=self.run_id, step_id=self.step.id, attempt=self.attempt,
                             input=self.input, state=self.state,
-                            outputs=self.parent_outputs())
+                            outputs=self.parent_outputs(), journal=self.run.step_log,
+                            cancel_flag=self.cancel_flag)
+
+    def stop(self) -> None:
+        """The attempt was cancelled or timed out: its context says so (a sync body in
+        a thread cannot be interrupted, but it can look)."""
+        if self.cancel_flag is not None:
+            self.cancel_flag.set()
 
 
 def _template_at(value: JSON, path: str) -> str | None:
