@@ -26,6 +26,7 @@ from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import (
     CircuitOpenError,
+    DecisionTaken,
     OutputError,
     RunError,
     StepError,
@@ -272,13 +273,20 @@ class RunLoop:
                 self._decide(i, decision, now)
         for i, deadline in list(self.parked.items()):
             if deadline is not None and deadline <= now:
-                self._timeout_approval(i, now)
+                await self._timeout_approval(i, now)
         await self._flush()
 
-    def _timeout_approval(self, i: int, now: float) -> None:
+    async def _timeout_approval(self, i: int, now: float) -> None:
+        """The deadline passed: the timeout's decision is stored like a person's, as
+        the same compare-and-set, so a person's decision stored first still stands."""
         choice = self.spec.steps[i].config.get("on_timeout", "reject")
-        self._decide(i, {"decision": "approved" if choice == "approve" else "rejected",
-                         "by": "timeout", "at": now, "data": None}, now)
+        decision: JSONDict = {"decision": "approved" if choice == "approve" else "rejected",
+                              "by": "timeout", "at": now, "data": None}
+        try:
+            await self.store.record_decision(self.run_id, self.spec.steps[i].id, decision)
+        except DecisionTaken as taken:
+            decision = cast(JSONDict, taken.decision)
+        self._decide(i, decision, now)
 
     def _decide(self, i: int, decision: JSONDict, now: float) -> None:
         self.parked.pop(i, None)
@@ -490,8 +498,9 @@ class RunLoop:
                 if self.state.rows[i].status is StepStatus.QUEUED:
                     self.state.retry_due(i)
             elif kind == "approval_timeout":
+                # decided in _check_decisions, after the stored decisions are read
                 if i in self.parked:
-                    self._timeout_approval(i, now)
+                    self._decisions_due = True
             elif kind == "run_timeout":
                 self._halt(f"run timed out after {self.spec.timeout:g}s", cancelled=False)
 
