@@ -8,11 +8,12 @@ object is a StepType.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict, StepSpec
@@ -53,6 +54,9 @@ class RunAccess(Protocol):
     def resolve(self, call: StepCall, name: str) -> tuple[bool, object]: ...
 
 
+_T = TypeVar("_T")
+
+
 @dataclass(slots=True)
 class StepCall:
     """One attempt of one step, as a step type sees it.
@@ -65,6 +69,10 @@ class StepCall:
     attempt: int
     started_at: float  # when the step's first attempt started (durable delays count from it)
     run: RunAccess
+    # set while ``rendered`` runs its preparation in a worker thread: the names that
+    # thread reads (taken on the event loop) and the flag that stops it on cancel
+    _names: Mapping[str, object] | None = None
+    _stop: expressions.Stop | None = None
 
     @property
     def run_id(self) -> str:
@@ -93,14 +101,36 @@ class StepCall:
         return self.run.resolve(self, name)
 
     def render(self, value: JSON, field_name: str) -> JSON:
-        """Render a field's templates; TemplateError names the step, field and template."""
+        """Render a field's templates; TemplateError names the step, field and template
+        (and, past a bound, which one: time 2 s or size 1 MiB)."""
+        names = self._names if self._names is not None else self.template_context()
         try:
-            return expressions.render_value(value, self.template_context())
+            return expressions.render_value(value, names, stop=self._stop)
         except expressions.RenderError as exc:
             path = getattr(exc, "path", "")
             text = _template_at(value, path)
             raise TemplateError(str(exc), step=self.step.id, field=f"{field_name}{path}",
                                 template=text) from exc
+
+    async def rendered(self, prepare: Callable[[StepCall], _T]) -> _T:
+        """``prepare(self)``, which renders this step's fields with ``render``.
+
+        Cheap templates (``expressions.is_cheap``) render here on the event loop.  Any
+        other may take up to its time bound, so ``prepare`` runs in a worker thread while
+        the loop goes on committing, heartbeating and cancelling; cancelling this
+        coroutine stops the render at the sandbox's next check."""
+        if expressions.is_cheap(self.step.config):
+            return prepare(self)
+        names = dict(self.template_context())
+        state = names.get("state")
+        if isinstance(state, dict):  # the loop writes it meanwhile: the thread reads a copy
+            names["state"] = dict(state)
+        self._names, self._stop = names, expressions.Stop()
+        try:
+            return await asyncio.to_thread(prepare, self)
+        except asyncio.CancelledError:
+            self._stop.requested = True
+            raise
 
     def context(self) -> StepContext:
         return make_context(run_id=self.run_id, step_id=self.step.id, attempt=self.attempt,
