@@ -108,7 +108,7 @@ def size_of(value: object, limit: int = MAX_SIZE) -> int:
     while stack:
         item = stack.pop()
         if isinstance(item, str | bytes):
-            total += len(item) + 1
+            total += len(item)
         elif isinstance(item, bool) or item is None or isinstance(item, float):
             total += 1
         elif isinstance(item, int):
