@@ -2,45 +2,47 @@
 
 A string that is exactly one ``{{ expr }}`` yields the expression's native value; any
 other string containing ``{{`` or ``{%`` renders to text; other strings are literals.
-Undefined names are errors.  Rendering is bounded: output size, sequence sizes built by
-``*``, ``range`` and a deadline checked on every call and attribute access.  Values taken
-from the context (step outputs, input) are data: they are never rendered again.
+Undefined names are errors whose message says, in plait's terms, what is missing.
+Rendering is bounded (``sandbox``: 2 s and 1 MiB, for the result and every value built
+on the way); a template that is not ``is_cheap`` may take up to that long, so the
+runtime renders it off the event loop.  Values taken from the context (step outputs,
+input) are data: they are never rendered again.
 """
 
 from __future__ import annotations
 
-import contextvars
-import math
 import re
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
+from jinja2 import TemplateSyntaxError, Undefined, nodes
+from jinja2.environment import TemplateExpression
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
 from jinja2.lexer import Token, TokenStream
 from jinja2.parser import Parser
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from . import sandbox
 from .model import JSON
+from .sandbox import ENV, MAX_SECONDS, MAX_SIZE, OUTPUT_OWNERS, BoundExceeded, Stop
 
-MAX_OUTPUT_CHARS = 1_000_000
-MAX_SECONDS = 2.0
-MAX_RANGE = 100_000
+__all__ = ["MAX_SECONDS", "MAX_SIZE", "OUTPUT_OWNERS", "Compiled", "RenderError", "Stop",
+           "SyntaxProblem", "compile_template", "is_cheap", "is_template", "render",
+           "render_value", "syntax_problem", "templates_in", "truthy"]
 
 _LONE = re.compile(r"^\s*\{\{(?P<expr>.*)\}\}\s*$", re.DOTALL)
-_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("plait_render_deadline",
-                                                                 default=math.inf)
 
 
 class RenderError(Exception):
-    """A template failed to render; ``sandbox`` is True when the sandbox refused it."""
+    """A template failed to render; ``sandbox`` is True when the sandbox refused it,
+    ``bound`` names the bound it passed ("time", "size", "cancelled") if any."""
 
-    def __init__(self, message: str, *, sandbox: bool = False) -> None:
+    def __init__(self, message: str, *, sandbox: bool = False,
+                 bound: str | None = None) -> None:
         self.sandbox = sandbox
+        self.bound = bound
         super().__init__(message)
 
 
@@ -49,59 +51,6 @@ class SyntaxProblem:
     message: str
     line: int
     column: int
-
-
-class _BoundedSandbox(ImmutableSandboxedEnvironment):
-    """The sandbox plus bounds: a render cannot build huge values or run forever."""
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call(__self, __context, __obj, *args, **kwargs):  # type: ignore[no-untyped-def]  # noqa: N805
-        _check_deadline()
-        return super().call(__context, __obj, *args, **kwargs)
-
-    def getattr(self, obj, attribute):  # type: ignore[no-untyped-def]
-        _check_deadline()
-        return super().getattr(obj, attribute)
-
-    def call_binop(self, context, operator, left, right):  # type: ignore[no-untyped-def]
-        if operator == "**":
-            if isinstance(right, int | float) and abs(right) > 1000:
-                raise SecurityError(f"exponent {right} is too large")
-            return left**right
-        result_size = _repeat_size(left, right)
-        if result_size > MAX_OUTPUT_CHARS:
-            raise SecurityError(f"'*' would build a value of {result_size} items")
-        return left * right
-
-
-def _repeat_size(left: object, right: object) -> int:
-    for seq, times in ((left, right), (right, left)):
-        if isinstance(seq, str | list | tuple) and isinstance(times, int):
-            return len(seq) * max(times, 0)
-    return 0
-
-
-def _check_deadline() -> None:
-    if time.monotonic() > _deadline.get():
-        raise SecurityError(f"template took longer than {MAX_SECONDS:g}s")
-
-
-def _safe_range(*args: int) -> range:
-    r = range(*args)
-    if len(r) > MAX_RANGE:
-        raise SecurityError(f"range of {len(r)} items exceeds {MAX_RANGE}")
-    return r
-
-
-def _make_env() -> _BoundedSandbox:
-    env = _BoundedSandbox(undefined=StrictUndefined, autoescape=False,
-                          keep_trailing_newline=True)
-    env.globals["range"] = _safe_range
-    return env
-
-
-ENV = _make_env()
 
 
 def is_template(text: str) -> bool:
@@ -114,6 +63,7 @@ class Compiled:
     lone: bool
     fn: Callable[..., object]
     steps_read: frozenset[str]
+    cheap: bool  # renders in time proportional to the data it reads (see is_cheap)
 
 
 @lru_cache(maxsize=8192)
@@ -123,11 +73,70 @@ def compile_template(source: str) -> Compiled:
     inner = match.group("expr") if match else None
     if inner is not None and "{{" not in inner and "}}" not in inner and "{%" not in inner:
         ast = ENV.parse("{{" + inner + "}}")
-        expr_fn = ENV.compile_expression(inner, undefined_to_none=False)
-        return Compiled(source, True, expr_fn, _steps_read(ast))
+        return Compiled(source, True, _compile_expression(inner), _steps_read(ast),
+                        _cheap(ast))
     ast = ENV.parse(source)
-    template = ENV.from_string(source)
-    return Compiled(source, False, template.generate, _steps_read(ast))
+    steps, cheap = _steps_read(ast), _cheap(ast)
+    template = ENV.from_string(sandbox.bound_loops(ast))
+    return Compiled(source, False, template.generate, steps, cheap)
+
+
+def _compile_expression(inner: str) -> Callable[..., object]:
+    """``ENV.compile_expression`` with the sandbox's loop and ``~`` checks."""
+    parser = Parser(ENV, inner, state="variable")
+    expr = parser.parse_expression()
+    if not parser.stream.eos:
+        raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno,
+                                  None, None)
+    body = [nodes.Assign(nodes.Name("result", "store"), expr, lineno=1)]
+    template = ENV.from_string(sandbox.bound_loops(nodes.Template(body, lineno=1)))
+    return TemplateExpression(template, False)
+
+
+# What a cheap template may contain: data lookups, comparisons, logic, literals, and
+# filters that take time proportional to their input.  Anything else (calls, `*`, `**`,
+# `%`, loops, macros, assignments) may take long and is rendered off the event loop.
+_CHEAP_NODES = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.Name, nodes.Const,
+                nodes.Getattr, nodes.Getitem, nodes.Compare, nodes.Operand, nodes.And,
+                nodes.Or, nodes.Not, nodes.Neg, nodes.Pos, nodes.CondExpr, nodes.If,
+                nodes.List, nodes.Tuple, nodes.Dict, nodes.Pair, nodes.Concat, nodes.Add,
+                nodes.Sub, nodes.Div, nodes.FloorDiv, nodes.Test, nodes.Filter,
+                nodes.Slice, nodes.Keyword)
+_CHEAP_FILTERS = frozenset({"default", "d", "lower", "upper", "trim", "length", "count",
+                            "first", "last", "string", "int", "float", "bool", "tojson",
+                            "capitalize", "title", "e", "escape", "abs", "round", "list",
+                            "items", "reverse", "min", "max", "urlencode", "wordcount"})
+
+
+def _cheap(ast: nodes.Template) -> bool:
+    for node in ast.find_all(nodes.Node):
+        if (isinstance(node, nodes.Mul | nodes.Mod) and _small_number(node.right)) or \
+                (isinstance(node, nodes.Mul) and _small_number(node.left)):
+            continue  # `x * 2`, `n % 7`: time linear in the (bounded) value
+        if not isinstance(node, _CHEAP_NODES):
+            return False
+        if isinstance(node, nodes.Filter) and node.name not in _CHEAP_FILTERS:
+            return False
+    return True
+
+
+def _small_number(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Const) and isinstance(node.value, int | float) \
+        and abs(node.value) <= 1000
+
+
+def is_cheap(value: JSON | Mapping[str, JSON]) -> bool:
+    """True when every template in ``value`` is cheap: rendering it on the event loop
+    cannot stall it (no calls, loops or operators that build values).  A template with
+    a syntax error counts as cheap: it fails at once."""
+    fields = value.values() if isinstance(value, Mapping) else (value,)
+    for _, text in (found for field in fields for found in templates_in(field)):
+        try:
+            if not compile_template(text).cheap:
+                return False
+        except TemplateSyntaxError:
+            continue
+    return True
 
 
 def _steps_read(ast: nodes.Template) -> frozenset[str]:
@@ -230,27 +239,37 @@ def _lexer_column(source: str, line: int) -> int | None:
     return None
 
 
-def render(source: str, context: Mapping[str, object]) -> JSON:
-    """Render one string.  Raise RenderError naming what went wrong."""
+def render(source: str, context: Mapping[str, object], *,
+           stop: Stop | None = None) -> JSON:
+    """Render one string within the bounds.  Raise RenderError naming what went wrong.
+
+    ``stop``, when set by another thread, ends the render at its next check."""
     try:
         compiled = compile_template(source)
     except TemplateSyntaxError as exc:
         raise RenderError(f"syntax error on line {exc.lineno}: {exc.message}") from exc
-    token = _deadline.set(time.monotonic() + MAX_SECONDS)
+    tokens = sandbox.begin(context, stop)
     try:
         if compiled.lone:
             return _native(compiled.fn(**context))
         return _join_bounded(cast("Iterator[str]", compiled.fn(context)))
+    except BoundExceeded as exc:
+        raise RenderError(str(exc), sandbox=True, bound=exc.bound) from exc
     except SecurityError as exc:
         raise RenderError(f"refused by the sandbox: {exc}", sandbox=True) from exc
     except JinjaTemplateError as exc:
         raise RenderError(str(exc)) from exc
     except RenderError:
         raise
+    except RecursionError as exc:
+        raise RenderError("the template nests too deeply (RecursionError)") from exc
+    except MemoryError as exc:
+        raise RenderError("size bound: the template ran out of memory", sandbox=True,
+                          bound="size") from exc
     except Exception as exc:
         raise RenderError(f"{type(exc).__name__}: {exc}") from exc
     finally:
-        _deadline.reset(token)
+        sandbox.end(tokens)
 
 
 def _join_bounded(chunks: Iterator[str]) -> str:
@@ -258,10 +277,10 @@ def _join_bounded(chunks: Iterator[str]) -> str:
     size = 0
     for chunk in chunks:
         size += len(chunk)
-        if size > MAX_OUTPUT_CHARS:
-            raise RenderError(f"rendered text exceeds {MAX_OUTPUT_CHARS} characters",
-                              sandbox=True)
-        _check_deadline()
+        if size > MAX_SIZE:
+            raise RenderError(f"size bound: the rendered text exceeds {MAX_SIZE:,} "
+                              f"characters (1 MiB)", sandbox=True, bound="size")
+        sandbox.check_deadline()
         out.append(chunk)
     return "".join(out)
 
@@ -270,22 +289,22 @@ def _native(value: object) -> JSON:
     if isinstance(value, Undefined):
         # StrictUndefined raises with the name that was missing.
         value._fail_with_undefined_error()
-    if isinstance(value, str) and len(value) > MAX_OUTPUT_CHARS:
-        raise RenderError(f"value exceeds {MAX_OUTPUT_CHARS} characters", sandbox=True)
+    sandbox.check_size(value, "the template's value")
     return cast(JSON, value)
 
 
-def render_value(value: JSON, context: Mapping[str, object]) -> JSON:
+def render_value(value: JSON, context: Mapping[str, object], *,
+                 stop: Stop | None = None) -> JSON:
     """Render every template string inside a JSON value; other values pass through.
 
-    Raises RenderError whose message starts with the key path inside ``value``."""
+    Raises RenderError whose ``path`` is the key path inside ``value``."""
     if isinstance(value, str):
-        return render(value, context) if is_template(value) else value
+        return render(value, context, stop=stop) if is_template(value) else value
     if isinstance(value, dict):
         out: dict[str, JSON] = {}
         for key, item in value.items():
             try:
-                out[key] = render_value(item, context)
+                out[key] = render_value(item, context, stop=stop)
             except RenderError as exc:
                 raise _nest(exc, f".{key}") from exc.__cause__
         return out
@@ -293,7 +312,7 @@ def render_value(value: JSON, context: Mapping[str, object]) -> JSON:
         items: list[JSON] = []
         for i, item in enumerate(value):
             try:
-                items.append(render_value(item, context))
+                items.append(render_value(item, context, stop=stop))
             except RenderError as exc:
                 raise _nest(exc, f"[{i}]") from exc.__cause__
         return items
@@ -302,8 +321,7 @@ def render_value(value: JSON, context: Mapping[str, object]) -> JSON:
 
 def _nest(exc: RenderError, where: str) -> RenderError:
     path = getattr(exc, "path", "")
-    nested = RenderError(str(exc).split(": ", 1)[-1] if path else str(exc),
-                         sandbox=exc.sandbox)
+    nested = RenderError(str(exc), sandbox=exc.sandbox, bound=exc.bound)
     nested.path = where + path  # type: ignore[attr-defined]
     return nested
 
@@ -324,7 +342,7 @@ def templates_in(value: JSON) -> Iterator[tuple[str, str]]:
 
 
 def truthy(value: JSON) -> bool:
-    """Truthiness of a rendered guard: native values as Python, text as written."""
-    if isinstance(value, str):
-        return value.strip().lower() not in ("", "false", "0", "no", "none", "null")
+    """Truthiness of a rendered guard: Python's (SPEC 4), so any non-empty string,
+    "false" and "no" included, is true; a guard that must be false renders a native
+    value (``{{ x == 'no' }}``)."""
     return bool(value)

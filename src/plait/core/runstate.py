@@ -114,6 +114,14 @@ class StepsView(Mapping[str, JSONDict]):
         return len(self._index)
 
 
+def _output_owners(steps: tuple[StepSpec, ...]) -> dict[str, tuple[str, ...]]:
+    owners: dict[str, list[str]] = {}
+    for step in steps:
+        for key in step.outputs:
+            owners.setdefault(key, []).append(step.id)
+    return {key: tuple(ids) for key, ids in owners.items()}
+
+
 class RunState:
     def __init__(self, checked: CheckedWorkflow, *, run_id: str, input: JSON,
                  secrets: Mapping[str, str] | None = None) -> None:
@@ -125,6 +133,10 @@ class RunState:
         # not `secrets or {}`: the truth value of a Secrets mapping walks the environment
         self.secrets: Mapping[str, str] = {} if secrets is None else secrets
         self.state: JSONDict = {}
+        steps = self.spec.steps
+        # declared output key -> the steps declaring it (for "state.k is not set")
+        self._output_owners: dict[str, tuple[str, ...]] = checked.derive(
+            "output_owners", lambda: _output_owners(steps))
         n = self.graph.size
         self.rows = [StepRuntime() for _ in range(n)]
         parents = self.graph.parents
@@ -222,7 +234,8 @@ class RunState:
         """The names templates see (SPEC 4)."""
         ctx: dict[str, object] = {"input": self.input, "state": self.state,
                                   "steps": self.steps_view, "run": {"id": self.run_id},
-                                  "secrets": self.secrets}
+                                  "secrets": self.secrets,
+                                  expressions.OUTPUT_OWNERS: self._output_owners}
         ctx.update(extra)
         return ctx
 
@@ -497,8 +510,10 @@ class RunState:
     def _when(self, i: int, step: StepSpec, now: float) -> tuple[StepStatus, str] | None:
         text = step.when or ""
         try:
+            # a literal is the loader's spelling of a YAML boolean (`when: false`)
             value = expressions.render(text, self.context(i)) \
-                if expressions.is_template(text) else text
+                if expressions.is_template(text) \
+                else bool(text) and text.strip().lower() != "false"
         except expressions.RenderError as exc:
             self._move(i, QUEUED, now)
             self._record(i, PENDING, QUEUED, now)

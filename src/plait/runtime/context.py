@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.model import JSON, JSONDict
+from ..core.sandbox import Stop
 
 _log = logging.getLogger("plait.step")
 
@@ -19,23 +20,6 @@ _log = logging.getLogger("plait.step")
 # logging in a tight loop must not exhaust memory (what is dropped is counted).
 MAX_PENDING_RECORDS = 10_000
 MAX_MESSAGE_CHARS = 8_192
-
-
-class CancelFlag:
-    """Set by the run loop when an attempt is cancelled or times out; read by the step's
-    code from any thread (a plain flag: cheaper to make than a threading.Event, and
-    setting or reading one attribute is atomic)."""
-
-    __slots__ = ("_set",)
-
-    def __init__(self) -> None:
-        self._set = False
-
-    def set(self) -> None:
-        self._set = True
-
-    def is_set(self) -> bool:
-        return self._set
 
 
 class StepLog:
@@ -160,7 +144,7 @@ class StepContext:
     state: Mapping[str, JSON]
     outputs: Mapping[str, JSON]
     journal: StepLog | None = field(default=None, repr=False, compare=False)
-    cancel_flag: CancelFlag | None = field(default=None, repr=False, compare=False)
+    cancel_flag: Stop | None = field(default=None, repr=False, compare=False)
     _logger: StepLogger | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -177,13 +161,13 @@ class StepContext:
     def cancelled(self) -> bool:
         """True once the attempt was cancelled or timed out (poll it in long sync
         steps, and return when it is)."""
-        return self.cancel_flag is not None and self.cancel_flag.is_set()
+        return self.cancel_flag is not None and self.cancel_flag.requested
 
 
 def make_context(*, run_id: str, step_id: str, attempt: int, input: JSON,
                  state: Mapping[str, JSON], outputs: Mapping[str, JSON],
                  journal: StepLog | None = None,
-                 cancel_flag: CancelFlag | None = None) -> StepContext:
+                 cancel_flag: Stop | None = None) -> StepContext:
     return StepContext(run_id=run_id, step_id=step_id, attempt=attempt,
                        idempotency_key=f"{run_id}:{step_id}", input=input, state=state,
                        outputs=outputs, journal=journal, cancel_flag=cancel_flag)

@@ -78,12 +78,16 @@ class _LoopData(NamedTuple):
     # StepType.direct's answer per step (None: the attempt calls the type's run)
     direct: tuple[Callable[[], Awaitable[JSON]] | None, ...]
     declared: frozenset[str]  # every declared output key (shared state)
+    # StepType.inline per step, when its templates are cheap (else rendered off the loop)
+    inline: tuple[Callable[[StepCall], JSON] | None, ...]
 
 
 def _loop_data(steps: tuple[StepSpec, ...]) -> _LoopData:
     types = tuple(get_step_type(s.type) for s in steps)
     return _LoopData(
         types=types, pool_of=tuple(s.pool for s in steps),
+        inline=tuple(t.inline if t.inline is not None and expressions.is_cheap(s.config)
+                     else None for s, t in zip(steps, types, strict=True)),
         direct=tuple(None if t.direct is None else t.direct(s)
                      for s, t in zip(steps, types, strict=True)),
         declared=frozenset(k for s in steps for k in s.outputs))
@@ -127,6 +131,7 @@ class RunLoop:
         self._direct = derived.direct
         self._pool_of = derived.pool_of
         self._declared = derived.declared
+        self._inline = derived.inline
         self._pool_specs = self.spec.pools
         # a store shared with other processes is polled for cancel requests, approval
         # decisions and the ownership heartbeat; a memory store is this process's own
@@ -334,7 +339,7 @@ class RunLoop:
                 continue
             # begin() set started_at (at the step's first attempt)
             call = StepCall(step, i, attempt, state.rows[i].started_at or now, self)
-            inline = step_type.inline
+            inline = self._inline[i]
             if inline is not None and step.fallback is None and step.timeout is None:
                 self._run_inline(i, inline, call, now)
             else:

@@ -35,15 +35,33 @@ def run_python(call: StepCall) -> Awaitable[JSON]:
     coroutine is returned as it is (one coroutine less per attempt); errors binding the
     parameters raise here, which the run loop treats like errors raised on await."""
     step = call.step
-    fn = step.func if step.func is not None else _function(call)
-    sig = signature_of(fn)
     given = step.config.get("with")
+    if given and not expressions.is_cheap(given):
+        return _python_rendered_off_loop(call)
+    fn = step.func if step.func is not None else _function(call)
+    return _python_call(call, fn, _rendered_with(call) if given else None)
+
+
+async def _python_rendered_off_loop(call: StepCall) -> JSON:
+    given = await call.rendered(_rendered_with)
+    fn = call.step.func if call.step.func is not None else _function(call)
+    return await _python_call(call, fn, given)
+
+
+def _rendered_with(call: StepCall) -> dict[str, JSON]:
+    step = call.step
+    rendered = call.render(step.config.get("with"), "with")
+    if not isinstance(rendered, dict):
+        raise FatalError(f"step {step.id!r}: `with` must render to a mapping", step=step.id)
+    return rendered
+
+
+def _python_call(call: StepCall, fn: Callable[..., object],
+                 given: dict[str, JSON] | None) -> Awaitable[JSON]:
+    step = call.step
+    sig = signature_of(fn)
     if given:
-        rendered = call.render(given, "with")
-        if not isinstance(rendered, dict):
-            raise FatalError(f"step {step.id!r}: `with` must render to a mapping",
-                             step=step.id)
-        kwargs = bind(fn, rendered, call.resolve, step.id)
+        kwargs = bind(fn, given, call.resolve, step.id)
     elif sig.params:
         kwargs = bind(fn, {}, call.resolve, step.id)
     else:
@@ -86,7 +104,7 @@ def transform_inline(call: StepCall) -> JSON:
 
 
 async def run_transform(call: StepCall) -> JSON:
-    return transform_inline(call)
+    return await call.rendered(transform_inline)
 
 
 def condition_inline(call: StepCall) -> JSON:
@@ -96,7 +114,7 @@ def condition_inline(call: StepCall) -> JSON:
 
 
 async def run_condition(call: StepCall) -> JSON:
-    return condition_inline(call)
+    return await call.rendered(condition_inline)
 
 
 def _check_condition(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
@@ -109,20 +127,22 @@ def _check_condition(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
 async def run_delay(call: StepCall) -> JSON:
     """Sleep until the step's deadline.  The deadline counts from the step's first
     start, so an attempt re-run after a crash waits only for what is left."""
-    config = call.step.config
-    started = call.started_at
-    if "until" in config:
-        target = _parse_until(call.render(config["until"], "until"), call.step.id)
-    else:
-        raw = call.render(config.get("duration"), "duration")
-        try:
-            target = started + parse_duration(raw)
-        except ValueError as exc:
-            raise FatalError(f"step {call.step.id!r}: {exc}", step=call.step.id) from exc
+    target = await call.rendered(_delay_target)
     remaining = target - time.time()
     if remaining > 0:
         await asyncio.sleep(remaining)
     return {"waited_until": iso(target)}
+
+
+def _delay_target(call: StepCall) -> float:
+    config = call.step.config
+    if "until" in config:
+        return _parse_until(call.render(config["until"], "until"), call.step.id)
+    raw = call.render(config.get("duration"), "duration")
+    try:
+        return call.started_at + parse_duration(raw)
+    except ValueError as exc:
+        raise FatalError(f"step {call.step.id!r}: {exc}", step=call.step.id) from exc
 
 
 def _parse_until(value: JSON, step_id: str) -> float:

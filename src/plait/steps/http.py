@@ -226,8 +226,8 @@ def _expect(value: JSON, step: str) -> frozenset[int] | None:
 def _flag(value: JSON, name: str, step: str) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        return expressions.truthy(value)
+    if isinstance(value, str):  # text rendered from a template: as it reads
+        return value.strip().lower() not in ("", "false", "0", "no", "none", "null")
     raise _fatal(step, f"`{name}` must be true or false, got {value!r}")
 
 
@@ -235,7 +235,7 @@ def _flag(value: JSON, name: str, step: str) -> bool:
 
 
 async def run_http(call: StepCall) -> JSON:
-    request = _prepare(call)
+    request = await call.rendered(_prepare)
     step = call.step.id
     where = f"{request.method} {_shown(request.url)}"
     client = guarded_client(call.services.http_policy, step=step)

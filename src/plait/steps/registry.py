@@ -8,12 +8,13 @@ object is a StepType.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict, StepSpec
@@ -26,7 +27,7 @@ from ..core.steptypes import (
 )
 from ..errors import PlaitError, TemplateError
 from ..runtime import netpolicy
-from ..runtime.context import CancelFlag, StepContext, StepLog, make_context
+from ..runtime.context import StepContext, StepLog, make_context
 
 
 @dataclass(slots=True, kw_only=True)
@@ -54,6 +55,9 @@ class RunAccess(Protocol):
     def resolve(self, call: StepCall, name: str) -> tuple[bool, object]: ...
 
 
+_T = TypeVar("_T")
+
+
 @dataclass(slots=True)
 class StepCall:
     """One attempt of one step, as a step type sees it.
@@ -66,8 +70,12 @@ class StepCall:
     attempt: int
     started_at: float  # when the step's first attempt started (durable delays count from it)
     run: RunAccess
-    # set when the attempt is cancelled or times out (ctx.cancelled); made with the context
-    cancel_flag: CancelFlag | None = None
+    # set while ``rendered`` runs its preparation in a worker thread: the names that
+    # thread reads (taken on the event loop)
+    _names: Mapping[str, object] | None = None
+    # the attempt's one stop flag: set when it is cancelled or times out; a render in
+    # a thread stops at its next check, and the step's code reads it as ctx.cancelled
+    _stop: expressions.Stop | None = None
 
     @property
     def run_id(self) -> str:
@@ -96,28 +104,52 @@ class StepCall:
         return self.run.resolve(self, name)
 
     def render(self, value: JSON, field_name: str) -> JSON:
-        """Render a field's templates; TemplateError names the step, field and template."""
+        """Render a field's templates; TemplateError names the step, field and template
+        (and, past a bound, which one: time 2 s or size 1 MiB)."""
+        names = self._names if self._names is not None else self.template_context()
         try:
-            return expressions.render_value(value, self.template_context())
+            return expressions.render_value(value, names, stop=self._stop)
         except expressions.RenderError as exc:
             path = getattr(exc, "path", "")
             text = _template_at(value, path)
             raise TemplateError(str(exc), step=self.step.id, field=f"{field_name}{path}",
                                 template=text) from exc
 
+    async def rendered(self, prepare: Callable[[StepCall], _T]) -> _T:
+        """``prepare(self)``, which renders this step's fields with ``render``.
+
+        Cheap templates (``expressions.is_cheap``) render here on the event loop.  Any
+        other may take up to its time bound, so ``prepare`` runs in a worker thread while
+        the loop goes on committing, heartbeating and cancelling; cancelling this
+        coroutine stops the render at the sandbox's next check."""
+        if expressions.is_cheap(self.step.config):
+            return prepare(self)
+        names = dict(self.template_context())
+        state = names.get("state")
+        if isinstance(state, dict):  # the loop writes it meanwhile: the thread reads a copy
+            names["state"] = dict(state)
+        self._names = names
+        if self._stop is None:
+            self._stop = expressions.Stop()
+        try:
+            return await asyncio.to_thread(prepare, self)
+        except asyncio.CancelledError:
+            self.stop()
+            raise
+
     def context(self) -> StepContext:
-        if self.cancel_flag is None:
-            self.cancel_flag = CancelFlag()
+        if self._stop is None:
+            self._stop = expressions.Stop()
         return make_context(run_id=self.run_id, step_id=self.step.id, attempt=self.attempt,
                             input=self.input, state=self.state,
                             outputs=self.parent_outputs(), journal=self.run.step_log,
-                            cancel_flag=self.cancel_flag)
+                            cancel_flag=self._stop)
 
     def stop(self) -> None:
         """The attempt was cancelled or timed out: its context says so (a sync body in
         a thread cannot be interrupted, but it can look)."""
-        if self.cancel_flag is not None:
-            self.cancel_flag.set()
+        if self._stop is not None:
+            self._stop.requested = True
 
 
 def _template_at(value: JSON, path: str) -> str | None:
