@@ -34,7 +34,7 @@ from .core.model import (
 )
 from .core.plan import Plan, make_plan
 from .core.serialize import workflow_to_dict
-from .core.source import parse_text
+from .core.source import check_data, parse_text
 from .core.validate import CheckedWorkflow, check, gc_paused
 from .errors import DefinitionError, Problem
 from .observe.alerts import check_rules
@@ -179,6 +179,7 @@ class Workflow:
     @classmethod
     def from_dict(cls, data: object, *, source: str | None = None) -> Workflow:
         """Build and validate a workflow from a definition dict."""
+        check_data(data, source=source)  # JSON first: nothing below meets a bad value
         spec, problems = parse_definition(data)
         if spec is None:
             raise DefinitionError(problems, source=source)

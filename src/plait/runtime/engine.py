@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 
 from ..core.guards import CircuitBreaker
+from ..core.jsoncheck import ensure_input
 from ..core.model import JSON, JSONDict, StepSpec
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
@@ -110,6 +111,7 @@ class Engine:
                      parent_run_id: str | None = None) -> RunRecord:
         """Check the input, store the definition (versioning, SPEC 2) and a new run.
         Raises InputError before anything is stored."""
+        input = ensure_input(input)  # JSON every store can hold (SPEC 5), tuples as lists
         problems = validate_input(checked, input)
         if problems:
             raise InputError("input does not match the workflow's input schema:\n  - "
