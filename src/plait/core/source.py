@@ -24,6 +24,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
     out: dict[Any, Any] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, dict | list):  # a YAML complex key (`? [a]: b`)
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a string, not a {type(key).__name__} (line "
+                f"{mark.line + 1}, column {mark.column + 1})", mark)
         if key in out:
             mark = key_node.start_mark
             raise yaml.constructor.ConstructorError(
