@@ -36,7 +36,7 @@ from .core.model import (
 )
 from .core.plan import Plan, make_plan
 from .core.serialize import workflow_to_dict
-from .core.source import parse_text
+from .core.source import check_data, parse_text
 from .core.steptypes import type_info
 from .core.suggest import did_you_mean
 from .core.validate import CheckedWorkflow, check, gc_paused
@@ -270,6 +270,7 @@ class Workflow:
         policies checked (what running does first), and those problems are listed with
         every other one."""
         load_plugins()
+        check_data(data, source=source)  # JSON first: nothing below meets a bad value
         spec, problems = parse_definition(data)
         if spec is None:
             raise DefinitionError(problems, source=source)

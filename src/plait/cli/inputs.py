@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ..core.jsoncheck import MAX_INT_DIGITS, MAX_NESTING, NotJSON, checked_json
 from ..core.model import JSON
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -44,15 +45,16 @@ def read_input(text: str | None, file: str | None) -> JSON:
     if text is not None and file is not None:
         raise click.UsageError("give either --input or --input-file, not both")
     if file is not None:
-        return _parse(_read_file(file), "--input-file", f"{file} is not valid JSON")
+        return _parse(_read_file(file), "--input-file", f"{file} is not valid JSON",
+                      "input")
     if text is not None:
-        return _parse(text, "--input", "not valid JSON")
+        return _parse(text, "--input", "not valid JSON", "input")
     return {}
 
 
 def parse_json_option(text: str, option: str) -> JSON:
     """The JSON value of ``option`` (click.BadParameter naming it when not JSON)."""
-    return _parse(text, option, "not valid JSON")
+    return _parse(text, option, "not valid JSON", option.lstrip("-"))
 
 
 def parse_since(value: str | None, option: str = "--since") -> float | None:
@@ -79,15 +81,31 @@ def _read_file(file: str) -> str:
                                  param_hint="--input-file") from exc
 
 
-def _parse(text: str, option: str, what: str) -> JSON:
+def _parse(text: str, option: str, what: str, root: str) -> JSON:
+    """The JSON in ``text``, checked as run inputs are (SPEC 5: valid Unicode, at most
+    4,300-digit integers, nested at most 256 levels), else click.BadParameter."""
     try:
-        value: JSON = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"{what}: {exc.msg} (line {exc.lineno}, column "
                                  f"{exc.colno})", param_hint=option) from None
-    except ValueError as exc:
+    except RecursionError:
+        raise click.BadParameter(f"not accepted: lists and dicts nest more than "
+                                 f"{MAX_NESTING} levels deep", param_hint=option) from None
+    except ValueError as exc:  # NaN/Infinity, or an integer past 4,300 digits
         raise click.BadParameter(f"{what}: {exc}", param_hint=option) from None
-    return value
+    try:
+        return checked_json(value)
+    except NotJSON as exc:
+        raise click.BadParameter(f"not accepted: {exc.describe(root)}",
+                                 param_hint=option) from None
+
+
+def _parse_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(digits.lstrip('-')):,} digits is over the "
+                         f"{MAX_INT_DIGITS:,}-digit limit (write it as a string)")
+    return int(digits)
 
 
 def _reject_constant(name: str) -> JSON:

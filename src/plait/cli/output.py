@@ -175,13 +175,29 @@ def plain_summary(result: RunResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def output_json(value: JSON) -> tuple[str, bool]:
     """A run's output as compact JSON, cut at MAX_PLAIN_OUTPUT characters (and whether
     it was cut): the whole of it is for ``--json``."""
-    shown = json.dumps(value, ensure_ascii=False)
+    shown = json_head(value, MAX_PLAIN_OUTPUT)
     if len(shown) <= MAX_PLAIN_OUTPUT:
         return shown, False
     return shown[:MAX_PLAIN_OUTPUT] + "… (truncated; use --json for all of it)", True
+
+
+def json_head(value: JSON, limit: int) -> str:
+    """The JSON text of ``value``, encoded only until it passes ``limit`` characters:
+    showing the start of a 16 MiB output costs no more than a small one."""
+    parts: list[str] = []
+    size = 0
+    for chunk in _ENCODER.iterencode(value):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return "".join(parts)
 
 
 def status_style(status: str) -> str:

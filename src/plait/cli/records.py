@@ -7,7 +7,6 @@ of the CLI; text shows UTC too, and says so in its headings.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +19,7 @@ from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, FINAL_STEP_STATES
 from ..runtime.results import RunResult, StepResult, iso
 from ..store.base import AttemptRecord, EventRecord, RunRecord, StepRecord
-from .output import MAX_NOTE, output_json, status_style, step_note
+from .output import MAX_NOTE, json_head, output_json, status_style, step_note
 from .style import format_seconds
 
 MAX_INPUT = 300  # characters of a run's input shown by `plait show` outside --json
@@ -184,7 +183,7 @@ def header_lines(run: RunRecord, now: float, *,
               ("started", f"{utc(run.started_at)} UTC" if run.started_at else "-"),
               ("finished", f"{utc(run.finished_at)} UTC" if run.finished_at else "-"),
               ("duration", elapsed_text(run, now)),
-              ("input", _clip(json.dumps(run.input, ensure_ascii=False), MAX_INPUT))]
+              ("input", _clip(json_head(run.input, MAX_INPUT), MAX_INPUT))]
     if run.output is not None:
         lines.append(("output", output_json(run.output)[0]))
     return lines

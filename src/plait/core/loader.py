@@ -33,6 +33,7 @@ from .model import (
     new_step,
 )
 from .reducers import reducer_hint, unknown_reducer
+from .sizes import parse_size
 from .steptypes import known_types, type_info
 from .suggest import did_you_mean
 
@@ -249,10 +250,12 @@ def _limits(c: _Collector, value: JSON) -> Limits:
     if not isinstance(value, dict):
         c.add("limits", "expected a mapping")
         return Limits()
-    known = ("max_steps", "max_depth", "max_map_items", "max_subworkflow_depth")
+    known = ("max_steps", "max_depth", "max_map_items", "max_subworkflow_depth",
+             "max_output_bytes")
     _unknown_fields(c, "limits", value, known, "limits")
     base = Limits()
-    kwargs = {k: c.get(f"limits.{k}", value[k], _int(1), getattr(base, k))
+    kwargs = {k: c.get(f"limits.{k}", value[k],
+                       parse_size if k == "max_output_bytes" else _int(1), getattr(base, k))
               for k in known if k in value}
     return Limits(**kwargs)
 

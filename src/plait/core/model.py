@@ -76,6 +76,7 @@ class Limits:
     max_depth: int = 1_000
     max_map_items: int = 10_000
     max_subworkflow_depth: int = 10
+    max_output_bytes: int = 16 * 1024 * 1024  # of one step's output as JSON text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

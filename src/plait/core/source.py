@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from ..errors import DefinitionError, Problem
+from .jsoncheck import MAX_NESTING, find_problems
 
 MAX_EXPANDED_NODES = 1_000_000
 
@@ -24,6 +25,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
     first: dict[Any, yaml.Mark] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, dict | list):  # a YAML complex key (`? [a]: b`)
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a string, not a {type(key).__name__} (line "
+                f"{mark.line + 1}, column {mark.column + 1})", mark)
         if key in out:
             # the whole message, locations included, and no mark: `_yaml_msg` would add
             # the mark's location a second time
@@ -52,6 +58,10 @@ def parse_text(text: str, *, source: str, fmt: str | None = None) -> object:
     except yaml.YAMLError as exc:
         raise DefinitionError([Problem(location="", message=f"YAML error: {_yaml_msg(exc)}")],
                               source=source) from exc
+    except RecursionError:  # both parsers recurse once or more per level of nesting
+        raise DefinitionError([Problem(location="", message=(
+            f"the definition nests lists and mappings too deeply to read (at most "
+            f"{MAX_NESTING} levels are accepted)"))], source=source) from None
     except ValueError as exc:
         raise DefinitionError([Problem(location="", message=f"JSON error: {exc}")],
                               source=source) from exc
@@ -106,3 +116,21 @@ def _expanded_size(data: object) -> int:
         total = 1 + sum(sizes.get(id(k), 1) for k in kids)
         sizes[key] = min(total, MAX_EXPANDED_NODES + 1)
     return sizes.get(id(data), 1)
+
+
+def check_data(data: object, *, source: str | None) -> None:
+    """DefinitionError listing where ``data`` is not JSON: what the loader, the
+    fingerprint and every store need (no lone surrogate, no key that is not a string,
+    no date or set from YAML, no NaN, no integer past 4,300 digits, at most
+    MAX_NESTING levels), checked before anything reads the definition."""
+    found = find_problems(data)
+    if found:
+        raise DefinitionError([Problem(location=p.short_path.lstrip("."),
+                                       message=f"value {p.problem}", hint=_hint(p.problem))
+                               for p in found], source=source)
+
+
+def _hint(problem: str) -> str | None:
+    if "is a date" in problem or "is a datetime" in problem:
+        return "YAML reads an unquoted date as a date: quote it"
+    return None

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 
 from ..core.guards import CircuitBreaker
+from ..core.jsoncheck import ensure_input
 from ..core.model import JSON, JSONDict, StepSpec, WorkflowSpec
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
@@ -129,6 +130,7 @@ class Engine:
         ``checked`` was loaded from (``plait run NAME@V``): the run records it as it is
         and the latest version stays what it is (VersionConflict if ``checked`` is not
         that version's definition)."""
+        input = ensure_input(input)  # JSON every store can hold (SPEC 5), tuples as lists
         problems = validate_input(checked, input)
         if problems:
             raise InputError("input does not match the workflow's input schema:\n  - "

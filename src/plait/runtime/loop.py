@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..core import expressions
-from ..core.jsoncheck import ensure_json
+from ..core.jsoncheck import clean_text, ensure_json
 from ..core.model import JSON, JSONDict, StepSpec
 from ..core.retry import ErrorInfo
 from ..core.runstate import RunState
@@ -62,8 +62,9 @@ def error_info(exc: BaseException) -> ErrorInfo:
                   if c not in (object, BaseException, Exception))
     retryable = bool(getattr(exc, "retryable", True)) if isinstance(exc, StepError) else True
     retry_after = getattr(exc, "retry_after", None)
-    tb = "".join(traceback.format_exception(exc, limit=-8))[-4000:]
-    return ErrorInfo(type=type(exc).__name__, message=str(exc), names=names,
+    tb = clean_text("".join(traceback.format_exception(exc, limit=-8))[-4000:])
+    # a message may quote a bad value (a lone surrogate): stored and printed as U+FFFD
+    return ErrorInfo(type=type(exc).__name__, message=clean_text(str(exc)), names=names,
                      retryable=retryable,
                      retry_after=retry_after if isinstance(retry_after, int | float) else None,
                      traceback=tb)
@@ -133,6 +134,7 @@ class RunLoop:
         self._declared = derived.declared
         self._inline = derived.inline
         self._pool_specs = self.spec.pools
+        self._max_output_bytes = self.spec.limits.max_output_bytes
         # a store shared with other processes is polled for cancel requests, approval
         # decisions and the ownership heartbeat; a memory store is this process's own
         self._polls = not isinstance(self.store, MemoryStore)
@@ -378,7 +380,8 @@ class RunLoop:
     def _run_inline(self, i: int, inline: Callable[[StepCall], JSON], call: StepCall,
                     now: float) -> None:
         try:
-            value: object = ensure_json(inline(call), step=call.step.id)
+            value: object = ensure_json(inline(call), step=call.step.id,
+                                        max_bytes=self._max_output_bytes)
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             value, kind = exc, "error"
         else:
@@ -440,7 +443,7 @@ class RunLoop:
             else:
                 value = await awaitable
             if value is not None:
-                value = ensure_json(value, step=step.id)
+                value = ensure_json(value, step=step.id, max_bytes=self._max_output_bytes)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -568,7 +571,7 @@ class RunLoop:
             call = self._call(i, self.state.rows[i].attempts)
             try:
                 value = ensure_json(call.render(step.fallback.output, "fallback.output"),
-                                    step=step.id)
+                                    step=step.id, max_bytes=self._max_output_bytes)
             except (TemplateError, OutputError) as exc:
                 self._handle(i, "error", exc, True, now)
                 return

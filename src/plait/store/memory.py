@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from ..core.model import JSONDict
+from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import (
     STEP_TRANSITIONS,
@@ -127,6 +127,10 @@ class MemoryStore:
                 raise StaleWriteError(f"run {run_id!r} is {run.status}, not "
                                       f"{batch.run.source}")
             check_run_transition(run_id, batch.run.source, batch.run.target)
+        # outputs are kept as JSON text (callers' objects may change), encoded before
+        # anything moves: a value that is not JSON refuses the whole batch
+        encoded = [(step, _encode(row.output, run_id, step))
+                   for step, _source, _target, _at, row in steps if row.output is not None]
         # History keeps the (immutable) change records themselves, in order; a run's
         # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]
@@ -134,8 +138,7 @@ class MemoryStore:
             outputs = self._outputs[run_id]
             for step, _source, _target, _at, row in steps:
                 rows[step] = row  # already a snapshot taken by the core
-                if row.output is not None:  # kept as JSON text: callers' objects may change
-                    outputs[step] = json.dumps(row.output)
+            outputs.update(encoded)
             events += steps
         # attempts are read back from their changes in the history (get_attempts)
         events += attempt_changes
@@ -287,6 +290,19 @@ def _event(run_id: str, seq: int, e: _Event) -> EventRecord:
                            data={"from": None, "to": str(e.status)})
     return EventRecord(run_id=run_id, seq=seq, at=e.at, kind="note", step_id=e.step,
                        data=_copy(e.data))
+
+
+_ENCODE = json.JSONEncoder(allow_nan=False).encode
+
+
+def _encode(value: JSON, run_id: str, step: str) -> str:
+    """A step's output as JSON text: StoreError (as the SQLite store) when it is not
+    JSON (the run loop checks outputs first: this is the second line)."""
+    try:
+        return _ENCODE(value)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"run {run_id!r}, step {step!r}: the output to store is not "
+                         f"JSON ({exc})") from exc
 
 
 def _copy(value: Any) -> Any:

@@ -274,6 +274,10 @@ class _Database:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+        except UnicodeEncodeError as exc:  # a lone surrogate in a value's text
+            self._rollback()
+            raise StoreError(f"a value to store is not valid Unicode ({exc.reason}: "
+                             f"{exc.object[exc.start:exc.end]!a})") from exc
         except BaseException:
             self._rollback()
             raise
@@ -496,6 +500,11 @@ class _Database:
         except rows.Refused:
             self._rollback()
             raise self._refusal(key, batch) from None
+        except UnicodeEncodeError as exc:  # a lone surrogate in a JSON value's text
+            self._rollback()
+            raise StoreError(f"run {batch.run_id!r}: a value to store is not valid "
+                             f"Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!a}"
+                             f"); nothing of the batch was stored") from exc
         except BaseException:
             self._rollback()
             raise
@@ -510,7 +519,7 @@ class _Database:
         if target in rows.FINAL_RUN:
             output = rows.json_or_null(change.output, f"the output of run {batch.run_id!r}")
             conn.execute(_Q["finish_run"], (rows.TEXT[target], change.at, output,
-                                            change.error, key))
+                                            rows.optional_text(change.error), key))
         else:
             first = change.at if target is RunStatus.RUNNING else None
             conn.execute(_Q["move_run"], (rows.TEXT[target], first, key))

@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+from ...core.jsoncheck import clean_text
 from ...core.model import JSON, JSONDict
 from ...core.states import RUN_TRANSITIONS, STEP_TRANSITIONS, RunStatus, StepStatus
 from ...errors import StoreError
@@ -55,6 +56,12 @@ def json_or_null(value: JSON, what: str) -> str | None:
     return None if value is None else json_text(value, what)
 
 
+def optional_text(text: str | None) -> str | None:
+    """An error or reason as it can be stored: a lone surrogate (quoted from a bad
+    value) cannot be encoded as UTF-8, so it becomes U+FFFD."""
+    return text if text is None or text.isascii() else clean_text(text)
+
+
 def step_updates(key: int, batch: WriteBatch) -> tuple[list[Row], list[Note]]:
     """The ``update_step`` parameters of a batch, and its notes, encoded once.
 
@@ -74,9 +81,9 @@ def step_updates(key: int, batch: WriteBatch) -> tuple[list[Row], list[Note]]:
                     raise Refused
                 expected = steps[i][12]
             row = (text[ch.target], r.attempts,
-                   None if r.output is None else encode(r.output), r.error, r.started_at,
-                   r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
-                   r.worker, key, ch.step, expected)
+                   None if r.output is None else encode(r.output), optional_text(r.error),
+                   r.started_at, r.finished_at, optional_text(r.skip_reason),
+                   r.fallback_used, r.next_attempt_at, r.worker, key, ch.step, expected)
             if i is None:
                 index[ch.step] = len(steps)
                 steps.append(row)
@@ -105,7 +112,7 @@ def history(key: int, seq: int, batch: WriteBatch,
         seq += 1
         add((key, seq, a.at, "attempt", a.step, None, a.status, a.attempt, None))
         attempts.append((key, a.step, a.attempt, a.fallback, a.status, a.at,
-                         a.at if a.ended else None, a.error, a.worker, seq))
+                         a.at if a.ended else None, optional_text(a.error), a.worker, seq))
     change = batch.run
     if change is not None:
         seq += 1
@@ -121,7 +128,8 @@ def run_values(run: RunRecord) -> Row:
     """The ``insert_run`` parameters of a new run."""
     what = f"run {run.run_id!r}"
     return (run.run_id, run.workflow, run.version, run.fingerprint, TEXT[run.status],
-            json_or_null(run.input, what), json_or_null(run.output, what), run.error,
+            json_or_null(run.input, what), json_or_null(run.output, what),
+            optional_text(run.error),
             run.created_at, run.started_at, run.finished_at, run.retry_of,
             run.parent_run_id, run.sla, run.cancel_requested, run.owner, run.heartbeat_at)
 
