@@ -190,3 +190,145 @@ async def test_missing_names_say_what_is_missing(
         "TemplateError: step 'field', field 'value': the output of step 'source' has no "
         "key 'nope' in template '{{ steps.source.output.nope }}'")
     assert result.steps["label"].attempts == 1
+
+
+# a legal `when` that runs until its time bound, then would be true
+ENDLESS_WHEN = ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+                "{% endfor %}yes")
+
+
+async def test_a_long_when_does_not_stall_the_loop(
+        run_wf: RunWf, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `when` is judged by the core, but one that is not cheap renders in a worker
+    thread: meanwhile a sibling chain starts, completes and is committed."""
+    monkeypatch.setattr(sandbox, "MAX_SECONDS", 1.0)
+    seen: list[str] = []
+
+    async def tick(n: int) -> int:
+        await asyncio.sleep(0.01)
+        seen.append(f"tick{n}")
+        return n
+
+    wf = Workflow("guarded")
+    wf.add_step("root", lambda: 1)
+    wf.add_step("guarded", lambda: 2, depends_on=["root"], when=ENDLESS_WHEN)
+    wf.add_step("after", lambda: 3, depends_on=["guarded"])
+    previous = "root"
+    for n in range(5):
+        wf.add_step(f"tick{n}", lambda n=n: tick(n), depends_on=[previous])
+        previous = f"tick{n}"
+    result = await run_wf(wf)
+    guarded = result.steps["guarded"]
+    assert (guarded.status, guarded.attempts) == ("failed", 0)
+    assert guarded.error == ("TemplateError: step 'guarded', field 'when': time bound: the "
+                             f"template took longer than 1 s in template {ENDLESS_WHEN!r}")
+    assert result.steps["after"].status == "upstream_failed"
+    assert seen == [f"tick{n}" for n in range(5)]
+    last = result.steps["tick4"]
+    assert last.finished_at is not None and guarded.finished_at is not None
+    assert last.finished_at < guarded.finished_at  # the chain ran while `when` rendered
+
+
+@pytest.mark.parametrize(("when", "status"), [
+    ("{% for i in range(3) %}{% endfor %}{{ input.go }}", "completed"),
+    ("{% for i in range(3) %}{% endfor %}{{ input.stop }}", "skipped"),
+])
+async def test_a_when_rendered_off_the_loop_queues_or_skips(
+        run_wf: RunWf, when: str, status: str) -> None:
+    wf = Workflow("offloop")
+    wf.add_step("root", lambda: 1)
+    wf.add_step("guarded", lambda: 2, depends_on=["root"], when=when)
+    wf.add_step("join", lambda: 3, depends_on=["guarded"])
+    result = await run_wf(wf, {"go": "yes", "stop": ""})
+    assert result.steps["guarded"].status == status
+    assert result.steps["join"].status == ("completed" if status == "completed"
+                                           else "skipped")
+    assert result.status == "completed"
+
+
+async def test_cancel_acts_during_a_long_when() -> None:
+    engine = Engine(MemoryStore())
+    started = asyncio.Event()
+
+    async def mark() -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    wf = Workflow("cancel_when")
+    wf.add_step("root", lambda: 1)
+    wf.add_step("guarded", lambda: 2, depends_on=["root"], when=ENDLESS_WHEN)
+    wf.add_step("marker", mark, depends_on=["root"])
+    checked = wf.validate()
+    try:
+        run = await engine.submit(checked, {})
+        task = asyncio.create_task(engine.execute(checked, run))
+        await asyncio.wait_for(started.wait(), 10)
+        before = time.monotonic()
+        await engine.cancel(run.run_id)
+        result = await asyncio.wait_for(task, 10)
+        took = time.monotonic() - before
+    finally:
+        engine.close()
+    assert result.status == "cancelled"
+    assert statuses(result) == {"root": "completed", "guarded": "cancelled",
+                                "marker": "cancelled"}
+    assert took < sandbox.MAX_SECONDS  # acted on before the render's own bound
+
+
+async def test_a_long_fallback_output_renders_off_the_loop(
+        run_wf: RunWf, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "MAX_SECONDS", 1.0)
+    seen: list[str] = []
+
+    async def tick(n: int) -> int:
+        await asyncio.sleep(0.01)
+        seen.append(f"tick{n}")
+        return n
+
+    def broken() -> None:
+        raise FatalError("down")
+
+    wf = Workflow("fallback_render")
+    wf.add_step("root", lambda: 1)
+    wf.add_step("flaky", broken, depends_on=["root"], fallback={"output": ENDLESS_WHEN})
+    previous = "root"
+    for n in range(5):
+        wf.add_step(f"tick{n}", lambda n=n: tick(n), depends_on=[previous])
+        previous = f"tick{n}"
+    result = await run_wf(wf)
+    flaky = result.steps["flaky"]
+    assert flaky.status == "failed"
+    assert "fallback failed: TemplateError: step 'flaky', field 'fallback.output': time " \
+           "bound" in (flaky.error or "")
+    assert seen == [f"tick{n}" for n in range(5)]
+    assert result.steps["tick4"].finished_at < flaky.finished_at  # type: ignore[operator]
+
+
+async def test_a_fallback_output_off_the_loop_completes_the_step(run_wf: RunWf) -> None:
+    def broken() -> None:
+        raise FatalError("down")
+
+    wf = Workflow("fallback_value")
+    wf.add_step("flaky", broken,
+                fallback={"output": "{% for i in range(2) %}{{ i }}{% endfor %}"})
+    result = await run_wf(wf)
+    assert (result.steps["flaky"].status, result.steps["flaky"].output) == ("completed", "01")
+    assert result.steps["flaky"].fallback_used
+
+
+async def test_the_run_output_renders_off_the_loop_and_is_bounded(run_wf: RunWf) -> None:
+    looped = Workflow.from_dict({
+        "name": "run_output", "output": "{% for i in range(3) %}{{ i }}{% endfor %}",
+        "steps": [{"id": "a", "type": "transform", "value": 1}]})
+    result = await run_wf(looped)
+    assert (result.status, result.output) == ("completed", "012")
+
+    big = Workflow.from_dict({
+        "name": "run_output_big", "limits": {"max_output_bytes": 64},
+        "steps": [{"id": "a", "type": "transform", "value": "x" * 40},
+                  {"id": "b", "type": "transform", "value": "y" * 40}]})
+    result = await run_wf(big)
+    assert result.steps["a"].status == result.steps["b"].status == "completed"
+    assert result.status == "failed"
+    assert result.error is not None and result.error.startswith("run output: ")
+    assert "64" in result.error

@@ -157,6 +157,9 @@ class RunState:
         self.attempt_changes: list[AttemptChange] = []
         self.steps_view = StepsView(self.rows, self.graph.index)
         self.interrupted: list[int] = []  # running when the run was restored
+        # steps whose parents are final and whose `when` is not cheap to render: the
+        # runtime renders each off the event loop, then calls settle_when (drained by it)
+        self.when_due: list[int] = []
 
     @classmethod
     def restore(cls, checked: CheckedWorkflow, *, run_id: str, input: JSON,
@@ -411,6 +414,7 @@ class RunState:
             if row.status not in FINAL_STEP_STATES and i not in self.running:
                 self.cancel_step(i, now, reason)
         self._ready.clear()
+        self.when_due.clear()
 
     # ----------------------------------------------------------------- rules
 
@@ -442,13 +446,23 @@ class RunState:
         if verdict is None and self.checked.guards[i]:
             verdict = self._guard(i)
         if verdict is None and step.when is not None:
+            text = step.when
+            if expressions.is_template(text) and not expressions.is_cheap(text):
+                # may take up to its time bound: the runtime renders it off the event
+                # loop and hands the value to settle_when; the step stays pending
+                self.when_due.append(i)
+                return
             verdict = self._when(i, step, now)
             if verdict is not None and verdict[0] is FAILED:
                 return  # the step was failed by its `when` (already recorded)
+        self._settle(i, verdict, now)
+
+    def _settle(self, i: int, verdict: tuple[StepStatus, str] | None, now: float) -> None:
+        """Queue the judged step (no verdict), or end it as the verdict says."""
         if verdict is None:
             self._queue(i, now)
             return
-        row = rows[i]
+        row = self.rows[i]
         target, reason = verdict
         self._move(i, target, now)
         row.skip_reason, row.finished_at = reason, now
@@ -515,14 +529,35 @@ class RunState:
                 if expressions.is_template(text) \
                 else bool(text) and text.strip().lower() != "false"
         except expressions.RenderError as exc:
-            self._move(i, QUEUED, now)
-            self._record(i, PENDING, QUEUED, now)
-            self.fail(i, f"TemplateError: step {step.id!r}, field 'when': {exc} in "
-                      f"template {text!r}", now)
-            return (FAILED, "")
+            return self._when_failed(i, step, exc, now)
+        return self._when_verdict(step, value)
+
+    def _when_failed(self, i: int, step: StepSpec, exc: Exception,
+                     now: float) -> tuple[StepStatus, str]:
+        self._move(i, QUEUED, now)
+        self._record(i, PENDING, QUEUED, now)
+        self.fail(i, f"TemplateError: step {step.id!r}, field 'when': {exc} in "
+                  f"template {step.when!r}", now)
+        return (FAILED, "")
+
+    @staticmethod
+    def _when_verdict(step: StepSpec, value: JSON) -> tuple[StepStatus, str] | None:
         if expressions.truthy(value):
             return None
-        return (SKIPPED, f"when was false: {text}")
+        return (SKIPPED, f"when was false: {step.when}")
+
+    def settle_when(self, i: int, value: JSON | expressions.RenderError, now: float) -> None:
+        """The value of step ``i``'s ``when``, rendered off the loop (see ``when_due``),
+        or the error that rendering raised: queue, skip or fail the step as ``_judge``
+        would have.  Nothing happens when the step is no longer pending (the run was
+        cancelled meanwhile)."""
+        if self.rows[i].status is not PENDING or self.halting:
+            return
+        step = self.spec.steps[i]
+        if isinstance(value, expressions.RenderError):
+            self._when_failed(i, step, value, now)
+            return
+        self._settle(i, self._when_verdict(step, value), now)
 
     def _reduced(self, writes: JSONDict) -> JSONDict:
         """The new values of the written state keys, reducers applied (state unchanged)."""

@@ -180,6 +180,8 @@ class RunLoop:
                 tasks, create, attempt = self.tasks, self._create_task, self._attempt
                 for i, call in starts:
                     tasks[i] = create(attempt(i, call, False))
+            if state.when_due:  # judged by the core above, rendered off the loop
+                self._render_guards()
             if state.done:
                 break
             if not self.tasks and state.halting:
@@ -193,7 +195,7 @@ class RunLoop:
                     if self._polls:
                         # a decision stored since the last poll must not be missed
                         await self._check_decisions()
-                        if not self.parked or state.has_ready():
+                        if not self.parked or state.has_ready() or state.when_due:
                             continue
                     await self._park_run()
                     return
@@ -460,6 +462,10 @@ class RunLoop:
     async def _fallback_call(self, call: StepCall) -> JSON:
         fb = call.step.fallback
         assert fb is not None
+        if fb.call is None and fb.func is None:  # `output:` whose templates are not cheap
+            output = fb.output
+            return await call.rendered(lambda c: c.render(output, "fallback.output"),
+                                       fields=output)
         fn = fb.func or import_call(fb.call or "")
         error = self.state.rows[self.checked.graph.index[call.step.id]].error
 
@@ -514,11 +520,38 @@ class RunLoop:
 
     # ------------------------------------------------------------- outcomes
 
+    def _render_guards(self) -> None:
+        """Each `when` the core could not judge on the loop renders in a worker thread
+        (a task the run owns, like an attempt), then comes back as a "when" outcome."""
+        due, self.state.when_due = self.state.when_due, []
+        for i in due:
+            names = self.state.context(i)
+            names["state"] = dict(self.state.state)  # the loop writes it meanwhile
+            self.tasks[i] = self._create_task(self._guard(i, names))
+
+    async def _guard(self, i: int, names: dict[str, object]) -> None:
+        text, stop = self.spec.steps[i].when or "", expressions.Stop()
+        value: object
+        try:
+            value = await asyncio.to_thread(expressions.render, text, names, stop=stop)
+        except asyncio.CancelledError:
+            stop.requested = True  # the thread ends at the sandbox's next check
+            self._report(i, "when_cancelled", None, False)
+            raise
+        except expressions.RenderError as exc:
+            value = exc
+        self._report(i, "when", value, False)
+
     def _process(self, now: float) -> None:
         outcomes, self.outcomes = self.outcomes, []
         tasks, pool_of, handle = self.tasks, self._pool_of, self._handle
         for i, kind, value, fallback in outcomes:
             tasks.pop(i, None)
+            if kind == "when" or kind == "when_cancelled":
+                if kind == "when":
+                    self.state.settle_when(i, cast("JSON | expressions.RenderError", value),
+                                           now)
+                continue
             # a fallback runs outside the step's pool slot
             if not fallback and pool_of[i] is not None:
                 self._release_pool(i)
@@ -567,7 +600,8 @@ class RunLoop:
     def _start_fallback(self, i: int, now: float) -> None:
         step = self.spec.steps[i]
         assert step.fallback is not None
-        if step.fallback.call is None and step.fallback.func is None:
+        if step.fallback.call is None and step.fallback.func is None \
+                and expressions.is_cheap(step.fallback.output):
             call = self._call(i, self.state.rows[i].attempts)
             try:
                 value = ensure_json(call.render(step.fallback.output, "fallback.output"),
@@ -669,7 +703,7 @@ class RunLoop:
         error: str | None = None
         if status is RunStatus.COMPLETED:
             try:
-                output = self._run_output()
+                output = await self._run_output()
             except (expressions.RenderError, OutputError) as exc:
                 status, error = RunStatus.FAILED, f"run output: {exc}"
         if status is RunStatus.FAILED and error is None:
@@ -690,11 +724,25 @@ class RunLoop:
         if change.target in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
             run.finished_at, run.output, run.error = change.at, change.output, change.error
 
-    def _run_output(self) -> JSON:
-        if self.spec.output is None:
-            return self.state.default_output()
-        value = expressions.render_value(self.spec.output, self.state.context())
-        return ensure_json(value)
+    async def _run_output(self) -> JSON:
+        """The run's output (SPEC 1.1 `output`, else the sinks' outputs), within
+        ``limits.max_output_bytes`` like any step's; a template that is not cheap renders
+        in a worker thread, so other runs of this process go on meanwhile."""
+        template = self.spec.output
+        if template is None:
+            value: JSON = self.state.default_output()
+        elif expressions.is_cheap(template):
+            value = expressions.render_value(template, self.state.context())
+        else:
+            names = self.state.context()
+            stop = expressions.Stop()
+            try:
+                value = await asyncio.to_thread(expressions.render_value, template, names,
+                                                stop=stop)
+            except asyncio.CancelledError:
+                stop.requested = True  # the thread ends at the sandbox's next check
+                raise
+        return ensure_json(value, max_bytes=self._max_output_bytes)
 
     def _failed_steps(self) -> str:
         failed = [s.id for s, r in zip(self.spec.steps, self.state.rows, strict=True)

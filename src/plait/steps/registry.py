@@ -115,14 +115,16 @@ class StepCall:
             raise TemplateError(str(exc), step=self.step.id, field=f"{field_name}{path}",
                                 template=text) from exc
 
-    async def rendered(self, prepare: Callable[[StepCall], _T]) -> _T:
+    async def rendered(self, prepare: Callable[[StepCall], _T],
+                       fields: JSON | None = None) -> _T:
         """``prepare(self)``, which renders this step's fields with ``render``.
 
         Cheap templates (``expressions.is_cheap``) render here on the event loop.  Any
         other may take up to its time bound, so ``prepare`` runs in a worker thread while
         the loop goes on committing, heartbeating and cancelling; cancelling this
-        coroutine stops the render at the sandbox's next check."""
-        if expressions.is_cheap(self.step.config):
+        coroutine stops the render at the sandbox's next check.  ``fields``: the
+        templates ``prepare`` renders, when not the step's own fields."""
+        if expressions.is_cheap(self.step.config if fields is None else fields):
             return prepare(self)
         names = dict(self.template_context())
         state = names.get("state")
