@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Never, NoReturn, TypeVar, cast, overload
 
 from .core.durations import parse_duration
+from .core.jsoncheck import find_problems
 from .core.loader import parse_definition
 from .core.model import (
     DEFAULT_CONCURRENCY,
@@ -340,6 +341,7 @@ class Workflow:
                     implied = _implied(p, sig, i, ids, writers, props, sink)
             if p.options:
                 append(_step_spec(p, implied, sink, i))
+                sink += _value_problems(steps[-1], i)
                 continue
             # the common case, kept cheap for graphs built by code
             deps = p.depends_on if not implied else (*p.depends_on, *implied)
@@ -347,7 +349,13 @@ class Workflow:
                 deps = tuple(dict.fromkeys(deps))
             append(new_step(id=p.id, type=p.type, config=p.config, depends_on=deps,
                             description=description, func=fn))
+            if p.config:
+                sink += _value_problems(steps[-1], i)
         opts = self._options
+        if opts.get("output") is not None:
+            sink += [Problem(location=f"output{found.short_path}",
+                             message=f"value {found.problem}")
+                     for found in find_problems(opts["output"])]
         return WorkflowSpec(name=self.name, steps=tuple(steps), pools=pools, **opts)
 
     def to_dict(self) -> JSONDict:
@@ -440,6 +448,18 @@ def _implied(p: _Pending, sig: Signature, i: int, ids: set[str],
                 f"'input', 'ctx', a step id, a declared output key or an input property"))
     return deps
 
+
+
+def _value_problems(step: StepSpec, i: int) -> list[Problem]:
+    """Where the JSON fields of a step built in Python are not JSON (a set, bytes, a
+    lone surrogate...): what the fingerprint and every store need (a definition file is
+    checked as a whole by check_data)."""
+    fields: list[tuple[str, object]] = [("", step.config), (".when", step.when)]
+    if step.fallback is not None:
+        fields.append((".fallback.output", step.fallback.output))
+    return [Problem(location=f"steps[{i}]{where}{found.short_path}",
+                    message=f"value {found.problem}")
+            for where, value in fields for found in find_problems(value)]
 
 def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int) -> StepSpec:
     o = p.options

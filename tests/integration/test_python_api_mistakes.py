@@ -173,3 +173,33 @@ def test_exception_names_in_a_file_are_checked_when_imports_are(tmp_path: Path) 
     with pytest.raises(DefinitionError) as info:  # and running checks them first
         Workflow.load(path).run(db="memory://")
     assert [p.location for p in info.value.problems] == ["steps[0].retry.retry_on[1]"]
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({1, 2}, "steps[0].value: value is a set, which is not JSON"),
+    (b"x", "steps[0].value: value is a bytes, which is not JSON"),
+    ({"s": "x\ud800y"}, "steps[0].value.s: value has a string with a lone surrogate"),
+    (float("nan"), "steps[0].value: value is nan, which JSON cannot hold"),
+    ({1: "a"}, "steps[0].value: value has a int key 1"),
+])
+def test_a_python_built_step_with_a_value_that_is_not_json_is_a_definition_problem(
+        value: object, message: str) -> None:
+    wf = Workflow("values")
+    wf.add_step("a", type="transform", value=value)
+    with pytest.raises(DefinitionError) as caught:
+        wf.validate()
+    assert message in str(caught.value)
+
+
+def test_python_with_and_fallback_output_and_run_output_are_checked_too() -> None:
+    def f(x: object) -> object:
+        return x
+
+    wf = Workflow("values", output={"o": {1}})
+    wf.add_step("a", f, with_={"x": b"raw"}, fallback={"output": {2}})
+    with pytest.raises(DefinitionError) as caught:
+        wf.run({})
+    text = str(caught.value)
+    assert "steps[0].with.x: value is a bytes" in text
+    assert "steps[0].fallback.output: value is a set" in text
+    assert "output: value is a set" in text
