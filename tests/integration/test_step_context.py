@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -82,6 +83,38 @@ async def test_log_records_are_redacted_stored_and_passed_on(
     shown = [r.getMessage() for r in caplog.records if r.name == "plait.step"]
     assert "step sync (attempt 1): token *** looks old" in shown
     assert SECRET not in repr(stored) + "\n".join(shown) + caplog.text
+
+
+async def test_a_secret_step_code_reads_from_the_environment_is_redacted(
+        store: MemoryStore, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """No template reads it: the step takes PLAIT_SECRET_Y itself, logs it, returns it
+    and fails with it.  None of it is stored or shown."""
+    monkeypatch.setenv("PLAIT_SECRET_Y", SECRET)
+
+    def leaky(ctx: StepContext) -> dict[str, str]:
+        token = os.environ["PLAIT_SECRET_Y"]
+        ctx.logger.warning("token %s", token)
+        return {"echo": f"Bearer {token}"}
+
+    def failing() -> None:
+        raise RuntimeError(f"rejected {os.environ['PLAIT_SECRET_Y']}")
+
+    wf = Workflow("leaky")
+    wf.add_step("leaky", leaky)
+    wf.add_step("failing", failing, retry=0)
+    engine = Engine(store)
+    try:
+        with caplog.at_level(logging.INFO, logger="plait.step"):
+            result = await run_with(engine, wf)
+    finally:
+        engine.close()
+
+    assert result.steps["leaky"].output == {"echo": "Bearer ***"}
+    assert result.steps["failing"].error == "RuntimeError: rejected ***"
+    stored = await store.get_events(result.run_id)
+    attempts = await store.get_attempts(result.run_id)
+    assert SECRET not in repr(stored) + repr(attempts) + caplog.text
 
 
 def _grouped(records: list[tuple[str | None, dict[str, Any]]]

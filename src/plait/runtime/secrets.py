@@ -1,5 +1,7 @@
 """``secrets.NAME`` in templates: read from ``PLAIT_SECRET_NAME``, redacted from
-everything stored, logged or shown.
+everything stored, logged or shown.  Every ``PLAIT_SECRET_*`` value set when a run
+starts is redacted, whether a template read it or step code took it from the
+environment itself.
 
 Redaction covers the secret as it is and the forms plait (and the services it calls)
 derive from it (SPEC 4): URL-encoded (``quote`` and ``quote_plus``, hex digits in either case),
@@ -32,7 +34,10 @@ _PERCENT = re.compile(r"%[0-9A-F]{2}")
 class Secrets(Mapping[str, str]):
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._env = environ if environ is not None else os.environ
-        self.used: set[str] = set()
+        # Every secret in the environment is redacted, not only those a template read:
+        # step code may read one itself (os.environ) and log or return it.
+        self.used: set[str] = {value for key, value in self._env.items()
+                               if key.startswith("PLAIT_SECRET_") and value}
         self._pattern: re.Pattern[str] | None = None
         self._covered = 0  # how many of ``used`` the pattern covers (``used`` only grows)
 

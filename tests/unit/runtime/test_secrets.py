@@ -70,11 +70,23 @@ def test_structures_keys_and_several_secrets_are_redacted() -> None:
                                      "nested": {"b64": REDACTED}}
 
 
-def test_nothing_is_redacted_before_a_secret_is_used() -> None:
-    secrets = Secrets({"PLAIT_SECRET_X": SECRET})
-    assert secrets.redact(SECRET) == SECRET
+def test_every_secret_of_the_environment_is_redacted_even_unread() -> None:
+    """Step code may take a secret from the environment itself and log or return it."""
+    secrets = Secrets({"PLAIT_SECRET_X": SECRET, "PLAIT_SECRET_EMPTY": "",
+                       "OTHER": "not-a-secret"})
+    assert secrets.redact(SECRET) == REDACTED
+    assert secrets.redact("not-a-secret") == "not-a-secret"
     assert secrets["X"] == SECRET
-    assert secrets.redact(SECRET) == REDACTED  # the pattern follows the used secrets
+    assert secrets.redact(f"a {SECRET} b") == f"a {REDACTED} b"
+
+
+def test_a_secret_set_after_the_run_started_is_redacted_once_read() -> None:
+    env = {"PLAIT_SECRET_A": "first-secret"}
+    secrets = Secrets(env)
+    env["PLAIT_SECRET_B"] = "later-secret"
+    assert secrets.redact("later-secret") == "later-secret"
+    assert secrets["B"] == "later-secret"
+    assert secrets.redact("later-secret first-secret") == f"{REDACTED} {REDACTED}"
 
 
 @given(st.text(min_size=8, max_size=40), st.text(max_size=20), st.text(max_size=20))
