@@ -14,6 +14,7 @@
     │   │   └── DecisionTaken    an approval step already has its decision (carries it)
     │   ├── VersionConflict      name@version already stored with another fingerprint
     │   ├── WorkflowNotFound
+    │   ├── RunLeftUnfinished    the store failed mid-run: stored unfinished, resumable
     │   └── SchemaVersionError   a database written by a newer plait
     └── StepError                why one attempt of a step failed (stored as its error)
         ├── FatalError           raised by user code: fail now, never retry
@@ -138,6 +139,18 @@ class WorkflowNotFound(StoreError):
             what = f"{name}@{version}" if version is not None else name
             message = f"no stored workflow {what!r}"
         super().__init__(message)
+
+
+class RunLeftUnfinished(StoreError):
+    """The store failed while the run executed, so it stopped: the run is stored as far
+    as it got, and nobody holds it.  ``plait resume RUN_ID`` (or any worker) continues
+    it; completed steps are not re-run.  ``error`` is the store's error."""
+
+    def __init__(self, run_id: str, error: StoreError) -> None:
+        self.run_id, self.error = run_id, error
+        super().__init__(f"run {run_id!r} stopped because the store failed: {error}; it "
+                         f"is stored unfinished and nobody holds it: `plait resume "
+                         f"{run_id}` continues it")
 
 
 class SchemaVersionError(StoreError):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from plait import Workflow
-from plait.errors import StoreError
+from plait.errors import RunLeftUnfinished, StoreError
 from plait.runtime.engine import Engine
 from plait.store import open_store
 from plait.store import sqlite as sqlite_module
@@ -100,10 +100,13 @@ async def test_runs_failed_by_the_store_are_left_to_be_continued(
         await asyncio.to_thread(holder.join)
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     assert errors, "the lock was meant to outlast the busy timeout"
-    for error in errors:
-        assert isinstance(error, StoreError)
-        assert "outside this process's plait stores" in str(error)
     runs = await stored_runs(url)
+    for error in errors:
+        assert isinstance(error, RunLeftUnfinished)
+        assert isinstance(error.error, StoreError)
+        assert "outside this process's plait stores" in str(error)
+        assert f"`plait resume {error.run_id}` continues it" in str(error)
+        assert error.run_id in {r.run_id for r in runs}
     assert all(r.owner is None for r in runs)  # released: nobody holds them
     unfinished = [r for r in runs if r.status not in ("completed", "failed")]
     assert len(unfinished) == len(errors)

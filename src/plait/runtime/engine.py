@@ -31,8 +31,10 @@ from ..errors import (
     Problem,
     RunBusy,
     RunError,
+    RunLeftUnfinished,
     StaleWriteError,
     StoreError,
+    TransitionError,
 )
 from ..steps.registry import Services, get_step_type
 from ..store.base import RunRecord, Store, WriteBatch
@@ -165,6 +167,10 @@ class Engine:
             self._loops[run.run_id] = loop
             try:
                 await loop.run()
+            except StoreError as exc:
+                if isinstance(exc, StaleWriteError | TransitionError):
+                    raise  # not a failing store: another writer, or a bug, named as such
+                raise RunLeftUnfinished(run.run_id, exc) from exc
             finally:
                 self._loops.pop(run.run_id, None)
                 if isinstance(self.store, MemoryStore):
