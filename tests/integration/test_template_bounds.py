@@ -25,6 +25,54 @@ def transform(value: Any, **fields: Any) -> Workflow:
          "value": value, **fields}]})
 
 
+class Ticks:
+    """A chain of five quick steps added beside a long render: if the loop kept going
+    while the template rendered, every tick ran, in order, before the render ended."""
+
+    def __init__(self, wf: Workflow, after: str | None = None) -> None:
+        self.seen: list[str] = []
+        previous = after
+        for n in range(5):
+            wf.add_step(f"tick{n}", lambda n=n: self._tick(n),
+                        depends_on=[previous] if previous else [])
+            previous = f"tick{n}"
+
+    async def _tick(self, n: int) -> int:
+        await asyncio.sleep(0.01)
+        self.seen.append(f"tick{n}")
+        return n
+
+    def ran_before(self, result: Any, slow: str) -> bool:
+        last, other = result.steps["tick4"], result.steps[slow]
+        return (self.seen == [f"tick{n}" for n in range(5)]
+                and last.status == "completed" and last.finished_at is not None
+                and other.finished_at is not None and last.finished_at < other.finished_at)
+
+
+async def cancel_mid_render(wf: Workflow, after: str | None = None) -> tuple[Any, float]:
+    """Run ``wf`` with a step that starts at once and waits, cancel the run once that
+    step started, and return the result and how long the cancel took to act."""
+    engine = Engine(MemoryStore())
+    started = asyncio.Event()
+
+    async def mark() -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    wf.add_step("marker", mark, depends_on=[after] if after else [])
+    checked = wf.validate()
+    try:
+        run = await engine.submit(checked, {})
+        task = asyncio.create_task(engine.execute(checked, run))
+        await asyncio.wait_for(started.wait(), 10)
+        before = time.monotonic()
+        await engine.cancel(run.run_id)
+        result = await asyncio.wait_for(task, 10)
+        return result, time.monotonic() - before
+    finally:
+        engine.close()
+
+
 @pytest.mark.parametrize(("template", "message"), [
     ("{{ ((10**1000)**1000)**100 }}", "size bound: '**' would build an integer of about"),
     ("{{ lipsum(10**6) }}", "'lipsum' is undefined"),
@@ -77,52 +125,19 @@ async def test_a_long_render_does_not_stall_the_loop(
     """While one template renders until its time bound, a sibling chain of steps starts,
     completes and is committed: the loop kept going."""
     monkeypatch.setattr(sandbox, "MAX_SECONDS", 1.0)
-    seen: list[str] = []
-
-    async def tick(n: int) -> int:
-        await asyncio.sleep(0.01)
-        seen.append(f"tick{n}")
-        return n
-
     wf = Workflow("parallel")
     wf.add_step("slow", type="transform", value=ENDLESS)
-    previous = None
-    for n in range(5):
-        wf.add_step(f"tick{n}", lambda n=n: tick(n),
-                    depends_on=[previous] if previous else [])
-        previous = f"tick{n}"
+    ticks = Ticks(wf)
     result = await run_wf(wf)
     slow = result.steps["slow"]
     assert slow.status == "failed" and "time bound" in (slow.error or "")
-    assert seen == [f"tick{n}" for n in range(5)]
-    last = result.steps["tick4"]
-    assert last.status == "completed"
-    assert last.finished_at is not None and slow.finished_at is not None
-    assert last.finished_at < slow.finished_at  # the chain ran while `slow` rendered
+    assert ticks.ran_before(result, "slow")  # the chain ran while `slow` rendered
 
 
 async def test_cancel_acts_during_a_long_render() -> None:
-    engine = Engine(MemoryStore())
-    started = asyncio.Event()
-
-    async def mark() -> None:
-        started.set()
-        await asyncio.sleep(60)
-
     wf = Workflow("cancel_render")
     wf.add_step("slow", type="transform", value=ENDLESS)
-    wf.add_step("marker", mark)
-    checked = wf.validate()
-    try:
-        run = await engine.submit(checked, {})
-        task = asyncio.create_task(engine.execute(checked, run))
-        await asyncio.wait_for(started.wait(), 10)
-        before = time.monotonic()
-        await engine.cancel(run.run_id)
-        result = await asyncio.wait_for(task, 10)
-        took = time.monotonic() - before
-    finally:
-        engine.close()
+    result, took = await cancel_mid_render(wf)
     assert result.status == "cancelled"
     assert statuses(result) == {"slow": "cancelled", "marker": "cancelled"}
     assert "time bound" not in (result.steps["slow"].error or "")
@@ -202,31 +217,18 @@ async def test_a_long_when_does_not_stall_the_loop(
     """A `when` is judged by the core, but one that is not cheap renders in a worker
     thread: meanwhile a sibling chain starts, completes and is committed."""
     monkeypatch.setattr(sandbox, "MAX_SECONDS", 1.0)
-    seen: list[str] = []
-
-    async def tick(n: int) -> int:
-        await asyncio.sleep(0.01)
-        seen.append(f"tick{n}")
-        return n
-
     wf = Workflow("guarded")
     wf.add_step("root", lambda: 1)
     wf.add_step("guarded", lambda: 2, depends_on=["root"], when=ENDLESS_WHEN)
     wf.add_step("after", lambda: 3, depends_on=["guarded"])
-    previous = "root"
-    for n in range(5):
-        wf.add_step(f"tick{n}", lambda n=n: tick(n), depends_on=[previous])
-        previous = f"tick{n}"
+    ticks = Ticks(wf, after="root")
     result = await run_wf(wf)
     guarded = result.steps["guarded"]
     assert (guarded.status, guarded.attempts) == ("failed", 0)
     assert guarded.error == ("TemplateError: step 'guarded', field 'when': time bound: the "
                              f"template took longer than 1 s in template {ENDLESS_WHEN!r}")
     assert result.steps["after"].status == "upstream_failed"
-    assert seen == [f"tick{n}" for n in range(5)]
-    last = result.steps["tick4"]
-    assert last.finished_at is not None and guarded.finished_at is not None
-    assert last.finished_at < guarded.finished_at  # the chain ran while `when` rendered
+    assert ticks.ran_before(result, "guarded")  # the chain ran while `when` rendered
 
 
 @pytest.mark.parametrize(("when", "status"), [
@@ -247,28 +249,10 @@ async def test_a_when_rendered_off_the_loop_queues_or_skips(
 
 
 async def test_cancel_acts_during_a_long_when() -> None:
-    engine = Engine(MemoryStore())
-    started = asyncio.Event()
-
-    async def mark() -> None:
-        started.set()
-        await asyncio.sleep(60)
-
     wf = Workflow("cancel_when")
     wf.add_step("root", lambda: 1)
     wf.add_step("guarded", lambda: 2, depends_on=["root"], when=ENDLESS_WHEN)
-    wf.add_step("marker", mark, depends_on=["root"])
-    checked = wf.validate()
-    try:
-        run = await engine.submit(checked, {})
-        task = asyncio.create_task(engine.execute(checked, run))
-        await asyncio.wait_for(started.wait(), 10)
-        before = time.monotonic()
-        await engine.cancel(run.run_id)
-        result = await asyncio.wait_for(task, 10)
-        took = time.monotonic() - before
-    finally:
-        engine.close()
+    result, took = await cancel_mid_render(wf, after="root")
     assert result.status == "cancelled"
     assert statuses(result) == {"root": "completed", "guarded": "cancelled",
                                 "marker": "cancelled"}
@@ -278,12 +262,6 @@ async def test_cancel_acts_during_a_long_when() -> None:
 async def test_a_long_fallback_output_renders_off_the_loop(
         run_wf: RunWf, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox, "MAX_SECONDS", 1.0)
-    seen: list[str] = []
-
-    async def tick(n: int) -> int:
-        await asyncio.sleep(0.01)
-        seen.append(f"tick{n}")
-        return n
 
     def broken() -> None:
         raise FatalError("down")
@@ -291,17 +269,13 @@ async def test_a_long_fallback_output_renders_off_the_loop(
     wf = Workflow("fallback_render")
     wf.add_step("root", lambda: 1)
     wf.add_step("flaky", broken, depends_on=["root"], fallback={"output": ENDLESS_WHEN})
-    previous = "root"
-    for n in range(5):
-        wf.add_step(f"tick{n}", lambda n=n: tick(n), depends_on=[previous])
-        previous = f"tick{n}"
+    ticks = Ticks(wf, after="root")
     result = await run_wf(wf)
     flaky = result.steps["flaky"]
     assert flaky.status == "failed"
     assert "fallback failed: TemplateError: step 'flaky', field 'fallback.output': time " \
            "bound" in (flaky.error or "")
-    assert seen == [f"tick{n}" for n in range(5)]
-    assert result.steps["tick4"].finished_at < flaky.finished_at  # type: ignore[operator]
+    assert ticks.ran_before(result, "flaky")
 
 
 async def test_a_fallback_output_off_the_loop_completes_the_step(run_wf: RunWf) -> None:
