@@ -23,6 +23,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from plait import Retry, StepContext, Workflow
+from plait.core import expressions
 from plait.core.model import TRIGGERS
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import AttemptChange, RunState, StepChange, StepRuntime
@@ -180,8 +181,10 @@ class Driver:
         for i, row in enumerate(rows):
             limit = self.plan.max_retries[self.graph.ids[i]] + 1
             assert row.attempts <= limit, f"{self.graph.ids[i]} ran {row.attempts} attempts"
-            if row.status is S.PENDING and not self.state.halting:
-                # eager: a step whose parents are all final is judged at once
+            if row.status is S.PENDING and not self.state.halting \
+                    and i not in self.state.when_due:
+                # eager: a step whose parents are all final is judged at once (or its
+                # `when` is being rendered off the loop: see settle_guards)
                 assert not all(rows[p].status in FINAL_STEP_STATES
                                for p in self.graph.parents[i]), self.graph.ids[i]
 
@@ -277,6 +280,20 @@ class Driver:
         self.crashes += 1
         self.interrupted_total += len(interrupted)
 
+    def settle_guards(self) -> None:
+        """What the runtime does with a `when` the core could not render on the loop:
+        it renders it elsewhere and hands the value back, between other events."""
+        due, self.state.when_due = self.state.when_due, []
+        for i in due:
+            text = self.state.spec.steps[i].when or ""
+            value: Any
+            try:
+                value = expressions.render(text, self.state.context(i))
+            except expressions.RenderError as exc:
+                value = exc
+            self.state.settle_when(i, value, self.now)
+        self.drain()
+
     def fire_retries(self) -> None:
         due = min(self.retry_at.values())
         self.now = max(self.now, due)
@@ -305,6 +322,8 @@ class Driver:
             if self.plan.cancel_at is not None and self.events >= self.plan.cancel_at \
                     and not self.cancelled and not self.state.halting:
                 self.cancel_run()
+            elif self.state.when_due and (not self.running or self.rand.random() < 0.5):
+                self.settle_guards()
             elif self.running:
                 self.finish_one()
             elif self.state.halting:
