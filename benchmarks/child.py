@@ -12,7 +12,12 @@ An adapter is a class whose instances have:
     engine: str; version() -> str; unsupported(workload) -> str | None;
     build(workload) -> graph; and either run(graph) or async arun(graph).
 Optional: setup() / teardown() (sync or async), timings(graph) -> {phase: seconds},
-notes() -> str (configuration worth reporting, e.g. thread counts).
+notes() -> str (configuration worth reporting, e.g. thread counts), expected(workload)
+-> the run's expected result (default: ``workload.expected_output()``).
+
+run/arun returns what the run computed, ``{sink step: its output}``; after every run
+(warm-up and measured, outside the timed part) it must equal the expected value, else
+the measurement is an error: an engine that skipped or garbled work gets no number.
 """
 
 from __future__ import annotations
@@ -101,12 +106,42 @@ def _call(runner: asyncio.Runner, fn: Callable[..., Any], *args: Any) -> Any:
     return runner.run(value) if inspect.isawaitable(value) else value
 
 
-def _timed(runner: asyncio.Runner, run: Callable[..., Any], graph: Any) -> tuple[float, float]:
-    """Wall and CPU seconds of one run.  CPU time (all threads of this process) is not
-    inflated when other processes compete for the cores, so it is reported too."""
+class WrongOutput(Exception):
+    """A run returned something other than the workload's expected output."""
+
+
+def _timed(runner: asyncio.Runner, run: Callable[..., Any], graph: Any,
+           expected: Any) -> tuple[float, float]:
+    """Wall and CPU seconds of one run, whose output is then checked (untimed).  CPU
+    time (all threads of this process) is not inflated when other processes compete
+    for the cores, so it is reported too."""
     wall, cpu = time.perf_counter(), time.process_time()
-    _call(runner, run, graph)
-    return time.perf_counter() - wall, time.process_time() - cpu
+    output = _call(runner, run, graph)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    check_output(output, expected)
+    return wall, cpu
+
+
+def check_output(output: Any, expected: Any) -> None:
+    if output == expected:
+        return
+    if not isinstance(output, dict) or not isinstance(expected, dict):
+        raise WrongOutput(f"the run returned {_short(output)}, expected {_short(expected)}")
+    missing = [k for k in expected if k not in output]
+    wrong = [k for k in expected if k in output and output[k] != expected[k]]
+    extra = [k for k in output if k not in expected]
+    detail = "; ".join(
+        f"{what}: {', '.join(map(str, keys[:3]))}{'...' if len(keys) > 3 else ''}"
+        + (f" ({_short(output[keys[0]])} != {_short(expected[keys[0]])})"
+           if what == "wrong" else "")
+        for what, keys in (("missing", missing), ("wrong", wrong), ("unexpected", extra))
+        if keys)
+    raise WrongOutput(f"the run's output differs from the expected one: {detail}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _nothing() -> None:
@@ -128,7 +163,10 @@ def _measure(adapter: Any, workload: Workload, repeats: int, warmup: int, budget
             result["build_s"] = time.perf_counter() - start
             if hasattr(adapter, "timings"):
                 result["phases"] = adapter.timings(graph)
-            _time_runs(lambda: _timed(runner, run, graph), repeats, warmup, budget_s, result)
+            expected = (adapter.expected(workload) if hasattr(adapter, "expected")
+                        else workload.expected_output())
+            _time_runs(lambda: _timed(runner, run, graph, expected), repeats, warmup,
+                       budget_s, result)
             if hasattr(adapter, "notes"):
                 result["notes"] = adapter.notes()
             result["helpers_peak_rss_mb"] = helpers_peak_rss_mb()

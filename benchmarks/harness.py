@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shlex
 import signal
 import statistics
 import subprocess
@@ -96,6 +97,13 @@ class Measurement:
     def phase(self, name: str) -> float | None:
         value = self.data.get("phases", {}).get(name)
         return None if value is None else float(value)
+
+
+def command_text(job: Job) -> str:
+    """The child command that produced a measurement, in the short form the reports
+    quote (run from the repository with ``.venv/bin/python``; add ``--out FILE``)."""
+    opts = " ".join(f"--opt {shlex.quote(f'{k}={v}')}" for k, v in job.options.items())
+    return " ".join(p for p in (f"benchmarks/child.py {job.adapter} {job.spec}", opts) if p)
 
 
 def merge(parts: list[Measurement]) -> Measurement:

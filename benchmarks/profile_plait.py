@@ -1,7 +1,7 @@
 """Where plait's time goes, with the standard library's cProfile (nothing to install).
 
     python benchmarks/profile_plait.py chain:1000 [--phase run|build|validate|plan]
-        [--runs N] [--top 25] [--db URL]
+        [--runs N] [--top 25] [--db URL] [--style ctx|params|sync|noop]
 
 Prints the functions with the most own time, and own time summed per module, for one
 phase on one workload (specs as in child.py).  cProfile inflates the cost of small
@@ -24,20 +24,21 @@ from plait_adapter import build_workflow, run_workflow
 from workloads import Workload
 
 
-def prepare(phase: str, workload: Workload, db: str) -> Callable[[], Callable[[], object]]:
+def prepare(phase: str, workload: Workload, db: str,
+            style: str = "ctx") -> Callable[[], Callable[[], object]]:
     """A factory that does the unprofiled set-up and returns the call to profile."""
     def for_build() -> Callable[[], object]:
-        return lambda: build_workflow(workload)
+        return lambda: build_workflow(workload, style)
 
     def for_validate() -> Callable[[], object]:
-        return build_workflow(workload).validate  # a new workflow: validate() caches
+        return build_workflow(workload, style).validate  # a new workflow: validate() caches
 
     def for_plan() -> Callable[[], object]:
-        wf = build_workflow(workload)
+        wf = build_workflow(workload, style)
         wf.validate()
         return wf.plan
 
-    wf = build_workflow(workload)
+    wf = build_workflow(workload, style)
     wf.validate()
 
     def for_run() -> Callable[[], object]:
@@ -69,10 +70,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--db", default="memory://")
+    parser.add_argument("--style", default="ctx", choices=["ctx", "params", "sync", "noop"],
+                        help="how the steps are written (plait_adapter)")
     args = parser.parse_args()
 
     workload = make_workload(args.workload)
-    setup = prepare(args.phase, workload, args.db)
+    setup = prepare(args.phase, workload, args.db, args.style)
     setup()()  # warm-up, unprofiled
     profiler = cProfile.Profile()
     elapsed = 0.0

@@ -3,7 +3,9 @@ synchronous=NORMAL, >= 1,000 with FULL, for fan-out 1->1000->1 and chain-1000).
 
     .venv/bin/python benchmarks/sqlite_speed.py [--repeat 5] [--dir /tmp]
 
-For each workload and mode: a fresh database, one run through ``Workflow.run_async``
+Steps are real (they read their parents' outputs from ``ctx.outputs`` and return a JSON
+object, as in ``make bench``).  For each workload and mode: a fresh database, one run
+through ``Workflow.run_async``
 with ``db="sqlite:///..."``; prints the best steps/s of the repeats and the share of
 the wall time spent inside ``SqliteStore.write`` (awaited by the run loop, so it is the
 store's part of the per-step cost).
@@ -18,13 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from plait import Workflow
+from plait import StepContext, Workflow
 from plait.core.model import Limits
 from plait.store.sqlite import SqliteStore, _Database
 
 
-async def noop() -> None:
-    return None
+async def noop(ctx: StepContext) -> dict[str, object]:
+    """The benchmarks' step body (workloads.step_value): parents' outputs in, JSON out."""
+    return {"step": ctx.step_id, "n": 1 + sum(o["n"] for o in ctx.outputs.values())}
 
 
 def chain(n: int) -> Workflow:

@@ -1,15 +1,29 @@
-"""The benchmark workloads, as plain data shared by every adapter.
+"""The benchmark workloads, as plain data shared by every adapter, and the step body.
 
-A workload is a DAG of named steps.  Each step either does nothing (``duration == 0``)
-or sleeps asynchronously for ``duration`` seconds.  Adapters for plait, the raw asyncio
-baseline and every peer engine build their own graph from the same data, so the numbers
-compare engines, not workloads.
+A workload is a DAG of named steps.  Every step does real (small) work: it receives its
+parents' outputs and returns a JSON object, ``step_value(name, parent_outputs)``; a
+sleep step (``duration > 0``) first sleeps for ``duration`` seconds.  Adapters for
+plait, the raw asyncio baseline and every peer engine build their own graph from the
+same data and call the same ``step_value``, so the numbers compare engines, not
+workloads, and ``Workload.expected_output()`` says what a complete run must return (the
+harness checks it after every measured run: no engine can skip work).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+StepValue = dict[str, Any]  # {"step": name, "n": int}
+
+
+def step_value(name: str, parents: Iterable[Mapping[str, Any]]) -> StepValue:
+    """The one step body every engine runs: a pure function of the parents' outputs.
+    ``n`` counts the paths from a root to this step, so a wrong or missing parent
+    output anywhere changes the sinks' values."""
+    return {"step": name, "n": 1 + sum(parent["n"] for parent in parents)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -17,7 +31,7 @@ class Workload:
     name: str
     steps: tuple[str, ...]  # topological order
     parents: dict[str, tuple[str, ...]]
-    duration: dict[str, float] = field(default_factory=dict)  # seconds; missing = no-op
+    duration: dict[str, float] = field(default_factory=dict)  # seconds of sleep; missing = none
 
     @property
     def size(self) -> int:
@@ -38,6 +52,19 @@ class Workload:
             start = max((finish[p] for p in self.parents[step]), default=0.0)
             finish[step] = start + self.duration.get(step, 0.0)
         return max(finish.values(), default=0.0)
+
+    def sinks(self) -> list[str]:
+        """Steps no other step depends on, in topological order."""
+        children = self.children()
+        return [s for s in self.steps if not children[s]]
+
+    def expected_output(self) -> dict[str, StepValue]:
+        """What a complete run returns: ``{sink: its step_value}`` (plait's default run
+        output is the outputs of its completed sink steps)."""
+        value: dict[str, StepValue] = {}
+        for step in self.steps:
+            value[step] = step_value(step, (value[p] for p in self.parents[step]))
+        return {s: value[s] for s in self.sinks()}
 
     def children(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {s: [] for s in self.steps}
@@ -63,7 +90,7 @@ def fanout(n: int = 1000) -> Workload:
 
 
 def random_layers(n: int = 500, layers: int = 10, seed: int = 7) -> Workload:
-    """n no-op steps in `layers` layers; each step past the first layer has 1-3 parents
+    """n steps in `layers` layers; each step past the first layer has 1-3 parents
     drawn from the layer before it (seeded, so every engine gets the same graph)."""
     rng = random.Random(seed)
     per = n // layers
@@ -117,7 +144,7 @@ def standard() -> list[Workload]:
 
 def wide_random(n: int = 100_000, edges: int = 200_000, layers: int = 100,
                 seed: int = 7) -> Workload:
-    """n no-op steps in `layers` equal layers and about `edges` edges: every step past the
+    """n steps in `layers` equal layers and about `edges` edges: every step past the
     first layer gets at least one parent from the layer before it, and the remaining
     edges are spread over those steps at random (seeded).  Wide and shallow, so it
     stresses graph building, validation and planning at scale rather than depth."""

@@ -4,7 +4,10 @@ DBOS replays a workflow from its recorded steps after a crash, which needs the s
 start in a deterministic order.  Its documented way to run steps in parallel is to create
 their tasks in a fixed order and gather them, so the DAG runs level by level: every step
 of a level starts together and the next level waits for the whole level.  Steps are
-`async def` (sleep steps await asyncio.sleep).  The system database is a SQLite file in a
+`async def` (sleep steps await asyncio.sleep first); each receives its parents' outputs
+(kept by the workflow from the steps' results) and returns the shared step body
+(`workloads.step_value`); the workflow returns the sinks' outputs, which the harness
+checks.  The system database is a SQLite file in a
 fresh temporary directory (DBOS's default backend; no Postgres needed).
 """
 
@@ -16,28 +19,31 @@ from importlib.metadata import version
 
 from dbos import DBOS
 from graph_shape import levels
-from workloads import Workload
+from workloads import StepValue, Workload, step_value
 
 
 @DBOS.step()
-async def noop_step() -> None:
-    return None
+async def dag_step(name: str, parents: list[StepValue], seconds: float) -> StepValue:
+    if seconds > 0:
+        await asyncio.sleep(seconds)
+    return step_value(name, parents)
 
 
-@DBOS.step()
-async def sleep_step(seconds: float) -> None:
-    await asyncio.sleep(seconds)
+# one level: [(step, its parents, seconds)]
+Level = list[tuple[str, list[str], float]]
 
 
 @DBOS.workflow()
-async def dag_workflow(durations: list[list[float]]) -> int:
-    """Run each level's steps concurrently, in a fixed start order; return steps run."""
-    ran = 0
-    for level in durations:
-        tasks = [asyncio.create_task(sleep_step(d) if d > 0 else noop_step()) for d in level]
-        await asyncio.gather(*tasks)
-        ran += len(tasks)
-    return ran
+async def dag_workflow(shape: list[Level], sinks: list[str]) -> dict[str, StepValue]:
+    """Run each level's steps concurrently, in a fixed start order; return the sinks'
+    outputs."""
+    outputs: dict[str, StepValue] = {}
+    for level in shape:
+        tasks = [asyncio.create_task(dag_step(name, [outputs[p] for p in parents], seconds))
+                 for name, parents, seconds in level]
+        for (name, _, _), value in zip(level, await asyncio.gather(*tasks), strict=True):
+            outputs[name] = value
+    return {s: outputs[s] for s in sinks}
 
 
 class DbosAdapter:
@@ -58,16 +64,15 @@ class DbosAdapter:
                      "run_admin_server": False})
         DBOS.launch()
 
-    def build(self, workload: Workload) -> tuple[list[list[float]], int]:
-        durations = [[workload.duration.get(s, 0.0) for s in level]
-                     for level in levels(workload)]
-        return durations, workload.size
+    def build(self, workload: Workload) -> tuple[list[Level], list[str]]:
+        shape = [[(s, list(workload.parents[s]), workload.duration.get(s, 0.0))
+                  for s in level] for level in levels(workload)]
+        return shape, workload.sinks()
 
-    async def arun(self, built: tuple[list[list[float]], int]) -> None:
-        durations, size = built
-        ran = await dag_workflow(durations)
-        if ran != size:
-            raise RuntimeError(f"DBOS ran {ran} of {size} steps")
+    async def arun(self, built: tuple[list[Level], list[str]]) -> dict[str, StepValue]:
+        shape, sinks = built
+        result: dict[str, StepValue] = await dag_workflow(shape, sinks)
+        return result
 
     def teardown(self) -> None:
         DBOS.destroy()

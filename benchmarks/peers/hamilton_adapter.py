@@ -4,6 +4,11 @@ That is Hamilton's model: a node is a function, an edge is a parameter named aft
 another function.  The adapter writes that module's source for the Workload and loads it
 with `ad_hoc_utils.module_from_source`, then asks a driver for the sink nodes.
 
+Every node receives its parents' outputs as those parameters and returns the shared
+step body, `workloads.step_value` (imported into the module under a leading underscore,
+so Hamilton does not take it for a node); the run returns the sinks' outputs, which the
+harness checks.
+
 - Sync driver: sleep steps `time.sleep`.  Its default executor runs one node at a time;
   for the sleep workloads the adapter adds Hamilton's `FutureAdapter` (a thread pool) so
   independent sleeps overlap.  That adapter submits every node at once and a node holds
@@ -25,26 +30,35 @@ from workloads import Workload
 
 
 def module_source(workload: Workload, is_async: bool) -> str:
-    """One function per step: `def s1(s0: int) -> int`; the body sleeps or does nothing."""
-    lines = ["import asyncio", "import time", ""]
+    """One function per step: `def s1(s0: dict) -> dict: return _step_value("s1", (s0,))`;
+    a sleep step sleeps first."""
+    lines = ["import asyncio", "import time", "",
+             "from workloads import step_value as _step_value", ""]
     for step in workload.steps:
-        params = ", ".join(f"{p}: int" for p in workload.parents[step])
+        parents = workload.parents[step]
+        params = ", ".join(f"{p}: dict" for p in parents)
+        given = "".join(f"{p}, " for p in parents)
         seconds = workload.duration.get(step, 0.0)
         if is_async:
-            lines.append(f"async def {step}({params}) -> int:")
+            lines.append(f"async def {step}({params}) -> dict:")
             if seconds > 0:
                 lines.append(f"    await asyncio.sleep({seconds!r})")
         else:
-            lines.append(f"def {step}({params}) -> int:")
+            lines.append(f"def {step}({params}) -> dict:")
             if seconds > 0:
                 lines.append(f"    time.sleep({seconds!r})")
-        lines += ["    return 1", ""]
+        lines += [f"    return _step_value({step!r}, ({given}))", ""]
     return "\n".join(lines)
 
 
 def sinks(workload: Workload) -> list[str]:
-    children = workload.children()
-    return [s for s in workload.steps if not children[s]]
+    return workload.sinks()
+
+
+def sink_outputs(result: Any, sinks: list[str]) -> dict[str, Any]:
+    """``{sink: output}`` from what the driver returned (a dict with the default result
+    builder; anything indexable by node name works)."""
+    return {s: result[s] for s in sinks}
 
 
 def _allow_recursion(workload: Workload) -> None:
@@ -73,9 +87,9 @@ class HamiltonSyncAdapter:
             builder = builder.with_adapters(FutureAdapter(max_workers=self.threads))
         return builder.build(), sinks(workload)
 
-    def run(self, built: tuple[Any, list[str]]) -> None:
+    def run(self, built: tuple[Any, list[str]]) -> dict[str, Any]:
         dr, outputs = built
-        dr.execute(outputs)
+        return sink_outputs(dr.execute(outputs), outputs)
 
     def notes(self) -> str:
         return (f"FutureAdapter, {self.threads} threads" if self.threads
@@ -99,9 +113,9 @@ class HamiltonAsyncAdapter:
         dr = async_driver.Builder().with_modules(module).build_without_init()
         return dr, sinks(workload)
 
-    async def arun(self, built: tuple[Any, list[str]]) -> None:
+    async def arun(self, built: tuple[Any, list[str]]) -> dict[str, Any]:
         dr, outputs = built
         if not getattr(dr, "_bench_ready", False):
             await dr.ainit()
             dr._bench_ready = True
-        await dr.execute(outputs)
+        return sink_outputs(await dr.execute(outputs), outputs)

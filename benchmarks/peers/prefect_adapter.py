@@ -1,9 +1,11 @@
-"""Prefect 3: a @flow that submits one @task per step with `.submit(wait_for=parents)`.
+"""Prefect 3: a @flow that submits one @task per step, its parents' futures as arguments.
 
-`wait_for` is Prefect's way to order tasks that pass no data; `.submit()` hands each task
-to the flow's task runner, the default ThreadPoolTaskRunner (its default size: no fixed
-cap, one thread per task in flight).  No-op tasks are plain functions; sleep tasks are
-`async def` awaiting asyncio.sleep.
+Each task receives its parents' results (Prefect resolves futures passed as arguments,
+inside a list too, and waits for them) and computes the shared step body
+(`workloads.step_value`).  `.submit()` hands each task to the flow's task runner, the
+default ThreadPoolTaskRunner (its default size: no fixed cap, one thread per task in
+flight).  Tasks without a sleep are plain functions; sleep tasks are `async def`
+awaiting asyncio.sleep.  The flow returns the sinks' results, which the harness checks.
 
 Ephemeral mode: no server is configured, so Prefect starts its own temporary local API
 on a SQLite database under a fresh PREFECT_HOME in a temporary directory.  setup() starts
@@ -27,36 +29,39 @@ os.environ.pop("PREFECT_API_URL", None)
 
 from prefect import flow, task  # noqa: E402
 from prefect.futures import wait  # noqa: E402
-from workloads import Workload  # noqa: E402
+from workloads import StepValue, Workload, step_value  # noqa: E402
 
 
 @task
-def noop_task() -> None:
-    return None
+def step_task(name: str, parents: list[StepValue]) -> StepValue:
+    return step_value(name, parents)
 
 
 @task
-async def sleep_task(seconds: float) -> None:
+async def sleep_task(name: str, parents: list[StepValue], seconds: float) -> StepValue:
     await asyncio.sleep(seconds)
+    return step_value(name, parents)
 
 
 def build_flow(workload: Workload) -> Any:
+    sinks = workload.sinks()
+
     @flow(name=workload.name)
-    def dag() -> int:
+    def dag() -> dict[str, StepValue]:
         futures: dict[str, Any] = {}
         for step in workload.steps:
             parents = [futures[p] for p in workload.parents[step]]
             seconds = workload.duration.get(step, 0.0)
-            futures[step] = (sleep_task.submit(seconds, wait_for=parents) if seconds > 0
-                             else noop_task.submit(wait_for=parents))
+            futures[step] = (sleep_task.submit(step, parents, seconds) if seconds > 0
+                             else step_task.submit(step, parents))
         wait(list(futures.values()))
-        return sum(1 for f in futures.values() if f.state.is_completed())
+        return {s: futures[s].result() for s in sinks}
     return dag
 
 
 @flow(name="warm-up")
 def _start_server() -> None:
-    noop_task()
+    step_task("warm-up", [])
 
 
 class PrefectAdapter:
@@ -72,14 +77,12 @@ class PrefectAdapter:
     def unsupported(self, workload: Workload) -> str | None:
         return None
 
-    def build(self, workload: Workload) -> tuple[Any, int]:
-        return build_flow(workload), workload.size
+    def build(self, workload: Workload) -> Any:
+        return build_flow(workload)
 
-    def run(self, built: tuple[Any, int]) -> None:
-        dag, size = built
-        ran = dag()
-        if ran != size:
-            raise RuntimeError(f"Prefect completed {ran} of {size} tasks")
+    def run(self, dag: Any) -> dict[str, StepValue]:
+        result: dict[str, StepValue] = dag()
+        return result
 
     def teardown(self) -> None:
         shutil.rmtree(_HOME, ignore_errors=True)

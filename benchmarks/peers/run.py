@@ -266,16 +266,22 @@ def _expressible(res: Results) -> str:
 
 
 EXPLANATIONS = [
-    "How each engine runs the DAG (see the adapter modules for the code):",
+    "How each engine runs the DAG (see the adapter modules for the code). Every step, in "
+    "every engine, receives its parents' outputs and returns `{\"step\": name, \"n\": 1 + "
+    "sum(parent[\"n\"] for parent in parents)}` (`workloads.step_value`); every run's "
+    "output (the sinks' values) is checked against the workload's expected value.",
     "",
-    "- plait: `Workflow.add_step(id, async fn, depends_on=...)`, `run_async(db=\"memory://\")`.",
+    "- plait: `Workflow.add_step(id, async fn, depends_on=...)`, the step reading "
+    "`ctx.outputs`, `run_async(db=\"memory://\")`.",
     "- raw asyncio: a hand-written ready queue (counters of unfinished parents, a task per "
     "ready step); the floor.",
     "- LangGraph: StateGraph, one async node per step, waiting edges for joins, `Send` for "
     "fan-outs (fanout-1-1000-1 and parallel-200-sleeps become one node sent N times), a "
-    "counter with an `operator.add` reducer, no checkpointer. Runs in supersteps, i.e. level "
+    "dict of outputs with a merging reducer (each Send carries its parents' outputs), no "
+    "checkpointer. Runs in supersteps, i.e. level "
     "by level.",
-    "- Prefect: one `@task` run per step via `.submit(wait_for=parents)` in a `@flow`, "
+    "- Prefect: one `@task` run per step via `.submit(name, [parent futures])` in a `@flow` "
+    "(Prefect resolves the futures to their results), "
     "ephemeral local API on SQLite (started before timing). Sleep tasks are async.",
     "- Hamilton: one function per step, parameters named after parents (module generated "
     "from source). The sync driver runs one node at a time; on sleep workloads it gets the "
@@ -289,7 +295,7 @@ EXPLANATIONS = [
     "",
     "Thread-pool engines use sync "
     "`time.sleep` steps with enough threads that no sleeper waits for one (counts above). "
-    "Per-step overhead = median wall / steps on no-op workloads; makespan ratio = median "
+    "Per-step overhead = median wall / steps on the per-step (sleepless) workloads; makespan ratio = median "
     "wall / critical path on sleep workloads; 'vs plait' = engine's median wall / plait's. "
     "Peak MB = ru_maxrss of the measuring process (interpreter, imports, graph, run), "
     "plus ' + N' for the peak RSS of helper processes the engine started (Prefect's "
@@ -299,7 +305,7 @@ EXPLANATIONS = [
 
 def report(res: Results, engs: list[Engine]) -> str:
     lines = machine_header("plait vs peer engines", [
-        f"repeats: median of up to {NOOP_REPEATS} no-op runs and {SLEEP_REPEATS} sleep "
+        f"repeats: median of up to {NOOP_REPEATS} per-step runs and {SLEEP_REPEATS} sleep "
         f"runs, each after {WARMUP} warm-up run, fewer once an engine's runs took "
         f"{BUDGET_S:.0f} s (the 'runs' column); the 10,000 and 100,000-step chains: one "
         "run, no warm-up; each (engine, workload) in a fresh interpreter",
