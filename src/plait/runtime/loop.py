@@ -14,12 +14,12 @@ import asyncio
 import heapq
 import logging
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..core import expressions
 from ..core.jsoncheck import clean_text, ensure_json
-from ..core.model import JSON, JSONDict, StepSpec
+from ..core.model import JSON, JSONDict
 from ..core.retry import ErrorInfo
 from ..core.runstate import RunState
 from ..core.states import RunStatus, StepStatus
@@ -34,11 +34,11 @@ from ..errors import (
     TemplateError,
     TransitionError,
 )
-from ..steps.registry import StepCall, StepType, get_step_type
+from ..steps.registry import StepCall, StepFunction, StepType, get_step_type
 from ..store.base import RunChange, RunRecord, WriteBatch
 from ..store.memory import MemoryStore
-from .binding import bind, import_call, invoke
-from .context import StepLog
+from .binding import compile_plan, import_call, invoke
+from .context import ParentOutputs, StepLog
 from .results import RunResult, StepResult, iso
 from .secrets import Secrets
 
@@ -76,22 +76,26 @@ class _LoopData(NamedTuple):
 
     types: tuple[StepType, ...]
     pool_of: tuple[str | None, ...]
-    # StepType.direct's answer per step (None: the attempt calls the type's run)
-    direct: tuple[Callable[[], Awaitable[JSON]] | None, ...]
+    # per step, what an attempt calls: its type's ``prepare`` answer, else its ``run``
+    runs: tuple[StepFunction, ...]
     declared: frozenset[str]  # every declared output key (shared state)
     # StepType.inline per step, when its templates are cheap (else rendered off the loop)
     inline: tuple[Callable[[StepCall], JSON] | None, ...]
+    # per step, its parents' ids -> their indices (ctx.outputs), made on first use
+    parent_index: list[dict[str, int] | None]
 
 
-def _loop_data(steps: tuple[StepSpec, ...]) -> _LoopData:
+def _loop_data(checked: CheckedWorkflow) -> _LoopData:
+    steps = checked.spec.steps
     types = tuple(get_step_type(s.type) for s in steps)
     return _LoopData(
         types=types, pool_of=tuple(s.pool for s in steps),
         inline=tuple(t.inline if t.inline is not None and expressions.is_cheap(s.config)
                      else None for s, t in zip(steps, types, strict=True)),
-        direct=tuple(None if t.direct is None else t.direct(s)
-                     for s, t in zip(steps, types, strict=True)),
-        declared=frozenset(k for s in steps for k in s.outputs))
+        runs=tuple(t.run if t.prepare is None else t.prepare(s, checked)
+                   for s, t in zip(steps, types, strict=True)),
+        declared=frozenset(k for s in steps for k in s.outputs),
+        parent_index=[None] * len(steps))
 
 
 class RunLoop:
@@ -126,10 +130,11 @@ class RunLoop:
         self._pool_waiting = 0  # steps of this run waiting for a pool slot
         self._decisions_due = False
         self._notes_seen = 0
-        steps = self.spec.steps
-        derived = checked.derive("loop", lambda: _loop_data(steps))
+        derived = checked.derive("loop", lambda: _loop_data(checked))
         self._types = derived.types
-        self._direct = derived.direct
+        self._runs = derived.runs
+        self._parent_index = derived.parent_index
+        self._rows = state.rows
         self._pool_of = derived.pool_of
         self._declared = derived.declared
         self._inline = derived.inline
@@ -399,8 +404,18 @@ class RunLoop:
     def template_context(self, index: int) -> dict[str, object]:
         return self.state.context(index)
 
-    def parent_outputs(self, index: int) -> JSONDict:
-        return self.state.parent_outputs(index)
+    def parent_outputs(self, index: int) -> ParentOutputs:
+        names = self._parent_index[index]
+        if names is None:
+            ids = self.checked.graph.ids
+            names = self._parent_index[index] = {
+                ids[p]: p for p in self.checked.graph.parents[index]}
+        return ParentOutputs(names, self.step_output)
+
+    def step_output(self, index: int) -> JSON:
+        """A step's output; None unless it completed."""
+        row = self._rows[index]
+        return row.output if row.status is StepStatus.COMPLETED else None
 
     def resolve(self, call: StepCall, name: str) -> tuple[bool, object]:
         state = self.state
@@ -425,13 +440,7 @@ class RunLoop:
                 breaker = self.engine.breaker(step.circuit_breaker.key, step.circuit_breaker)
                 if not breaker.allow(self.clock()):
                     raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
-            awaitable: Awaitable[JSON]
-            if fallback:
-                awaitable = self._fallback_call(call)
-            elif (direct := self._direct[i]) is not None:
-                awaitable = direct()  # the step function's own coroutine
-            else:
-                awaitable = self._types[i].run(call)
+            awaitable = self._fallback_call(call) if fallback else self._runs[i](call)
             if step.timeout is not None:
                 scope = asyncio.timeout(step.timeout)
                 try:
@@ -467,13 +476,13 @@ class RunLoop:
             return await call.rendered(lambda c: c.render(output, "fallback.output"),
                                        fields=output)
         fn = fb.func or import_call(fb.call or "")
-        error = self.state.rows[self.checked.graph.index[call.step.id]].error
-
-        def resolve(name: str) -> tuple[bool, object]:
-            return (True, error) if name == "error" else self.resolve(call, name)
-
-        kwargs = bind(fn, {}, resolve, call.step.id)
-        return await invoke(fn, kwargs, self.engine.services.executor)  # type: ignore[return-value]
+        error = self.state.rows[call.index].error
+        # a fallback runs at most once per step and run: its plan is not kept
+        plan = compile_plan(fn, step_id=call.step.id, steps=self.checked.graph.index,
+                            declared=self._declared, error=True)
+        kwargs = plan.arguments(self, call.context, error=error)
+        return await invoke(fn, kwargs, self.engine.services.executor,  # type: ignore[return-value]
+                            is_async=plan.is_async)
 
     def _report(self, i: int, kind: str, value: object, fallback: bool) -> None:
         self.outcomes.append((i, kind, value, fallback))
