@@ -141,7 +141,12 @@ class ParentOutputs(Mapping[str, JSON]):
         return key in self._index
 
     def __repr__(self) -> str:
-        return repr(dict(self))
+        return repr(self.snapshot())
+
+    def snapshot(self) -> dict[str, JSON]:
+        """The outputs as a plain dict, read now."""
+        output_of = self._output_of
+        return {name: output_of(i) for name, i in self._index.items()}
 
 
 class StepContext:
@@ -150,7 +155,9 @@ class StepContext:
     ``idempotency_key`` is the same for every attempt of a step in a run (including an
     attempt re-run after a crash), so external side effects can be deduplicated.
 
-    ``outputs`` maps each parent step's id to its output, read when asked.
+    ``outputs`` maps each parent step's id to its output (None for a parent that did
+    not complete); it is read from the run at its first use, not when the context is
+    built.
 
     ``logger`` records go to the run's history (``plait show`` lists them per step) with
     every secret redacted, and to the ``plait.step`` logger (stderr from WARNING up on
@@ -204,7 +211,11 @@ class StepContext:
 
     @property
     def outputs(self) -> Mapping[str, JSON]:
-        return self._outputs
+        outputs = self._outputs
+        if type(outputs) is ParentOutputs:
+            # a plain dict from the first read on: what step code iterates fastest
+            outputs = self._outputs = outputs.snapshot()
+        return outputs
 
     @property
     def journal(self) -> StepLog | None:
@@ -232,7 +243,7 @@ class StepContext:
 
     def _fields(self) -> tuple[object, ...]:
         return (self._run_id, self._step_id, self._attempt, self.idempotency_key,
-                self._input, self._state, self._outputs)
+                self._input, self._state, self.outputs)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StepContext):
@@ -244,7 +255,7 @@ class StepContext:
     def __repr__(self) -> str:
         return (f"StepContext(run_id={self._run_id!r}, step_id={self._step_id!r}, "
                 f"attempt={self._attempt!r}, idempotency_key={self.idempotency_key!r}, "
-                f"input={self._input!r}, state={self._state!r}, outputs={self._outputs!r})")
+                f"input={self._input!r}, state={self._state!r}, outputs={self.outputs!r})")
 
 
 def make_context(*, run_id: str, step_id: str, attempt: int, input: JSON,

@@ -148,6 +148,9 @@ class RunLoop:
             else None
         self._aio: asyncio.AbstractEventLoop
         self._held_change: RunChange | None = None  # the run's start, see _start
+        # the loop's task waits for nothing but attempts, on a store whose writes
+        # complete at once: an attempt that ends does the loop's turn itself (_advance)
+        self._idle = False
 
     # ------------------------------------------------------------- driving
 
@@ -210,7 +213,12 @@ class RunLoop:
                     await self._wait()
                 else:  # the common case inlined: attempts report, and wake the loop
                     self._wake = wake = self._aio.create_future()
-                    await wake
+                    # attempts that end meanwhile may do the loop's work (_advance)
+                    self._idle = self._write_now is not None
+                    try:
+                        await wake
+                    finally:
+                        self._idle = False
                     self._wake = None
             now = self.clock()
             if self.timers:
@@ -466,7 +474,10 @@ class RunLoop:
                                              step=step.id)
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             kind, value = "error", exc
-        self._report(i, kind, value, fallback)
+        if self._idle and len(self.tasks) == 1:  # this attempt is the only one
+            self._advance(i, kind, value, fallback)
+        else:
+            self._report(i, kind, value, fallback)
 
     async def _fallback_call(self, call: StepCall) -> JSON:
         fb = call.step.fallback
@@ -486,6 +497,29 @@ class RunLoop:
 
     def _report(self, i: int, kind: str, value: object, fallback: bool) -> None:
         self.outcomes.append((i, kind, value, fallback))
+        self._signal()
+
+    def _advance(self, i: int, kind: str, value: object, fallback: bool) -> None:
+        """The run's only attempt ended while the loop's task waits for attempts only,
+        and the store's writes complete at once: the attempt's own task gives the
+        outcome to the core and stores and starts the steps it readied in this
+        event-loop turn (waking the loop's task first costs a turn per dependency).
+        Anything else wakes the loop's task: the run's end, timers, guards to render,
+        a halt...  When other attempts run, their outcomes and this one are committed
+        together by the loop's task as before (one batch for a fan-out's siblings)."""
+        now = self.clock()
+        self.outcomes.append((i, kind, value, fallback))
+        self._process(now)
+        starts = self._launch(now)
+        state = self.state
+        if starts:
+            self._flush_now()
+            tasks, create, attempt = self.tasks, self._create_task, self._attempt
+            for j, call in starts:
+                tasks[j] = create(attempt(j, call, False))
+            if not (self.timers or state.when_due or state.halting or self._decisions_due
+                    or self._pool_waiting):
+                return
         self._signal()
 
     def _signal(self) -> None:
