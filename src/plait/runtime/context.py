@@ -7,8 +7,7 @@ import logging
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..core.model import JSON, JSONDict
@@ -119,12 +118,46 @@ def _exception_text(exc_info: object) -> str:
     return "\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+class ParentOutputs(Mapping[str, JSON]):
+    """``ctx.outputs``: the outputs of a step's parents, read when asked (building a
+    context copies nothing).  A parent that did not complete (skipped, failed under a
+    trigger rule that lets the step run) reads as None."""
+
+    __slots__ = ("_index", "_output_of")
+
+    def __init__(self, index: Mapping[str, int], output_of: Callable[[int], JSON]) -> None:
+        self._index, self._output_of = index, output_of  # parent id -> step index
+
+    def __getitem__(self, key: str) -> JSON:
+        return self._output_of(self._index[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __repr__(self) -> str:
+        return repr(self.snapshot())
+
+    def snapshot(self) -> dict[str, JSON]:
+        """The outputs as a plain dict, read now."""
+        output_of = self._output_of
+        return {name: output_of(i) for name, i in self._index.items()}
+
+
 class StepContext:
-    """Passed to a step function that declares a ``ctx`` parameter.
+    """Passed to a step function that declares a ``ctx`` parameter (read-only).
 
     ``idempotency_key`` is the same for every attempt of a step in a run (including an
     attempt re-run after a crash), so external side effects can be deduplicated.
+
+    ``outputs`` maps each parent step's id to its output (None for a parent that did
+    not complete); it is read from the run at its first use, not when the context is
+    built.
 
     ``logger`` records go to the run's history (``plait show`` lists them per step) with
     every secret redacted, and to the ``plait.step`` logger (stderr from WARNING up on
@@ -136,38 +169,99 @@ class StepContext:
     interrupt: its body runs on to its end unless it checks ``ctx.cancelled`` and
     returns.  Whatever it returns after that is discarded."""
 
-    run_id: str
-    step_id: str
-    attempt: int
-    idempotency_key: str
-    input: JSON
-    state: Mapping[str, JSON]
-    outputs: Mapping[str, JSON]
-    journal: StepLog | None = field(default=None, repr=False, compare=False)
-    cancel_flag: Stop | None = field(default=None, repr=False, compare=False)
-    _logger: StepLogger | None = field(default=None, init=False, repr=False, compare=False)
+    # One is built per attempt that asks for it: plain slots, nothing computed until read.
+    __slots__ = ("_attempt", "_cancel_flag", "_input", "_journal", "_key", "_logger",
+                 "_outputs", "_run_id", "_state", "_step_id")
+
+    def __init__(self, *, run_id: str, step_id: str, attempt: int, input: JSON,
+                 state: Mapping[str, JSON], outputs: Mapping[str, JSON],
+                 idempotency_key: str | None = None, journal: StepLog | None = None,
+                 cancel_flag: Stop | None = None) -> None:
+        self._run_id, self._step_id, self._attempt = run_id, step_id, attempt
+        self._input, self._state, self._outputs = input, state, outputs
+        self._key, self._journal, self._cancel_flag = idempotency_key, journal, cancel_flag
+        self._logger: StepLogger | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def step_id(self) -> str:
+        return self._step_id
+
+    @property
+    def attempt(self) -> int:
+        return self._attempt
+
+    @property
+    def idempotency_key(self) -> str:
+        key = self._key
+        if key is None:
+            key = self._key = f"{self._run_id}:{self._step_id}"
+        return key
+
+    @property
+    def input(self) -> JSON:
+        return self._input
+
+    @property
+    def state(self) -> Mapping[str, JSON]:
+        return self._state
+
+    @property
+    def outputs(self) -> Mapping[str, JSON]:
+        outputs = self._outputs
+        if type(outputs) is ParentOutputs:
+            # a plain dict from the first read on: what step code iterates fastest
+            outputs = self._outputs = outputs.snapshot()
+        return outputs
+
+    @property
+    def journal(self) -> StepLog | None:
+        return self._journal
+
+    @property
+    def cancel_flag(self) -> Stop | None:
+        return self._cancel_flag
 
     @property
     def logger(self) -> StepLogger:
         """Built on first use: most steps never log."""
         logger = self._logger
         if logger is None:
-            logger = StepLogger(self.journal, run_id=self.run_id, step_id=self.step_id,
-                                attempt=self.attempt)
-            object.__setattr__(self, "_logger", logger)  # a cache, not state: frozen holds
+            logger = self._logger = StepLogger(self._journal, run_id=self._run_id,
+                                               step_id=self._step_id,
+                                               attempt=self._attempt)
         return logger
 
     @property
     def cancelled(self) -> bool:
         """True once the attempt was cancelled or timed out (poll it in long sync
         steps, and return when it is)."""
-        return self.cancel_flag is not None and self.cancel_flag.requested
+        return self._cancel_flag is not None and self._cancel_flag.requested
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self._run_id, self._step_id, self._attempt, self.idempotency_key,
+                self._input, self._state, self.outputs)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StepContext):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, like its fields
+
+    def __repr__(self) -> str:
+        return (f"StepContext(run_id={self._run_id!r}, step_id={self._step_id!r}, "
+                f"attempt={self._attempt!r}, idempotency_key={self.idempotency_key!r}, "
+                f"input={self._input!r}, state={self._state!r}, outputs={self.outputs!r})")
 
 
 def make_context(*, run_id: str, step_id: str, attempt: int, input: JSON,
                  state: Mapping[str, JSON], outputs: Mapping[str, JSON],
                  journal: StepLog | None = None,
                  cancel_flag: Stop | None = None) -> StepContext:
-    return StepContext(run_id=run_id, step_id=step_id, attempt=attempt,
-                       idempotency_key=f"{run_id}:{step_id}", input=input, state=state,
-                       outputs=outputs, journal=journal, cancel_flag=cancel_flag)
+    return StepContext(run_id=run_id, step_id=step_id, attempt=attempt, input=input,
+                       state=state, outputs=outputs, journal=journal,
+                       cancel_flag=cancel_flag)

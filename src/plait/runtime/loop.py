@@ -14,12 +14,12 @@ import asyncio
 import heapq
 import logging
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..core import expressions
 from ..core.jsoncheck import clean_text, ensure_json
-from ..core.model import JSON, JSONDict, StepSpec
+from ..core.model import JSON, JSONDict
 from ..core.retry import ErrorInfo
 from ..core.runstate import RunState
 from ..core.states import RunStatus, StepStatus
@@ -34,11 +34,11 @@ from ..errors import (
     TemplateError,
     TransitionError,
 )
-from ..steps.registry import StepCall, StepType, get_step_type
+from ..steps.registry import StepCall, StepFunction, StepType, get_step_type
 from ..store.base import RunChange, RunRecord, WriteBatch
 from ..store.memory import MemoryStore
-from .binding import bind, import_call, invoke
-from .context import StepLog
+from .binding import compile_plan, import_call, invoke
+from .context import ParentOutputs, StepLog
 from .results import RunResult, StepResult, iso
 from .secrets import Secrets
 
@@ -76,22 +76,26 @@ class _LoopData(NamedTuple):
 
     types: tuple[StepType, ...]
     pool_of: tuple[str | None, ...]
-    # StepType.direct's answer per step (None: the attempt calls the type's run)
-    direct: tuple[Callable[[], Awaitable[JSON]] | None, ...]
+    # per step, what an attempt calls: its type's ``prepare`` answer, else its ``run``
+    runs: tuple[StepFunction, ...]
     declared: frozenset[str]  # every declared output key (shared state)
     # StepType.inline per step, when its templates are cheap (else rendered off the loop)
     inline: tuple[Callable[[StepCall], JSON] | None, ...]
+    # per step, its parents' ids -> their indices (ctx.outputs), made on first use
+    parent_index: list[dict[str, int] | None]
 
 
-def _loop_data(steps: tuple[StepSpec, ...]) -> _LoopData:
+def _loop_data(checked: CheckedWorkflow) -> _LoopData:
+    steps = checked.spec.steps
     types = tuple(get_step_type(s.type) for s in steps)
     return _LoopData(
         types=types, pool_of=tuple(s.pool for s in steps),
         inline=tuple(t.inline if t.inline is not None and expressions.is_cheap(s.config)
                      else None for s, t in zip(steps, types, strict=True)),
-        direct=tuple(None if t.direct is None else t.direct(s)
-                     for s, t in zip(steps, types, strict=True)),
-        declared=frozenset(k for s in steps for k in s.outputs))
+        runs=tuple(t.run if t.prepare is None else t.prepare(s, checked)
+                   for s, t in zip(steps, types, strict=True)),
+        declared=frozenset(k for s in steps for k in s.outputs),
+        parent_index=[None] * len(steps))
 
 
 class RunLoop:
@@ -126,10 +130,11 @@ class RunLoop:
         self._pool_waiting = 0  # steps of this run waiting for a pool slot
         self._decisions_due = False
         self._notes_seen = 0
-        steps = self.spec.steps
-        derived = checked.derive("loop", lambda: _loop_data(steps))
+        derived = checked.derive("loop", lambda: _loop_data(checked))
         self._types = derived.types
-        self._direct = derived.direct
+        self._runs = derived.runs
+        self._parent_index = derived.parent_index
+        self._rows = state.rows
         self._pool_of = derived.pool_of
         self._declared = derived.declared
         self._inline = derived.inline
@@ -143,6 +148,9 @@ class RunLoop:
             else None
         self._aio: asyncio.AbstractEventLoop
         self._held_change: RunChange | None = None  # the run's start, see _start
+        # the loop's task waits for nothing but attempts, on a store whose writes
+        # complete at once: an attempt that ends does the loop's turn itself (_advance)
+        self._idle = False
 
     # ------------------------------------------------------------- driving
 
@@ -205,7 +213,12 @@ class RunLoop:
                     await self._wait()
                 else:  # the common case inlined: attempts report, and wake the loop
                     self._wake = wake = self._aio.create_future()
-                    await wake
+                    # attempts that end meanwhile may do the loop's work (_advance)
+                    self._idle = self._write_now is not None
+                    try:
+                        await wake
+                    finally:
+                        self._idle = False
                     self._wake = None
             now = self.clock()
             if self.timers:
@@ -399,8 +412,18 @@ class RunLoop:
     def template_context(self, index: int) -> dict[str, object]:
         return self.state.context(index)
 
-    def parent_outputs(self, index: int) -> JSONDict:
-        return self.state.parent_outputs(index)
+    def parent_outputs(self, index: int) -> ParentOutputs:
+        names = self._parent_index[index]
+        if names is None:
+            ids = self.checked.graph.ids
+            names = self._parent_index[index] = {
+                ids[p]: p for p in self.checked.graph.parents[index]}
+        return ParentOutputs(names, self.step_output)
+
+    def step_output(self, index: int) -> JSON:
+        """A step's output; None unless it completed."""
+        row = self._rows[index]
+        return row.output if row.status is StepStatus.COMPLETED else None
 
     def resolve(self, call: StepCall, name: str) -> tuple[bool, object]:
         state = self.state
@@ -425,13 +448,7 @@ class RunLoop:
                 breaker = self.engine.breaker(step.circuit_breaker.key, step.circuit_breaker)
                 if not breaker.allow(self.clock()):
                     raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
-            awaitable: Awaitable[JSON]
-            if fallback:
-                awaitable = self._fallback_call(call)
-            elif (direct := self._direct[i]) is not None:
-                awaitable = direct()  # the step function's own coroutine
-            else:
-                awaitable = self._types[i].run(call)
+            awaitable = self._fallback_call(call) if fallback else self._runs[i](call)
             if step.timeout is not None:
                 scope = asyncio.timeout(step.timeout)
                 try:
@@ -457,7 +474,10 @@ class RunLoop:
                                              step=step.id)
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             kind, value = "error", exc
-        self._report(i, kind, value, fallback)
+        if self._idle and len(self.tasks) == 1:  # this attempt is the only one
+            self._advance(i, kind, value, fallback)
+        else:
+            self._report(i, kind, value, fallback)
 
     async def _fallback_call(self, call: StepCall) -> JSON:
         fb = call.step.fallback
@@ -467,16 +487,39 @@ class RunLoop:
             return await call.rendered(lambda c: c.render(output, "fallback.output"),
                                        fields=output)
         fn = fb.func or import_call(fb.call or "")
-        error = self.state.rows[self.checked.graph.index[call.step.id]].error
-
-        def resolve(name: str) -> tuple[bool, object]:
-            return (True, error) if name == "error" else self.resolve(call, name)
-
-        kwargs = bind(fn, {}, resolve, call.step.id)
-        return await invoke(fn, kwargs, self.engine.services.executor)  # type: ignore[return-value]
+        error = self.state.rows[call.index].error
+        # a fallback runs at most once per step and run: its plan is not kept
+        plan = compile_plan(fn, step_id=call.step.id, steps=self.checked.graph.index,
+                            declared=self._declared, error=True)
+        kwargs = plan.arguments(self, call.context, error=error)
+        return await invoke(fn, kwargs, self.engine.services.executor,  # type: ignore[return-value]
+                            is_async=plan.is_async)
 
     def _report(self, i: int, kind: str, value: object, fallback: bool) -> None:
         self.outcomes.append((i, kind, value, fallback))
+        self._signal()
+
+    def _advance(self, i: int, kind: str, value: object, fallback: bool) -> None:
+        """The run's only attempt ended while the loop's task waits for attempts only,
+        and the store's writes complete at once: the attempt's own task gives the
+        outcome to the core and stores and starts the steps it readied in this
+        event-loop turn (waking the loop's task first costs a turn per dependency).
+        Anything else wakes the loop's task: the run's end, timers, guards to render,
+        a halt...  When other attempts run, their outcomes and this one are committed
+        together by the loop's task as before (one batch for a fan-out's siblings)."""
+        now = self.clock()
+        self.outcomes.append((i, kind, value, fallback))
+        self._process(now)
+        starts = self._launch(now)
+        state = self.state
+        if starts:
+            self._flush_now()
+            tasks, create, attempt = self.tasks, self._create_task, self._attempt
+            for j, call in starts:
+                tasks[j] = create(attempt(j, call, False))
+            if not (self.timers or state.when_due or state.halting or self._decisions_due
+                    or self._pool_waiting):
+                return
         self._signal()
 
     def _signal(self) -> None:

@@ -5,47 +5,96 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import datetime
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ..core import expressions
 from ..core.durations import parse_duration
 from ..core.model import JSON, StepSpec
 from ..errors import FatalError, StepError
-from ..runtime.binding import bind, import_call, invoke, signature_of
+from ..runtime.binding import ParamPlan, compile_plan, import_call, invoke
 from ..runtime.results import iso
 from .registry import StepCall, StepType, register_step_type
 from .types import HTTP_FIELDS
 
+if TYPE_CHECKING:
+    from ..core.validate import CheckedWorkflow
 
-def _function(call: StepCall) -> Callable[..., object]:
-    step = call.step
-    if step.func is not None:
-        return step.func
-    target = step.config.get("call")
-    try:
-        return import_call(cast(str, target))
-    except ImportError as exc:
-        raise FatalError(f"step {step.id!r}: {exc}", step=step.id) from exc
+
+class PythonStep:
+    """A python step's attempt function (``StepType.prepare``), made once per checked
+    workflow: its function and parameter plan are worked out at its first attempt and
+    kept for every later attempt of every run, so an attempt only moves values.
+
+    Calling it returns the attempt's awaitable, not a coroutine of its own: an async
+    step function's coroutine is returned as it is.  Errors binding the parameters
+    raise at the call, which the run loop treats like errors raised on await."""
+
+    __slots__ = ("_checked", "_plan", "_step", "_with", "_with_cheap")
+
+    def __init__(self, step: StepSpec, checked: CheckedWorkflow) -> None:
+        self._step, self._checked = step, checked
+        given = step.config.get("with")
+        self._with = given if given else None
+        # a `with` whose templates are not cheap renders in a worker thread
+        self._with_cheap = self._with is None or expressions.is_cheap(given)
+        self._plan: ParamPlan | None = None
+
+    def plan(self) -> ParamPlan:
+        """The step's function and where each of its parameters comes from (an import
+        or signature that fails is tried again at the next attempt)."""
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = _compile(self._step, self._checked)
+        return plan
+
+    def __call__(self, call: StepCall) -> Awaitable[JSON]:
+        plan = self._plan or self.plan()
+        if self._with is None:
+            kwargs = plan.arguments(call.run, call.context) if plan.params else {}
+        elif self._with_cheap:
+            kwargs = plan.arguments(call.run, call.context, _rendered_with(call))
+        else:
+            return self._rendered_off_loop(call, plan)
+        return _start(plan, kwargs, call)
+
+    async def _rendered_off_loop(self, call: StepCall, plan: ParamPlan) -> JSON:
+        given = await call.rendered(_rendered_with)
+        return await _start(plan, plan.arguments(call.run, call.context, given), call)
+
+
+def _compile(step: StepSpec, checked: CheckedWorkflow) -> ParamPlan:
+    fn = step.func
+    if fn is None:
+        try:
+            fn = import_call(cast(str, step.config.get("call")))
+        except ImportError as exc:
+            raise FatalError(f"step {step.id!r}: {exc}", step=step.id) from exc
+    given = step.config.get("with")
+    return compile_plan(fn, step_id=step.id, steps=checked.graph.index,
+                        declared=declared_keys(checked),
+                        given=given if isinstance(given, dict) else ())
+
+
+def declared_keys(checked: CheckedWorkflow) -> frozenset[str]:
+    """Every declared output key of the workflow (computed once per checked workflow)."""
+    return checked.derive("declared_keys", lambda: frozenset(
+        key for step in checked.spec.steps for key in step.outputs))
+
+
+def _start(plan: ParamPlan, kwargs: dict[str, object], call: StepCall) -> Awaitable[JSON]:
+    # the engine checks that the value is JSON (ensure_json) before storing it
+    if plan.is_async:
+        return cast("Awaitable[JSON]", plan.fn(**kwargs))
+    return cast("Awaitable[JSON]", invoke(plan.fn, kwargs, call.services.executor,
+                                          is_async=False))
 
 
 def run_python(call: StepCall) -> Awaitable[JSON]:
-    """The attempt's awaitable.  Not a coroutine itself: an async step function's own
-    coroutine is returned as it is (one coroutine less per attempt); errors binding the
-    parameters raise here, which the run loop treats like errors raised on await."""
-    step = call.step
-    given = step.config.get("with")
-    if given and not expressions.is_cheap(given):
-        return _python_rendered_off_loop(call)
-    fn = step.func if step.func is not None else _function(call)
-    return _python_call(call, fn, _rendered_with(call) if given else None)
-
-
-async def _python_rendered_off_loop(call: StepCall) -> JSON:
-    given = await call.rendered(_rendered_with)
-    fn = call.step.func if call.step.func is not None else _function(call)
-    return await _python_call(call, fn, given)
+    """One attempt of a python step outside a run loop's prepared steps (the loop
+    calls the step's ``PythonStep``, made once per checked workflow)."""
+    return PythonStep(call.step, call.run.checked)(call)
 
 
 def _rendered_with(call: StepCall) -> dict[str, JSON]:
@@ -54,37 +103,6 @@ def _rendered_with(call: StepCall) -> dict[str, JSON]:
     if not isinstance(rendered, dict):
         raise FatalError(f"step {step.id!r}: `with` must render to a mapping", step=step.id)
     return rendered
-
-
-def _python_call(call: StepCall, fn: Callable[..., object],
-                 given: dict[str, JSON] | None) -> Awaitable[JSON]:
-    step = call.step
-    sig = signature_of(fn)
-    if given:
-        kwargs = bind(fn, given, call.resolve, step.id)
-    elif sig.params:
-        kwargs = bind(fn, {}, call.resolve, step.id)
-    else:
-        kwargs = {}
-    # the engine checks that the value is JSON (ensure_json) before storing it
-    if sig.is_async:
-        return cast("Awaitable[JSON]", fn(**kwargs))
-    return cast("Awaitable[JSON]", invoke(fn, kwargs, call.services.executor))
-
-
-def direct_python(step: StepSpec) -> Callable[[], Awaitable[JSON]] | None:
-    """An async function given in Python with no parameters and no ``with``: its own
-    coroutine is the attempt, with no binding to do (what ``run_python`` would return)."""
-    fn = step.func
-    if fn is None or step.config.get("with"):
-        return None
-    try:
-        sig = signature_of(fn)
-    except (TypeError, ValueError):
-        return None
-    if sig.params or not sig.is_async:
-        return None
-    return cast("Callable[[], Awaitable[JSON]]", fn)
 
 
 def _check_python(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
@@ -188,7 +206,7 @@ async def _run_http(call: StepCall) -> JSON:
 
 
 def register_builtins() -> None:
-    register_step_type(StepType(name="python", run=run_python, direct=direct_python,
+    register_step_type(StepType(name="python", run=run_python, prepare=PythonStep,
                                 fields=frozenset({"call", "with"}),
                                 required=frozenset({"call"}), check=_check_python,
                                 literal_fields=frozenset({"call"})))

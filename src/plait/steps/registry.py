@@ -14,10 +14,10 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..core import expressions
-from ..core.model import JSON, JSONDict, StepSpec
+from ..core.model import JSON, StepSpec
 from ..core.steptypes import (
     FieldChecker,
     StepTypeInfo,
@@ -27,7 +27,10 @@ from ..core.steptypes import (
 )
 from ..errors import PlaitError, TemplateError
 from ..runtime import netpolicy
-from ..runtime.context import StepContext, StepLog, make_context
+from ..runtime.context import StepContext, StepLog
+
+if TYPE_CHECKING:
+    from ..core.validate import CheckedWorkflow
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,6 +46,7 @@ class RunAccess(Protocol):
     """What a step attempt may read of its run (implemented by the run loop)."""
 
     run_id: str
+    checked: CheckedWorkflow  # the definition the run executes
     input: JSON
     shared_state: Mapping[str, JSON]  # the declared output keys written so far
     services: Services
@@ -50,7 +54,9 @@ class RunAccess(Protocol):
 
     def template_context(self, index: int) -> Mapping[str, object]: ...
 
-    def parent_outputs(self, index: int) -> JSONDict: ...
+    def parent_outputs(self, index: int) -> Mapping[str, JSON]: ...
+
+    def step_output(self, index: int) -> JSON: ...
 
     def resolve(self, call: StepCall, name: str) -> tuple[bool, object]: ...
 
@@ -96,7 +102,9 @@ class StepCall:
     def template_context(self) -> Mapping[str, object]:
         return self.run.template_context(self.index)
 
-    def parent_outputs(self) -> JSONDict:
+    def parent_outputs(self) -> Mapping[str, JSON]:
+        """The parents' outputs by id, read when asked (a parent that did not complete
+        reads as None)."""
         return self.run.parent_outputs(self.index)
 
     def resolve(self, name: str) -> tuple[bool, object]:
@@ -140,12 +148,15 @@ class StepCall:
             raise
 
     def context(self) -> StepContext:
-        if self._stop is None:
-            self._stop = expressions.Stop()
-        return make_context(run_id=self.run_id, step_id=self.step.id, attempt=self.attempt,
-                            input=self.input, state=self.state,
-                            outputs=self.parent_outputs(), journal=self.run.step_log,
-                            cancel_flag=self._stop)
+        """The attempt's StepContext (O(1): its outputs and logger are read lazily)."""
+        stop = self._stop
+        if stop is None:
+            stop = self._stop = expressions.Stop()
+        run = self.run
+        return StepContext(run_id=run.run_id, step_id=self.step.id, attempt=self.attempt,
+                           input=run.input, state=run.shared_state,
+                           outputs=run.parent_outputs(self.index), journal=run.step_log,
+                           cancel_flag=stop)
 
     def stop(self) -> None:
         """The attempt was cancelled or timed out: its context says so (a sync body in
@@ -183,11 +194,10 @@ class StepType:
     # the step waits for something outside the run (a person): the loop parks it in
     # `waiting` without a task, and the run waits (approval)
     parks: bool = False
-    # optional, asked once per checked workflow for each step of this type: a
-    # zero-argument callable returning the attempt's awaitable when the step needs nothing
-    # from its StepCall (no parameters, no templates), which the loop then calls instead
-    # of ``run``; None means "call run"
-    direct: Callable[[StepSpec], Callable[[], Awaitable[JSON]] | None] | None = None
+    # optional, asked once per checked workflow for each step of this type: the step's
+    # attempt function, doing what ``run`` does with what is the same for every attempt
+    # worked out once (a python step's parameter plan); None: every attempt calls ``run``
+    prepare: Callable[[StepSpec, CheckedWorkflow], StepFunction] | None = None
 
 
 ENTRY_POINT_GROUP = "plait.step_types"
