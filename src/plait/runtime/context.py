@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.bounds import Stop
 from ..core.model import JSON, JSONDict
-from ..core.sandbox import Stop
 
 _log = logging.getLogger("plait.step")
 
