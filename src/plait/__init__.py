@@ -1,41 +1,53 @@
 """plait: a workflow engine for Python — validated DAGs, eager parallel scheduling,
-retries, durable runs."""
+retries, durable runs.
+
+The names below load on first use (PEP 562), so ``import plait`` and the command line's
+``--help`` do not pay for the engine, Jinja2 or the stores.  Any name but an error
+class brings the engine with it: the Workflow module registers the built-in step types
+first, so a type registered afterwards (``register_step_type``, a plugin) replaces a
+built-in one of the same name, as when everything was imported at once.
+"""
 
 from __future__ import annotations
 
-from .core.model import RetryPolicy, StepSpec, WorkflowSpec
-from .core.states import RunStatus, StepStatus
-from .errors import (
-    CircuitOpenError,
-    DecisionTaken,
-    DefinitionError,
-    FatalError,
-    HTTPStatusError,
-    InputError,
-    NetworkRefused,
-    OutputError,
-    PlaitError,
-    Problem,
-    RunBusy,
-    RunError,
-    RunLeftUnfinished,
-    RunNotFound,
-    SchemaVersionError,
-    StaleWriteError,
-    StepError,
-    StepTimeout,
-    StoreError,
-    TemplateError,
-    TransitionError,
-    VersionConflict,
-    WorkflowNotFound,
-)
-from .runtime.context import StepContext
-from .runtime.results import RunResult, StepResult
-from .steps.registry import StepCall, StepType, register_step_type
-from .workflow import Retry, Workflow
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .core.model import RetryPolicy, StepSpec, WorkflowSpec
+    from .core.states import RunStatus, StepStatus
+    from .errors import (
+        CircuitOpenError,
+        DecisionTaken,
+        DefinitionError,
+        FatalError,
+        HTTPStatusError,
+        InputError,
+        NetworkRefused,
+        OutputError,
+        PlaitError,
+        Problem,
+        RunBusy,
+        RunError,
+        RunLeftUnfinished,
+        RunNotFound,
+        SchemaVersionError,
+        StaleWriteError,
+        StepError,
+        StepTimeout,
+        StoreError,
+        TemplateError,
+        TransitionError,
+        VersionConflict,
+        WorkflowNotFound,
+    )
+    from .runtime.context import StepContext
+    from .runtime.results import RunResult, StepResult
+    from .steps.registry import StepCall, StepType, register_step_type
+    from .workflow import Retry, Workflow
 
 __version__ = "0.1.0"
+
 
 __all__ = [
     "CircuitOpenError",
@@ -75,3 +87,29 @@ __all__ = [
     "WorkflowSpec",
     "register_step_type",
 ]
+
+# where each public name lives (module relative to this package)
+_HOMES = {
+    "RetryPolicy": ".core.model", "StepSpec": ".core.model", "WorkflowSpec": ".core.model",
+    "RunStatus": ".core.states", "StepStatus": ".core.states",
+    "StepContext": ".runtime.context",
+    "RunResult": ".runtime.results", "StepResult": ".runtime.results",
+    "StepCall": ".steps.registry", "StepType": ".steps.registry",
+    "register_step_type": ".steps.registry",
+    "Retry": ".workflow", "Workflow": ".workflow",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES.get(name, ".errors")
+    if home != ".errors":
+        importlib.import_module(".workflow", __name__)  # the built-in step types first
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -42,8 +42,6 @@ from .core.steptypes import type_info
 from .core.suggest import did_you_mean
 from .core.validate import CheckedWorkflow, check, gc_paused
 from .errors import DefinitionError, Problem
-from .observe.alerts import check_rules
-from .observe.graph import dot, mermaid
 from .runtime.binding import Signature, signature_of
 from .runtime.results import RunResult
 from .runtime.retry_names import retry_name_problems
@@ -275,7 +273,7 @@ class Workflow:
         spec, problems = parse_definition(data)
         if spec is None:
             raise DefinitionError(problems, source=source)
-        problems += check_rules(spec.alerts)
+        problems += _alert_problems(spec)
         if check_imports:
             problems += _import_problems(spec)
         checked = check(spec, source=source, prior=problems)
@@ -301,7 +299,7 @@ class Workflow:
             with gc_paused(keep=True):  # one pause for building and checking
                 spec = self._build(problems)
                 # a workflow built in Python has its step modules imported already
-                problems += check_rules(spec.alerts) + retry_name_problems(spec)
+                problems += _alert_problems(spec) + retry_name_problems(spec)
                 self._checked = check(spec, source=self.source, prior=problems)
         return self._checked
 
@@ -367,9 +365,13 @@ class Workflow:
             return make_plan(checked)
 
     def mermaid(self) -> str:
+        from .observe.graph import mermaid
+
         return mermaid(self.validate())
 
     def dot(self) -> str:
+        from .observe.graph import dot
+
         return dot(self.validate())
 
     @property
@@ -529,3 +531,13 @@ def _doc(fn: Callable[..., object] | None) -> str | None:
     if not isinstance(doc, str) or not doc.strip():
         return None
     return inspect.cleandoc(doc).split("\n\n")[0]
+
+
+def _alert_problems(spec: WorkflowSpec) -> list[Problem]:
+    """The problems of the definition's ``alerts:`` rules (``plait.observe.alerts``,
+    imported only for a definition that has some)."""
+    if not spec.alerts:
+        return []
+    from .observe.alerts import check_rules
+
+    return check_rules(spec.alerts)

@@ -16,8 +16,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..store.base import RunRecord
+if TYPE_CHECKING:
+    from ..store.base import RunRecord
 
 LOG_DIR = "logs"
 

@@ -9,11 +9,14 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..core.jsoncheck import MAX_INT_DIGITS, MAX_NESTING, NotJSON, checked_json
-from ..core.model import JSON
+
+if TYPE_CHECKING:
+    from ..core.model import JSON
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

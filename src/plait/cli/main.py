@@ -8,24 +8,25 @@ render."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from .. import __version__
-from ..core.states import RunStatus
-from . import commands, control, inspection, session
-from .detach import detachable
 from .inputs import RUN_ID, parse_json_option, parse_since, read_input
 from .settings import DB_ENV, DEFAULT_DB
-from .views import choose_view
+
+if TYPE_CHECKING:
+    from ..core.model import JSON
+    from .views import RunView
 
 _DB_HELP = f"Store URL (memory://, sqlite:///path.db). Default: ${DB_ENV}, else {DEFAULT_DB}."
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-_RUN_STATUSES = [str(s) for s in RunStatus]
+# RunStatus's values, spelled out so that parsing arguments does not load the core (a
+# unit test checks that they match)
+RUN_STATUSES = ["pending", "running", "waiting", "completed", "failed", "cancelled"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -43,12 +44,16 @@ def json_option(help: str) -> Callable[[F], F]:
 def finish(work: Coroutine[Any, Any, int]) -> NoReturn:
     """Run a command's coroutine and exit with its code (130 after a Ctrl-C that came
     outside a run's execution, which handles its own)."""
+    import asyncio
+
+    from .commands import exit_now
+
     try:
         code = asyncio.run(work)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         code = 130
-    commands.exit_now(code)
+    exit_now(code)
 
 
 @click.group(context_settings=_CONTEXT)
@@ -91,7 +96,9 @@ def validate(files: tuple[str, ...], no_import: bool) -> None:
 
     Exit status: 0 when every file is valid, 1 otherwise.
     """
-    sys.exit(commands.validate_files(files, check_imports=not no_import))
+    from .commands import validate_files
+
+    sys.exit(validate_files(files, check_imports=not no_import))
 
 
 @cli.command()
@@ -131,13 +138,16 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
       2  bad usage, an invalid definition or bad input (nothing is stored)
       3  the run is waiting for an approval
     """
+    from .detach import detachable
+
     if detach and not detachable(db):
         raise click.UsageError(f"--detach needs a store another process can open, such "
                                f"as sqlite:///path.db (the default); with {db} nothing "
                                f"could continue the run")
     value = read_input(input_text, input_file)
-    view = choose_view(as_json=as_json, quiet=quiet)
-    finish(session.run_command(target, value, db=db, view=view, detach=detach))
+    from .session import run_command
+
+    finish(run_command(target, value, db=db, view=_view(as_json, quiet), detach=detach))
 
 
 @cli.command()
@@ -162,14 +172,15 @@ def resume(run_id: str, db: str, as_json: bool, quiet: bool) -> None:
       2  bad usage, an unknown run, or a store that cannot be used
       3  the run is waiting for an approval
     """
-    view = choose_view(as_json=as_json, quiet=quiet)
-    finish(session.resume_command(run_id, db=db, view=view))
+    from .session import resume_command
+
+    finish(resume_command(run_id, db=db, view=_view(as_json, quiet)))
 
 
 
 @cli.command()
 @click.option("--workflow", metavar="W", help="Only runs of workflow W.")
-@click.option("--status", type=click.Choice(_RUN_STATUSES), help="Only runs in this status.")
+@click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
               metavar="N", help="Show at most N runs.")
 @db_option
@@ -184,8 +195,10 @@ def runs(workflow: str | None, status: str | None, limit: int, db: str,
     Columns: run id, workflow@version, status, start time (UTC), duration (the time so
     far, marked +, for a run still going) and steps ended/total.
     """
-    finish(inspection.runs_command(db=db, workflow=workflow, status=status, limit=limit,
-                                   as_json=as_json))
+    from .inspection import runs_command
+
+    finish(runs_command(db=db, workflow=workflow, status=status, limit=limit,
+                        as_json=as_json))
 
 
 @cli.command()
@@ -202,7 +215,9 @@ def show(run_id: str, db: str, as_json: bool) -> None:
     Times are UTC. Errors are cut to their first line; --json has all of them.
     Exit status: 0, or 2 when there is no such run.
     """
-    finish(inspection.show_command(run_id, db=db, as_json=as_json))
+    from .inspection import show_command
+
+    finish(show_command(run_id, db=db, as_json=as_json))
 
 
 @cli.command()
@@ -223,7 +238,9 @@ def cancel(run_id: str, db: str) -> None:
       1  the run already completed or failed: nothing to cancel
       2  bad usage, an unknown run, or a store that cannot be used
     """
-    finish(control.cancel_command(run_id, db=db))
+    from .control import cancel_command
+
+    finish(cancel_command(run_id, db=db))
 
 
 @cli.command()
@@ -255,10 +272,11 @@ def approve(run_id: str, step: str, reject: bool, data_text: str | None, by: str
       2  bad usage, an unknown run, or a store that cannot be used
       3  the run is waiting for an approval
     """
-    data = parse_json_option(data_text, "--data") if data_text is not None else None
-    view = choose_view(as_json=as_json, quiet=quiet)
-    finish(control.approve_command(run_id, step, approved=not reject, by=by, data=data, db=db,
-                                   view=view))
+    data = _json_value(data_text, "--data")
+    from .control import approve_command
+
+    finish(approve_command(run_id, step, approved=not reject, by=by, data=data, db=db,
+                           view=_view(as_json, quiet)))
 
 
 
@@ -287,10 +305,12 @@ def retry(run_id: str, from_step: str | None, input_text: str | None, db: str,
       2  bad usage, an unknown run, or a store that cannot be used
       3  the run is waiting for an approval
     """
-    new_input = parse_json_option(input_text, "--input") if input_text is not None else None
-    view = choose_view(as_json=as_json, quiet=quiet)
-    finish(session.retry_command(run_id, from_step=from_step, new_input=new_input,
-                                 replace_input=input_text is not None, db=db, view=view))
+    new_input = _json_value(input_text, "--input")
+    from .session import retry_command
+
+    finish(retry_command(run_id, from_step=from_step, new_input=new_input,
+                         replace_input=input_text is not None, db=db,
+                         view=_view(as_json, quiet)))
 
 
 
@@ -306,7 +326,9 @@ def gantt(run_id: str, html: str | None, db: str) -> None:
     also highlights the critical path (the chain of steps that decided the run's
     length) and lists every step.
     """
-    finish(inspection.gantt_command(run_id, db=db, html=html))
+    from .inspection import gantt_command
+
+    finish(gantt_command(run_id, db=db, html=html))
 
 
 @cli.command()
@@ -336,8 +358,10 @@ def metrics(workflow: str | None, since: str | None, limit: int, db: str, as_jso
       1  --check and at least one alert fired
       2  bad usage (a bad --since or rule), or a store that cannot be used
     """
+    from .inspection import metrics_command
+
     cutoff = parse_since(since)
-    finish(inspection.metrics_command(
+    finish(metrics_command(
         db=db, workflow=workflow, since=cutoff, limit=limit, as_json=as_json, check=check,
         alerts_file=alerts_file))
 
@@ -359,9 +383,10 @@ def sla(workflow: str | None, since: str | None, db: str, as_json: bool,
     end, or to now while it is still going. Breaches are reported, never acted on.
     Exit status: 0 (with --check: 1 when there is a breach), 2 on bad usage.
     """
+    from .inspection import sla_command
+
     cutoff = parse_since(since)
-    finish(inspection.sla_command(db=db, workflow=workflow, since=cutoff, as_json=as_json,
-                                  check=check))
+    finish(sla_command(db=db, workflow=workflow, since=cutoff, as_json=as_json, check=check))
 
 
 @cli.command()
@@ -377,7 +402,9 @@ def plan(file: str, as_json: bool) -> None:
     the longest chain of dependencies; when more steps are ready than the concurrency
     allows, steps on the longest remaining path go first.
     """
-    sys.exit(commands.show_plan(file, as_json=as_json))
+    from .commands import show_plan
+
+    sys.exit(show_plan(file, as_json=as_json))
 
 
 @cli.command()
@@ -392,7 +419,20 @@ def graph(target: str, fmt: str, db: str) -> None:
     else. Pipe DOT to Graphviz (`plait graph flow.yaml --format dot | dot -Tsvg`) or
     paste Mermaid into a Markdown file.
     """
-    finish(commands.show_graph(target, fmt=fmt, db=db))
+    from .commands import show_graph
+
+    finish(show_graph(target, fmt=fmt, db=db))
+
+
+def _view(as_json: bool, quiet: bool) -> RunView:
+    from .views import choose_view
+
+    return choose_view(as_json=as_json, quiet=quiet)
+
+
+def _json_value(text: str | None, option: str) -> JSON:
+    """The JSON of ``option``, or None when it is not given."""
+    return parse_json_option(text, option) if text is not None else None
 
 
 def main(argv: list[str] | None = None) -> None:

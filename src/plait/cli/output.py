@@ -2,6 +2,8 @@
 
 Terminal output goes through rich; when stdout is not a terminal everything is plain,
 unwrapped text so it can be piped and parsed.  ``--json`` output is one JSON object.
+rich is imported by the functions that build its objects: a run whose summary goes to a
+pipe never loads it.
 """
 
 from __future__ import annotations
@@ -9,11 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import TextIO
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, TextIO
 
 from ..core.model import JSON
 from ..core.plan import Plan
@@ -22,12 +20,19 @@ from ..errors import DefinitionError
 from ..runtime.results import RunResult, StepResult
 from .style import STATUS_STYLES, format_seconds
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
 MAX_PLAIN_OUTPUT = 2000  # characters of a run's output shown outside --json
 MAX_NOTE = 160
 
 
 def console(file: TextIO | None = None, *, stderr: bool = False) -> Console:
     """A console that never highlights or wraps what it is given (plain when piped)."""
+    from rich.console import Console
+
     return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True)
 
 
@@ -43,6 +48,8 @@ def problems_text(error: DefinitionError, target: str, *,
                   what: str = "workflow definition") -> Text:
     """Every problem of an invalid definition (or of ``what`` else), one per line, each
     with its location."""
+    from rich.text import Text
+
     source = error.source or target
     count = len(error.problems)
     noun = "problem" if count == 1 else "problems"
@@ -68,6 +75,8 @@ def _natural(location: str) -> list[tuple[int, int | str]]:
 
 
 def error_text(message: str, *, heading: str = "error") -> Text:
+    from rich.text import Text
+
     text = Text()
     text.append(f"{heading}: ", "bold red")
     text.append(message.rstrip("\n") + "\n")
@@ -75,6 +84,8 @@ def error_text(message: str, *, heading: str = "error") -> Text:
 
 
 def valid_text(target: str, checked: CheckedWorkflow) -> Text:
+    from rich.text import Text
+
     steps = len(checked.spec.steps)
     text = Text()
     text.append(target, "bold")
@@ -88,6 +99,8 @@ def valid_text(target: str, checked: CheckedWorkflow) -> Text:
 
 
 def plan_text(name: str, plan: Plan) -> Text:
+    from rich.text import Text
+
     text = Text()
     text.append(f"workflow {name}", "bold")
     text.append(f": {plan.steps} steps, {plan.edges} edges, depth {plan.depth}\n")
@@ -144,6 +157,9 @@ def waiting_hint(result: RunResult) -> str | None:
 
 
 def summary_table(result: RunResult) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=f"{result.workflow} v{result.version}  run {result.run_id}",
                   title_justify="left", expand=False)
     table.add_column("step", style="bold", no_wrap=True)

@@ -15,9 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TextIO
-
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core.model import JSON
 from ..core.states import FINAL_RUN_STATES, StepStatus
@@ -39,6 +37,9 @@ from . import output
 from .loading import add_import_path, add_import_paths, load_target, stored_reference
 from .settings import DB_ENV, ExitCode, exit_code_for
 from .views import RunView
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 MAX_LISTED_REUSED = 8  # step ids named in the notice of `plait retry`
 
@@ -94,27 +95,27 @@ async def guarded(db: str, body: Callable[[Store], Awaitable[ExitCode]], *,
     stderr and an exit code, never a traceback: an unknown run, a store that cannot be
     used (unreadable, corrupt, newer schema) or a stored definition that cannot be
     loaded exit 2, a Refusal with its code, any other plait error 1."""
-    console = output.console(err, stderr=err is None)
     try:
         async with opened_store(db, create=create, read_only=read_only) as store:
             return await body(store)
-    except Refusal as exc:
+    except (Refusal, PlaitError) as exc:
+        message, code = _failure(exc, db)
+    output.console(err, stderr=err is None).print(message, end="")
+    return code
+
+
+def _failure(exc: Refusal | PlaitError, db: str) -> tuple[Text, ExitCode]:
+    """What ``guarded`` says about ``exc`` (rich is loaded only now) and its exit code."""
+    if isinstance(exc, Refusal):
         message = exc.message
-        console.print(output.error_text(message) if isinstance(message, str) else message,
-                      end="")
-        return exc.code
-    except RunNotFound as exc:
-        console.print(output.error_text(f"{exc} in {db}{_missing_hint(db)}"), end="")
-        return ExitCode.USAGE
-    except StoreError as exc:
-        console.print(output.error_text(f"store {db}: {exc}"), end="")
-        return ExitCode.USAGE
-    except DefinitionError as exc:  # a stored definition this plait cannot load
-        console.print(output.problems_text(exc, "stored definition"), end="")
-        return ExitCode.USAGE
-    except PlaitError as exc:
-        console.print(output.error_text(str(exc)), end="")
-        return ExitCode.FAILED
+        return output.error_text(message) if isinstance(message, str) else message, exc.code
+    if isinstance(exc, RunNotFound):
+        return output.error_text(f"{exc} in {db}{_missing_hint(db)}"), ExitCode.USAGE
+    if isinstance(exc, StoreError):
+        return output.error_text(f"store {db}: {exc}"), ExitCode.USAGE
+    if isinstance(exc, DefinitionError):  # a stored definition this plait cannot load
+        return output.problems_text(exc, "stored definition"), ExitCode.USAGE
+    return output.error_text(str(exc)), ExitCode.FAILED
 
 
 def _missing_hint(db: str) -> str:
@@ -198,6 +199,8 @@ async def resume_command(run_id: str, *, db: str, view: RunView) -> ExitCode:
         engine = Engine(store)
         try:
             if run.status in FINAL_RUN_STATES:
+                from rich.text import Text
+
                 view.notices().print(Text(f"run {run_id} already ended ({run.status}); "
                                           f"there is nothing to resume", "yellow"))
                 result = await engine.result(run_id)
@@ -314,6 +317,8 @@ async def _fork(engine: Engine, old: RunRecord, from_step: str | None,
 
 
 def _retry_notice(old: RunRecord, new: RunRecord, steps: Sequence[StepRecord]) -> Text:
+    from rich.text import Text
+
     reused = [s.step_id for s in steps if s.status is StepStatus.COMPLETED]
     text = Text(f"run {new.run_id}: retry of run {old.run_id}")
     if not reused:

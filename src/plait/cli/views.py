@@ -10,16 +10,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
-from rich.text import Text
-
 from ..core.validate import CheckedWorkflow
 from ..runtime.results import RunResult
 from ..store.base import RunRecord, StepRecord, WriteBatch
 from . import output
-from .progress import LiveProgress, ProgressModel, ProgressView
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from .detach import Detached
 
 Listener = Callable[[WriteBatch], None]
@@ -61,6 +59,8 @@ class RunView(ABC):
         """Ctrl-C was pressed ``presses`` times during the run (said on stderr)."""
         message = ("cancelling the run (press Ctrl-C again to stop at once)" if presses == 1
                    else "stopping at once")
+        from rich.text import Text
+
         self.notices().print(Text(message, "yellow"))
 
     def notices(self) -> Console:
@@ -126,6 +126,8 @@ class TerminalView(RunView):
     @contextlib.contextmanager
     def progress(self, checked: CheckedWorkflow, run: RunRecord,
                  steps: Sequence[StepRecord] = ()) -> Iterator[Listener | None]:
+        from .progress import LiveProgress, ProgressModel, ProgressView
+
         model = ProgressModel(checked.graph.ids)
         model.seed(steps)
         title = f"{checked.name} v{run.version}"
@@ -136,6 +138,8 @@ class TerminalView(RunView):
         return self.console  # above the live display, which redraws below it
 
     def finish(self, result: RunResult) -> None:
+        from rich.text import Text
+
         self.console.print(output.summary_table(result))
         if result.output is not None:
             self.console.print(Text("output", "bold"))
@@ -177,7 +181,24 @@ def choose_view(*, as_json: bool, quiet: bool) -> RunView:
         return JsonView()
     if quiet:
         return QuietView()
+    if _surely_not_a_terminal(sys.stdout):
+        return PlainView()
     console = output.console()
     if console.is_terminal:
         return TerminalView(console)
     return PlainView()
+
+
+def _surely_not_a_terminal(out: TextIO) -> bool:
+    """``out`` is no terminal and no variable rich reads (TTY_COMPATIBLE, FORCE_COLOR)
+    asks to treat it as one: decided without importing rich, which a run whose summary
+    goes to a pipe never needs."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible == "0":
+        return True
+    if compatible == "1" or "FORCE_COLOR" in os.environ:
+        return False
+    try:
+        return not out.isatty()
+    except ValueError:  # closed
+        return True

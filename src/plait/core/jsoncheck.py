@@ -19,10 +19,12 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import InputError, OutputError
-from .model import JSON
+
+if TYPE_CHECKING:
+    from .model import JSON
 
 MAX_NESTING = 256
 MAX_INT_DIGITS = 4_300

@@ -31,13 +31,10 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import missing
 
-MAX_SIZE = 1 << 20  # 1 MiB: characters of text, items of a list, bytes of an integer
-MAX_SECONDS = 2.0
+from .bounds import MAX_SECONDS, MAX_SIZE, OUTPUT_OWNERS, Stop
+
 MAX_RANGE = 100_000
 MAX_INT_BITS = 8 * MAX_SIZE
-
-# a context key no template can name (not an identifier): declared output key -> steps
-OUTPUT_OWNERS = "plait:outputs"
 
 
 class BoundExceeded(SecurityError):
@@ -46,13 +43,6 @@ class BoundExceeded(SecurityError):
     def __init__(self, message: str, *, bound: str) -> None:
         self.bound = bound
         super().__init__(message)
-
-
-@dataclass(slots=True)
-class Stop:
-    """Set by whoever owns a render (the step's task) to end it at the next check."""
-
-    requested: bool = False
 
 
 @dataclass(slots=True)

@@ -10,8 +10,8 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ..core.bounds import Stop
 from ..core.model import JSON, JSONDict
-from ..core.sandbox import Stop
 
 _log = logging.getLogger("plait.step")
 

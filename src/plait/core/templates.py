@@ -1,0 +1,254 @@
+"""Compiling and rendering templates with Jinja2, in the sandbox (SPEC 4).
+
+``expressions`` is the face the rest of plait uses; it imports this module (and with it
+Jinja2, about 30 ms) with the first template it compiles, so a definition without
+templates never loads Jinja2.  Templates compile once per distinct source.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import cast
+
+from jinja2 import TemplateSyntaxError, Undefined, nodes
+from jinja2.environment import TemplateExpression
+from jinja2.exceptions import SecurityError
+from jinja2.exceptions import TemplateError as JinjaTemplateError
+from jinja2.lexer import Token, TokenStream
+from jinja2.parser import Parser
+
+from . import sandbox
+from .bounds import MAX_SIZE, Stop
+from .expressions import RenderError, SyntaxProblem
+from .model import JSON
+from .sandbox import ENV, BoundExceeded
+
+__all__ = ["Compiled", "TemplateSyntaxError", "compile_template", "render",
+           "syntax_problem"]
+
+_LONE = re.compile(r"^\s*\{\{(?P<expr>.*)\}\}\s*$", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    source: str
+    lone: bool
+    fn: Callable[..., object]
+    steps_read: frozenset[str]
+    cheap: bool  # renders in time proportional to the data it reads (see is_cheap)
+
+
+@lru_cache(maxsize=8192)
+def compile_template(source: str) -> Compiled:
+    """Compile once per distinct source; raise TemplateSyntaxError on bad syntax."""
+    match = _LONE.match(source)
+    inner = match.group("expr") if match else None
+    if inner is not None and "{{" not in inner and "}}" not in inner and "{%" not in inner:
+        ast = ENV.parse("{{" + inner + "}}")
+        return Compiled(source, True, _compile_expression(inner), _steps_read(ast),
+                        _cheap(ast))
+    ast = ENV.parse(source)
+    steps, cheap = _steps_read(ast), _cheap(ast)
+    template = ENV.from_string(sandbox.bound_loops(ast))
+    return Compiled(source, False, template.generate, steps, cheap)
+
+
+def _compile_expression(inner: str) -> Callable[..., object]:
+    """``ENV.compile_expression`` with the sandbox's loop and ``~`` checks."""
+    parser = Parser(ENV, inner, state="variable")
+    expr = parser.parse_expression()
+    if not parser.stream.eos:
+        raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno,
+                                  None, None)
+    body = [nodes.Assign(nodes.Name("result", "store"), expr, lineno=1)]
+    template = ENV.from_string(sandbox.bound_loops(nodes.Template(body, lineno=1)))
+    return TemplateExpression(template, False)
+
+
+# What a cheap template may contain: data lookups, comparisons, logic, literals, and
+# filters that take time proportional to their input.  Anything else (calls, `*`, `**`,
+# `%`, loops, macros, assignments) may take long and is rendered off the event loop.
+_CHEAP_NODES = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.Name, nodes.Const,
+                nodes.Getattr, nodes.Getitem, nodes.Compare, nodes.Operand, nodes.And,
+                nodes.Or, nodes.Not, nodes.Neg, nodes.Pos, nodes.CondExpr, nodes.If,
+                nodes.List, nodes.Tuple, nodes.Dict, nodes.Pair, nodes.Concat, nodes.Add,
+                nodes.Sub, nodes.Div, nodes.FloorDiv, nodes.Test, nodes.Filter,
+                nodes.Slice, nodes.Keyword)
+_CHEAP_FILTERS = frozenset({"default", "d", "lower", "upper", "trim", "length", "count",
+                            "first", "last", "string", "int", "float", "bool", "tojson",
+                            "capitalize", "title", "e", "escape", "abs", "round", "list",
+                            "items", "reverse", "min", "max", "urlencode", "wordcount"})
+
+
+def _cheap(ast: nodes.Template) -> bool:
+    for node in ast.find_all(nodes.Node):
+        if (isinstance(node, nodes.Mul | nodes.Mod) and _small_number(node.right)) or \
+                (isinstance(node, nodes.Mul) and _small_number(node.left)):
+            continue  # `x * 2`, `n % 7`: time linear in the (bounded) value
+        if not isinstance(node, _CHEAP_NODES):
+            return False
+        if isinstance(node, nodes.Filter) and node.name not in _CHEAP_FILTERS:
+            return False
+    return True
+
+
+def _small_number(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Const) and isinstance(node.value, int | float) \
+        and abs(node.value) <= 1000
+
+
+def _steps_read(ast: nodes.Template) -> frozenset[str]:
+    """Step ids read as ``steps.X`` or ``steps['X']`` anywhere in the template."""
+    found: set[str] = set()
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
+        if isinstance(node, nodes.Getattr):
+            if _is_steps(node.node):
+                found.add(node.attr)
+        elif isinstance(node, nodes.Getitem) and _is_steps(node.node):
+            arg = node.arg
+            if isinstance(arg, nodes.Const) and isinstance(arg.value, str):
+                found.add(arg.value)
+    return frozenset(found)
+
+
+def _is_steps(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Name) and node.name == "steps"
+
+
+def syntax_problem(source: str) -> SyntaxProblem | None:
+    """The first syntax error of ``source`` with its line and column, or None."""
+    try:
+        compile_template(source)
+    except TemplateSyntaxError as exc:
+        line = exc.lineno or 1
+        return SyntaxProblem(message=exc.message or str(exc), line=line,
+                             column=_error_column(source, line))
+    return None
+
+
+def _error_column(source: str, line: int) -> int:
+    """Best-effort column (Jinja reports lines, not columns): where the lexer stopped on
+    the failing line; else the token the parser stopped at; else the last tag opened."""
+    lexed = _lexer_column(source, line)
+    if lexed is not None:
+        return lexed
+    parsed = _parser_column(source, line)
+    if parsed is not None:
+        return parsed
+    text = source.split("\n")[line - 1] if line - 1 < len(source.split("\n")) else ""
+    opened = max(text.rfind("{{"), text.rfind("{%"))
+    return opened + 1 if opened >= 0 else 1
+
+
+def _parser_column(source: str, line: int) -> int | None:
+    """Column of the token the parser failed on.  The parser reads a filtered token
+    stream (no whitespace or comments); counting the tokens it pulled tells which raw
+    token, with its position, it stopped at."""
+    positions: list[tuple[int, int]] = []  # (line, column) of each token the parser sees
+    col_of_line: dict[int, int] = {}
+    try:
+        for lineno, kind, value in ENV.lexer.tokeniter(source, None):
+            col = col_of_line.get(lineno, 0)
+            if kind not in _SKIPPED_TOKENS:
+                positions.append((lineno, col + len(value) - len(value.lstrip())))
+            if "\n" in value:
+                col_of_line[lineno + value.count("\n")] = len(value.rsplit("\n", 1)[1])
+            else:
+                col_of_line[lineno] = col + len(value)
+    except TemplateSyntaxError:
+        return None
+    pulled = 0
+
+    def counted(tokens: Iterator[Token]) -> Iterator[Token]:
+        nonlocal pulled
+        for token in tokens:
+            pulled += 1
+            yield token
+
+    parser = Parser(ENV, source)
+    parser.stream = TokenStream(counted(iter(ENV.lexer.tokenize(source))), None, None)
+    try:
+        parser.parse()
+    except TemplateSyntaxError:
+        index = pulled - 1  # the token pulled last is `current`, where it stopped
+    else:
+        return None
+    if 0 <= index < len(positions) and positions[index][0] == line:
+        return positions[index][1] + 1
+    return None
+
+
+_SKIPPED_TOKENS = frozenset({"whitespace", "comment_begin", "comment", "comment_end",
+                             "raw_begin", "raw_end", "linecomment_begin", "linecomment",
+                             "linecomment_end"})
+
+
+def _lexer_column(source: str, line: int) -> int | None:
+    consumed_line, col = 1, 0
+    try:
+        for lineno, _kind, value in ENV.lexer.tokeniter(source, None):
+            if lineno != consumed_line:
+                consumed_line, col = lineno, 0
+            if lineno == line:
+                col += len(value.split("\n")[-1]) if "\n" in value else len(value)
+    except TemplateSyntaxError:
+        if consumed_line == line:
+            return col + 1
+    return None
+
+
+def render(source: str, context: Mapping[str, object], *,
+           stop: Stop | None = None) -> JSON:
+    """Render one string within the bounds.  Raise RenderError naming what went wrong.
+
+    ``stop``, when set by another thread, ends the render at its next check."""
+    try:
+        compiled = compile_template(source)
+    except TemplateSyntaxError as exc:
+        raise RenderError(f"syntax error on line {exc.lineno}: {exc.message}") from exc
+    tokens = sandbox.begin(context, stop)
+    try:
+        if compiled.lone:
+            return _native(compiled.fn(**context))
+        return _join_bounded(cast("Iterator[str]", compiled.fn(context)))
+    except BoundExceeded as exc:
+        raise RenderError(str(exc), sandbox=True, bound=exc.bound) from exc
+    except SecurityError as exc:
+        raise RenderError(f"refused by the sandbox: {exc}", sandbox=True) from exc
+    except JinjaTemplateError as exc:
+        raise RenderError(str(exc)) from exc
+    except RenderError:
+        raise
+    except RecursionError as exc:
+        raise RenderError("the template nests too deeply (RecursionError)") from exc
+    except MemoryError as exc:
+        raise RenderError("size bound: the template ran out of memory", sandbox=True,
+                          bound="size") from exc
+    except Exception as exc:
+        raise RenderError(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        sandbox.end(tokens)
+
+
+def _join_bounded(chunks: Iterator[str]) -> str:
+    out: list[str] = []
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_SIZE:
+            raise RenderError(f"size bound: the rendered text exceeds {MAX_SIZE:,} "
+                              f"characters (1 MiB)", sandbox=True, bound="size")
+        sandbox.check_deadline()
+        out.append(chunk)
+    return "".join(out)
+
+
+def _native(value: object) -> JSON:
+    if isinstance(value, Undefined):
+        # StrictUndefined raises with the name that was missing.
+        value._fail_with_undefined_error()
+    sandbox.check_size(value, "the template's value")
+    return cast(JSON, value)
