@@ -32,6 +32,7 @@ from .errors import (
 from .runtime.context import StepContext
 from .runtime.results import RunResult, StepResult
 from .steps.registry import StepCall, StepType, register_step_type
+from .store.shared import StoreHandle, connect
 from .workflow import Retry, Workflow
 
 __version__ = "0.1.0"
@@ -65,11 +66,13 @@ __all__ = [
     "StepTimeout",
     "StepType",
     "StoreError",
+    "StoreHandle",
     "TemplateError",
     "TransitionError",
     "VersionConflict",
     "Workflow",
     "WorkflowNotFound",
     "WorkflowSpec",
+    "connect",
     "register_step_type",
 ]
