@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import sqlite3
 import threading
@@ -84,6 +85,7 @@ from ..core.states import (
 )
 from ..errors import (
     DecisionTaken,
+    PlaitError,
     RunNotFound,
     SchemaVersionError,
     StaleWriteError,
@@ -116,10 +118,13 @@ T = TypeVar("T")
 BUSY_TIMEOUT_S = 10.0  # how long a job waits for another process's write lock
 GATE_TIMEOUT_S = 120.0  # how long a job waits for the other writers of this process
 BUSY_RETRIES = 3  # jobs that met SQLITE_BUSY without waiting that long run again
+CHECKPOINT_AFTER_JOBS = 256  # write jobs committed on the loop's thread between checkpoints
+INLINE_AUTOCHECKPOINT = 4000  # pages: the loop's connection checkpoints only past this
 SYNCHRONOUS_MODES = ("NORMAL", "FULL")
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # hyphenated UUIDs (36 characters) included
 _Q = queries("sqlite")
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_log = logging.getLogger("plait.store.sqlite")
 
 
 # --------------------------------------------------------------------------- the URL
@@ -191,9 +196,10 @@ def translate(exc: sqlite3.Error, where: str) -> StoreError:
     return StoreError(f"database {where}: {exc}")
 
 
-def _job_error(exc: StoreError | UnicodeEncodeError) -> StoreError:
-    """A group commit job's own error, as its caller gets it."""
-    if isinstance(exc, StoreError):
+def _job_error(exc: PlaitError | UnicodeEncodeError) -> PlaitError:
+    """A group commit job's own error (RunNotFound, VersionConflict...), as its
+    caller gets it."""
+    if isinstance(exc, PlaitError):
         return exc
     error = StoreError(f"a value to store is not valid Unicode ({exc.reason}: "
                        f"{exc.object[exc.start:exc.end]!a}); nothing of it was stored")
@@ -300,7 +306,9 @@ class _Database:
                                  f"(got {mode!r}); is it on a network filesystem?")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
-            if not inline:  # the inline connection opens after the thread's migrated
+            if inline:  # the store's thread checkpoints (SqliteStore._commit_here)
+                conn.execute(f"PRAGMA wal_autocheckpoint = {INLINE_AUTOCHECKPOINT:d}")
+            else:  # the inline connection opens after the thread's migrated
                 migrate(conn, self.where)
         except BaseException:
             conn.close()
@@ -371,6 +379,14 @@ class _Database:
         if self.path.is_dir():
             raise StoreError(f"database path {self.where} is a directory, not a file")
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file and sync it.  Run holding
+        this process's write gate, so that the copy catches up with the log and the
+        next write starts the log over (it stops growing); PASSIVE: it never waits
+        for another process's writer or reader.  Meanwhile, this process's writes
+        queue up for the store's thread (``GroupCommit``)."""
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -407,7 +423,7 @@ class _Database:
         for job in jobs:
             try:
                 job.value = job.apply(self, *job.args)
-            except (rows.Refused, StoreError, UnicodeEncodeError):
+            except (rows.Refused, PlaitError, UnicodeEncodeError):
                 return False
             job.ok = True
         return True
@@ -422,7 +438,7 @@ class _Database:
             except rows.Refused:
                 conn.execute("ROLLBACK TO job")
                 job.ok, job.value = False, self._refusal(*job.args)
-            except (StoreError, UnicodeEncodeError) as exc:
+            except (PlaitError, UnicodeEncodeError) as exc:
                 conn.execute("ROLLBACK TO job")
                 job.ok, job.value = False, _job_error(exc)
             conn.execute("RELEASE job")
@@ -754,6 +770,9 @@ class SqliteStore:
         # the event loop's connection (NORMAL only), used on the loop that opened it
         self._inline: _Database | None = None
         self._writes: GroupCommit | None = None  # the group commit of that loop
+        self._unsynced_jobs = 0  # committed on the loop's thread since the last checkpoint
+        self._checkpoint: asyncio.Future[None] | None = None  # at the store's thread
+        self._checkpointing = False  # set here, cleared by the store's thread
 
     def _run(self, job: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """One hop to the store's thread: ``job`` runs there; await the result."""
@@ -782,6 +801,39 @@ class SqliteStore:
         if thread is None:
             raise StoreError(f"store {self.url} is not open (call open() first)")
         return thread.submit(self._db.call_writing, self._db.commit_group, jobs)
+
+    def _commit_here(self, jobs: list[WriteJob]) -> bool:
+        """A group committed on the loop's thread (False: the lock was busy).  Such
+        commits append to the write-ahead log without a sync; the sync comes with a
+        checkpoint, which the store's thread does every CHECKPOINT_AFTER_JOBS jobs
+        (the loop's connection does it itself, a sync of the database file on the
+        loop's thread, only past INLINE_AUTOCHECKPOINT pages: when another process
+        keeps the checkpoints from catching up).  While a checkpoint is pending, groups
+        go to the thread, after it: it is not starved of the write gate."""
+        inline = self._inline
+        if inline is None or self._checkpointing:  # the thread's turn (next in its queue)
+            return False
+        if not inline.try_commit_group(jobs):
+            return False
+        self._unsynced_jobs += len(jobs)
+        if self._unsynced_jobs >= CHECKPOINT_AFTER_JOBS and self._thread is not None \
+                and not self._checkpointing:  # (cleared by the thread: the loop may
+            self._unsynced_jobs = 0           # not have run its callbacks since)
+            self._checkpointing = True
+            self._checkpoint = self._run(self._checkpoint_now)
+        return True
+
+    def _checkpoint_now(self) -> None:
+        """On the store's thread.  A checkpoint that fails (the disk...) is tried again
+        after the next jobs, and the loop's connection checkpoints past its limit:
+        nobody waits for this one to tell them."""
+        try:
+            self._db.call_writing(self._db.checkpoint)
+        except StoreError as exc:
+            _log.warning("database %s: checkpoint failed (%s); it is retried", self._db.where,
+                         exc)
+        finally:
+            self._checkpointing = False
 
     def _read_here(self, job: Callable[..., T], *args: Any) -> T | None:
         """A point read on the loop's own connection (no hop); None when it cannot be
@@ -816,7 +868,7 @@ class SqliteStore:
             thread, self._thread = self._thread, None
             thread.stop(self._close_all)  # also when cancelled while connecting
             raise
-        here = None if self._inline is None else self._inline.try_commit_group
+        here = None if self._inline is None else self._commit_here
         self._writes = GroupCommit(asyncio.get_running_loop(), here, self._commit_there)
 
     def _close_all(self) -> None:
@@ -829,6 +881,9 @@ class SqliteStore:
         writes, self._writes = self._writes, None
         if writes is not None:
             await writes.drain()  # what was written before close is committed
+        checkpoint, self._checkpoint = self._checkpoint, None
+        if checkpoint is not None:
+            await checkpoint  # it never raises (see _checkpoint_now)
         thread, self._thread = self._thread, None
         if thread is None:
             return
