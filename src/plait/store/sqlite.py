@@ -16,27 +16,30 @@ Durability (``synchronous``; the database always runs in WAL mode):
   survives a power loss too, at the cost of one fsync per commit (about 4,300
   commits/s on the same disk).
 
-Threading: one dedicated thread owns the connection.  Each Store method is ONE hop to
-that thread running one job (a whole transaction), never one hop per statement, and
-the event loop never waits for a lock, a sync or a read.  ``write(batch)`` is a single
-``BEGIN IMMEDIATE ... COMMIT`` using ``executemany`` per kind of row; its values are
-JSON-encoded once, before the write lock is taken, so transactions stay short.
+Threading: one dedicated thread owns the connection.  Reads are ONE hop to that thread
+running one job, never one hop per statement; the event loop never waits for a lock, a
+sync or a large read.  Writes (``write``, ``create_run``, ``claim_run``, ``heartbeat``,
+``release_run``, ``record_decision``, storing a new definition) are jobs of the store's
+group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
+together are committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or
+error its own (``_Database.commit_group``: a refused job is undone alone).
 
-The one exception, with ``synchronous=NORMAL`` only: a batch is committed on the event
-loop's own thread (the one that opened the store), through a second connection whose
-busy timeout is zero, when the write lock is free at that instant.  Such a commit
-appends to the write-ahead log without an fsync: it costs about what encoding the batch
-does, while the hop to the thread and back cost more than the commit itself (chain-1000
-in ``make bench`` on a 2-core VM: 2,949 durable steps/s through the thread, 6,301
-inline).
-When the lock is busy the batch goes to the thread, which waits for it as above.  Like
-any SQLite connection, that one checkpoints the log into the database when the log
-passes 1,000 pages (about 4 MB of writes): one sync of the database file, on the loop's
-thread, which is what the steps/s figures above include.  With ``synchronous=FULL``
-every commit is synced, so every write goes to the thread.
+With ``synchronous=NORMAL`` a group is committed on the event loop's own thread (the
+one that opened the store), through a second connection whose busy timeout is zero,
+when the write lock is free at that instant.  Such a commit appends to the write-ahead
+log without an fsync: it costs about what encoding the batch does, while the hop to
+the thread and back cost more than the commit itself (chain-1000 in ``make bench`` on
+a 2-core VM: 2,949 durable steps/s through the thread, 6,301 inline).  When the lock
+is busy the group goes to the thread, which waits for it as above, and what arrives
+meanwhile forms the next group.  The log is checkpointed (copied into the database and
+synced) by the store's thread every CHECKPOINT_AFTER_JOBS inline jobs, holding the
+write gate (``SqliteStore._commit_here``).  With ``synchronous=FULL`` every commit is
+synced, so every group goes to the thread.  Point reads (the run's record, whether a
+definition is stored already) are done on the loop's connection too.
 
-One process, many stores (concurrent ``run_async`` calls each open one): the stores
-of a process writing the same file take turns at one lock per file (``write_gate``),
+One process, many runs: they share one store per file (``shared.py``,
+``plait.connect``).  Stores of one process that still write the same file (other event
+loops, another ``synchronous`` mode) take turns at one lock per file (``write_gate``),
 so they never wait in SQLite's busy handler, which polls and can starve a writer.
 
 Reading only (``read_only=True``: ``plait runs``, ``show``...): ``mode=ro``, no
