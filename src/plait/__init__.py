@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .runtime.context import StepContext
     from .runtime.results import RunResult, StepResult
     from .steps.registry import StepCall, StepType, register_step_type
+    from .store.shared import StoreHandle, connect
     from .workflow import Retry, Workflow
 
 __version__ = "0.1.0"
@@ -79,12 +80,14 @@ __all__ = [
     "StepTimeout",
     "StepType",
     "StoreError",
+    "StoreHandle",
     "TemplateError",
     "TransitionError",
     "VersionConflict",
     "Workflow",
     "WorkflowNotFound",
     "WorkflowSpec",
+    "connect",
     "register_step_type",
 ]
 
@@ -97,6 +100,7 @@ _HOMES = {
     "StepCall": ".steps.registry", "StepType": ".steps.registry",
     "register_step_type": ".steps.registry",
     "Retry": ".workflow", "Workflow": ".workflow",
+    "StoreHandle": ".store.shared", "connect": ".store.shared",
 }
 
 

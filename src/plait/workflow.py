@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Never, NoReturn, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Never, NoReturn, TypeVar, cast, overload
 
 from .core.durations import parse_duration
 from .core.jsoncheck import find_problems
@@ -47,6 +47,10 @@ from .runtime.results import RunResult
 from .runtime.retry_names import retry_name_problems
 from .steps.builtin import register_builtins
 from .steps.registry import load_plugins
+
+if TYPE_CHECKING:
+    from .store.base import Store
+    from .store.shared import StoreHandle
 
 register_builtins()
 
@@ -382,30 +386,42 @@ class Workflow:
 
     def run(self, input: JSON = None, *, db: str | None = None,
             run_id: str | None = None) -> RunResult:
-        """Run to the end and return the result (blocking; memory store by default)."""
+        """Run to the end and return the result (blocking; memory store by default).
+        ``db`` is a store URL: the store is opened for this run and closed after it (a
+        ``plait.connect`` handle belongs to an event loop, and this call starts its own:
+        hold one and ``await run_async`` to share a store between runs)."""
         return asyncio.run(self.run_async(input, db=db, run_id=run_id))
 
-    async def run_async(self, input: JSON = None, *, db: str | None = None,
+    async def run_async(self, input: JSON = None, *, db: str | StoreHandle | None = None,
                         run_id: str | None = None) -> RunResult:
-        from .runtime.engine import Engine
+        """Run to the end and return the result.  ``db``: a store URL, whose store is
+        shared with every other run holding the same URL in this event loop (opened by
+        the first, closed by the last: see ``plait.connect``); a handle from
+        ``plait.connect``; or None for a private memory store."""
         from .runtime.gctune import relaxed_gc
-        from .store import open_store
+        from .store.shared import StoreHandle
 
         checked = self.validate()
         value = {} if input is None else input
         with relaxed_gc():
-            store = open_store(db or "memory://")
-            await store.open()
-            engine = Engine(store)
-            try:
-                return await engine.run(checked, value, run_id=run_id)
-            finally:
-                engine.close()
-                await store.close()
-                del engine, store
+            if isinstance(db, StoreHandle):
+                return await _run_on(db.store, checked, value, run_id)
+            async with StoreHandle(db or "memory://") as held:
+                return await _run_on(held.store, checked, value, run_id)
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r} with {len(self.spec.steps)} steps>"
+
+
+async def _run_on(store: Store, checked: CheckedWorkflow, value: JSON,
+                  run_id: str | None) -> RunResult:
+    from .runtime.engine import Engine
+
+    engine = Engine(store)
+    try:
+        return await engine.run(checked, value, run_id=run_id)
+    finally:
+        engine.close()
 
 
 def _pool(name: str, body: Mapping[str, Any], problems: list[Problem]) -> PoolSpec:

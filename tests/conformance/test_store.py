@@ -886,3 +886,80 @@ async def test_concurrent_decisions_have_one_winner(store: Store, uid: UID) -> N
     assert all(isinstance(o, DecisionTaken) and o.decision == standing
                for o in outcomes if o is not None)
     assert await stored_decisions(store, run_id) == [standing]
+
+
+# ---------------------------------------------------------------- many writers at once
+
+
+def _start_run_batch(run_id: str) -> WriteBatch:
+    """A run starts: it is running, ``a`` is queued then running with an attempt."""
+    return WriteBatch(run_id=run_id,
+                      steps=[change("a", S.PENDING, S.QUEUED),
+                             change("a", S.QUEUED, S.RUNNING, attempts=1)],
+                      attempts=[AttemptChange("a", 1, 2.0, False, "running")],
+                      run=RunChange(source=R.PENDING, target=R.RUNNING, at=2.0),
+                      notes=[("a", {"started": run_id})])
+
+
+async def test_many_runs_writing_at_once_all_commit(store: Store, uid: UID) -> None:
+    """Many runs create, claim, write and release at the same time (as concurrent
+    ``run_async`` calls on one shared store do): every change is stored, each run's
+    history numbered from 1 without gaps."""
+    import asyncio
+
+    run_ids = [new_run_id() for _ in range(60)]
+    workflow = uid("wf")
+    await asyncio.gather(*(store.create_run(run_record(r, workflow), ["a", "b"])
+                           for r in run_ids))
+    claimed = await asyncio.gather(*(store.claim_run(r, f"owner-{r}", 1.0, 30.0)
+                                     for r in run_ids))
+    assert [c.run_id if c else None for c in claimed] == run_ids
+    await asyncio.gather(*(store.write(_start_run_batch(r)) for r in run_ids))
+    await asyncio.gather(*(store.write(WriteBatch(run_id=r, steps=[
+        change("a", S.RUNNING, S.COMPLETED, attempts=1, output={"n": n})],
+        attempts=[AttemptChange("a", 1, 3.0, False, "completed")]))
+        for n, r in enumerate(run_ids)))
+    await asyncio.gather(*(store.release_run(r, f"owner-{r}") for r in run_ids))
+    for n, run_id in enumerate(run_ids):
+        run = await store.get_run(run_id)
+        assert (run.status, run.owner) == (R.RUNNING, None)
+        steps = {s.step_id: (str(s.status), s.output) for s in await store.get_steps(run_id)}
+        assert steps == {"a": ("completed", {"n": n}), "b": ("pending", None)}
+        assert [(a.attempt, a.status) for a in await store.get_attempts(run_id)] == \
+            [(1, "completed")]
+        events = await store.get_events(run_id)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert [e.data for e in events if e.kind == "note"] == [{"started": run_id}]
+
+
+@pytest.mark.parametrize("poison", ["stale", "illegal", "unknown_run"])
+async def test_a_refused_write_among_concurrent_ones_fails_alone(
+        store: Store, uid: UID, poison: str) -> None:
+    """Writes of many runs arrive together (a store may commit them as one group): the
+    one that is refused raises for its caller only and stores nothing; every other is
+    committed."""
+    import asyncio
+
+    run_ids = [await new_run(store, uid) for _ in range(12)]
+    victim = run_ids[5]
+    await store.write(WriteBatch(run_id=victim, steps=[change("b", S.PENDING, S.QUEUED)]))
+    before = await _state_of(store, victim)
+    bad = _start_run_batch(victim)
+    if poison == "stale":
+        bad.steps.append(change("b", S.PENDING, S.SKIPPED))  # b is queued already
+    elif poison == "illegal":
+        bad.steps.append(change("c", S.PENDING, S.COMPLETED))
+    else:
+        bad.run_id = new_run_id()
+    batches = [bad if r == victim else _start_run_batch(r) for r in run_ids]
+    outcomes = await asyncio.gather(*(store.write(b) for b in batches),
+                                    return_exceptions=True)
+    expected = {"stale": StaleWriteError, "illegal": (TransitionError, StaleWriteError),
+                "unknown_run": RunNotFound}[poison]
+    assert isinstance(outcomes[5], expected), outcomes[5]
+    assert [o for n, o in enumerate(outcomes) if n != 5] == [None] * 11
+    assert await _state_of(store, victim) == before
+    for run_id in run_ids:
+        if run_id != victim:
+            assert (await store.get_run(run_id)).status == R.RUNNING
+            assert (await statuses(store, run_id))["a"] == "running"

@@ -1,6 +1,7 @@
-"""Many ``run_async`` calls at once in one process on one SQLite file: each opens its own
-store; they take turns writing inside the process, and a call that fails on the store
-leaves its run to whoever continues it, never owned by nobody-that-runs-it."""
+"""Many ``run_async`` calls at once in one process on one SQLite file: they share one
+store (``plait.connect``), whose writes are grouped into transactions; and a call that
+fails on the store leaves its run to whoever continues it, never owned by
+nobody-that-runs-it."""
 
 from __future__ import annotations
 

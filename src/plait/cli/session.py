@@ -30,9 +30,9 @@ from ..errors import (
 )
 from ..runtime.engine import Engine, preflight
 from ..runtime.results import RunResult
-from ..store import open_store
 from ..store.base import RunRecord, StepRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
+from ..store.shared import StoreHandle
 from . import output
 from .loading import add_import_path, add_import_paths, load_target, stored_reference
 from .settings import DB_ENV, ExitCode, exit_code_for
@@ -79,13 +79,12 @@ async def opened_store(url: str, *, create: bool = True,
     pass ``create=False``: a SQLite file that does not exist then stays missing and
     the command sees an empty store (no runs).  Commands that only read pass
     ``read_only``: they work on a database they cannot write (SPEC 8)."""
-    store: Store = open_store(url, read_only=read_only) \
-        if create or missing_database(url) is None else MemoryStore(url)
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
+    if not create and missing_database(url) is not None:
+        yield MemoryStore(url)
+        return
+    # the shared store of the URL (plait.connect): one per file for the whole command
+    async with StoreHandle(url, read_only=read_only) as held:
+        yield held.store
 
 
 async def guarded(db: str, body: Callable[[Store], Awaitable[ExitCode]], *,

@@ -125,7 +125,9 @@ class RunLoop:
         self._cancel_reason: str | None = None
         self._tg: asyncio.TaskGroup | None = None
         self._create_task: Callable[[Coroutine[object, object, None]], asyncio.Task[None]]
-        self._last_cancel_poll = 0.0
+        # the claim that gave us the run just read its cancel request and renewed the
+        # heartbeat: the first poll is due a poll interval after it
+        self._last_cancel_poll = run.heartbeat_at or 0.0
         self.parked: dict[int, float | None] = {}  # approval steps -> deadline
         self._pool_waiting = 0  # steps of this run waiting for a pool slot
         self._decisions_due = False

@@ -16,27 +16,30 @@ Durability (``synchronous``; the database always runs in WAL mode):
   survives a power loss too, at the cost of one fsync per commit (about 4,300
   commits/s on the same disk).
 
-Threading: one dedicated thread owns the connection.  Each Store method is ONE hop to
-that thread running one job (a whole transaction), never one hop per statement, and
-the event loop never waits for a lock, a sync or a read.  ``write(batch)`` is a single
-``BEGIN IMMEDIATE ... COMMIT`` using ``executemany`` per kind of row; its values are
-JSON-encoded once, before the write lock is taken, so transactions stay short.
+Threading: one dedicated thread owns the connection.  Reads are ONE hop to that thread
+running one job, never one hop per statement; the event loop never waits for a lock, a
+sync or a large read.  Writes (``write``, ``create_run``, ``claim_run``, ``heartbeat``,
+``release_run``, ``record_decision``, storing a new definition) are jobs of the store's
+group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
+together are committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or
+error its own (``_Database.commit_group``: a refused job is undone alone).
 
-The one exception, with ``synchronous=NORMAL`` only: a batch is committed on the event
-loop's own thread (the one that opened the store), through a second connection whose
-busy timeout is zero, when the write lock is free at that instant.  Such a commit
-appends to the write-ahead log without an fsync: it costs about what encoding the batch
-does, while the hop to the thread and back cost more than the commit itself (chain-1000
-in ``make bench`` on a 2-core VM: 2,949 durable steps/s through the thread, 6,301
-inline).
-When the lock is busy the batch goes to the thread, which waits for it as above.  Like
-any SQLite connection, that one checkpoints the log into the database when the log
-passes 1,000 pages (about 4 MB of writes): one sync of the database file, on the loop's
-thread, which is what the steps/s figures above include.  With ``synchronous=FULL``
-every commit is synced, so every write goes to the thread.
+With ``synchronous=NORMAL`` a group is committed on the event loop's own thread (the
+one that opened the store), through a second connection whose busy timeout is zero,
+when the write lock is free at that instant.  Such a commit appends to the write-ahead
+log without an fsync: it costs about what encoding the batch does, while the hop to
+the thread and back cost more than the commit itself (chain-1000 in ``make bench`` on
+a 2-core VM: 2,949 durable steps/s through the thread, 6,301 inline).  When the lock
+is busy the group goes to the thread, which waits for it as above, and what arrives
+meanwhile forms the next group.  The log is checkpointed (copied into the database and
+synced) by the store's thread every CHECKPOINT_AFTER_JOBS inline jobs, holding the
+write gate (``SqliteStore._commit_here``).  With ``synchronous=FULL`` every commit is
+synced, so every group goes to the thread.  Point reads (the run's record, whether a
+definition is stored already) are done on the loop's connection too.
 
-One process, many stores (concurrent ``run_async`` calls each open one): the stores
-of a process writing the same file take turns at one lock per file (``write_gate``),
+One process, many runs: they share one store per file (``shared.py``,
+``plait.connect``).  Stores of one process that still write the same file (other event
+loops, another ``synchronous`` mode) take turns at one lock per file (``write_gate``),
 so they never wait in SQLite's busy handler, which polls and can starve a writer.
 
 Reading only (``read_only=True``: ``plait runs``, ``show``...): ``mode=ro``, no
@@ -63,12 +66,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from queue import SimpleQueue
 from typing import Any, TypeVar
@@ -84,6 +88,7 @@ from ..core.states import (
 )
 from ..errors import (
     DecisionTaken,
+    PlaitError,
     RunNotFound,
     SchemaVersionError,
     StaleWriteError,
@@ -100,6 +105,7 @@ from .base import (
     WorkflowRecord,
     WriteBatch,
 )
+from .group_commit import GroupCommit, WriteJob
 from .sql import queries
 from .sql import sqlite_rows as rows
 from .sql.sqlite_schema import (
@@ -115,10 +121,13 @@ T = TypeVar("T")
 BUSY_TIMEOUT_S = 10.0  # how long a job waits for another process's write lock
 GATE_TIMEOUT_S = 120.0  # how long a job waits for the other writers of this process
 BUSY_RETRIES = 3  # jobs that met SQLITE_BUSY without waiting that long run again
+CHECKPOINT_AFTER_JOBS = 256  # write jobs committed on the loop's thread between checkpoints
+INLINE_AUTOCHECKPOINT = 4000  # pages: the loop's connection checkpoints only past this
 SYNCHRONOUS_MODES = ("NORMAL", "FULL")
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # hyphenated UUIDs (36 characters) included
 _Q = queries("sqlite")
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_log = logging.getLogger("plait.store.sqlite")
 
 
 # --------------------------------------------------------------------------- the URL
@@ -190,6 +199,17 @@ def translate(exc: sqlite3.Error, where: str) -> StoreError:
     return StoreError(f"database {where}: {exc}")
 
 
+def _job_error(exc: PlaitError | UnicodeEncodeError) -> PlaitError:
+    """A group commit job's own error (RunNotFound, VersionConflict...), as its
+    caller gets it."""
+    if isinstance(exc, PlaitError):
+        return exc
+    error = StoreError(f"a value to store is not valid Unicode ({exc.reason}: "
+                       f"{exc.object[exc.start:exc.end]!a}); nothing of it was stored")
+    error.__cause__ = exc
+    return error
+
+
 # ------------------------------------------------------------- the write gate
 
 _GATES: dict[str, threading.Lock] = {}
@@ -239,7 +259,7 @@ class _Database:
             try:
                 return job(*args)
             except sqlite3.Error as exc:
-                self._rollback()
+                self.rollback()
                 quick = time.monotonic() - start < BUSY_TIMEOUT_S / 2
                 if _primary_code(exc) in _BUSY and quick and attempt < BUSY_RETRIES:
                     time.sleep(0.02 * (attempt + 1))
@@ -259,29 +279,13 @@ class _Database:
         finally:
             self._gate.release()
 
-    def _rollback(self) -> None:
+    def rollback(self) -> None:
         conn = self._conn
         if conn is not None and conn.in_transaction:
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass  # the error being handled is the one worth reporting
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE``: take the write lock first, then commit or roll back."""
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except UnicodeEncodeError as exc:  # a lone surrogate in a value's text
-            self._rollback()
-            raise StoreError(f"a value to store is not valid Unicode ({exc.reason}: "
-                             f"{exc.object[exc.start:exc.end]!a})") from exc
-        except BaseException:
-            self._rollback()
-            raise
-        conn.execute("COMMIT")
 
     # ------------------------------------------------------------- open and close
 
@@ -305,7 +309,9 @@ class _Database:
                                  f"(got {mode!r}); is it on a network filesystem?")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
-            if not inline:  # the inline connection opens after the thread's migrated
+            if inline:  # the store's thread checkpoints (SqliteStore._commit_here)
+                conn.execute(f"PRAGMA wal_autocheckpoint = {INLINE_AUTOCHECKPOINT:d}")
+            else:  # the inline connection opens after the thread's migrated
                 migrate(conn, self.where)
         except BaseException:
             conn.close()
@@ -376,27 +382,85 @@ class _Database:
         if self.path.is_dir():
             raise StoreError(f"database path {self.where} is a directory, not a file")
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file and sync it.  Run holding
+        this process's write gate, so that the copy catches up with the log and the
+        next write starts the log over (it stops growing); PASSIVE: it never waits
+        for another process's writer or reader.  Meanwhile, this process's writes
+        queue up for the store's thread (``GroupCommit``)."""
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
 
-    def try_write(self, batch: WriteBatch) -> bool:
-        """``write`` that gives up at once on a busy lock (the inline connection):
-        False when the lock was taken, so nothing was written; errors as ``call``."""
+    # ------------------------------------------------------------ group commit
+
+    def commit_group(self, jobs: Sequence[WriteJob]) -> None:
+        """ONE transaction for the write jobs of many callers (``group_commit``).  Each
+        job's result or error is its own: when a job is refused (a stale write, an
+        unknown run, a value SQLite cannot hold), the transaction is rolled back and
+        the jobs run again, each in a savepoint, so the refused one is undone alone,
+        its error becomes its outcome and the others commit.  (Savepoints for every
+        job would cost two statements each on the common path, where none is
+        refused.)  A driver error of the transaction itself (disk full, busy) is
+        raised, after rolling everything back."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not self._apply_all(jobs):
+                self.rollback()
+                self._keys.clear()  # keys found inside the rolled-back transaction
+                conn.execute("BEGIN IMMEDIATE")
+                self._apply_each(jobs)
+            conn.execute("COMMIT")
+        except BaseException:
+            self.rollback()
+            self._keys.clear()
+            raise
+
+    def _apply_all(self, jobs: Sequence[WriteJob]) -> bool:
+        """Every job in the open transaction; False when one is refused (what it
+        changed before that is still in the transaction: roll it back)."""
+        for job in jobs:
+            try:
+                job.value = job.apply(self, *job.args)
+            except (rows.Refused, PlaitError, UnicodeEncodeError):
+                return False
+            job.ok = True
+        return True
+
+    def _apply_each(self, jobs: Sequence[WriteJob]) -> None:
+        """Every job in a savepoint of its own: a refused one is undone alone."""
+        conn = self.conn
+        for job in jobs:
+            conn.execute("SAVEPOINT job")
+            try:
+                job.value, job.ok = job.apply(self, *job.args), True
+            except rows.Refused:
+                conn.execute("ROLLBACK TO job")
+                job.ok, job.value = False, self._refusal(*job.args)
+            except (PlaitError, UnicodeEncodeError) as exc:
+                conn.execute("ROLLBACK TO job")
+                job.ok, job.value = False, _job_error(exc)
+            conn.execute("RELEASE job")
+
+    def try_commit_group(self, jobs: list[WriteJob]) -> bool:
+        """``commit_group`` that gives up at once on a busy lock (the inline
+        connection): False when the lock was taken, so nothing was written; other
+        driver errors become a StoreError for the whole group."""
         if not self._gate.acquire(blocking=False):  # another store of this process writes
             return False
         try:
-            self.write(batch)
+            self.commit_group(jobs)
         except sqlite3.Error as exc:
-            self._rollback()
             if _primary_code(exc) in _BUSY:
                 return False
             raise translate(exc, self.where) from exc
         finally:
             self._gate.release()
         return True
-
 
     def _key(self, run_id: str) -> int:
         """The integer key of a run (RunNotFound when there is none)."""
@@ -411,26 +475,41 @@ class _Database:
 
     # ------------------------------------------------------------------ workflows
 
+    def stored_workflow(self, name: str, fingerprint: str,
+                        version: int | None) -> WorkflowRecord | None:
+        """What ``save_workflow`` returns when it has nothing to store (the definition
+        is stored already), read without the write lock; None when it would store."""
+        if not valid_id(name):
+            return None
+        conn = self.conn
+        if version is None:
+            row = conn.execute(_Q["latest_workflow"], (name,)).fetchone()
+        else:
+            row = conn.execute(_Q["workflow_version"], (name, version)).fetchone()
+        return rows.workflow_record(row) if row is not None and row[2] == fingerprint \
+            else None
+
     def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                       version: int | None) -> WorkflowRecord:
+        """Inside a write transaction (a group commit's job)."""
         _check_id("workflow name", name)
-        with self._transaction() as conn:
-            if version is None:
-                row = conn.execute(_Q["latest_workflow"], (name,)).fetchone()
-                if row is not None and row[2] == fingerprint:
-                    return rows.workflow_record(row)
-                version = row[1] + 1 if row is not None else 1
-            else:
-                row = conn.execute(_Q["workflow_version"], (name, version)).fetchone()
-                if row is not None:
-                    if row[2] != fingerprint:
-                        raise VersionConflict(name, version, row[2], fingerprint)
-                    return rows.workflow_record(row)
-            # encoded only when a new version is stored (the same fingerprint is common)
-            text = definition if isinstance(definition, str) else \
-                rows.json_text(definition, f"the definition of workflow {name!r}")
-            created = time.time()
-            conn.execute(_Q["insert_workflow"], (name, version, fingerprint, text, created))
+        conn = self.conn
+        if version is None:
+            row = conn.execute(_Q["latest_workflow"], (name,)).fetchone()
+            if row is not None and row[2] == fingerprint:
+                return rows.workflow_record(row)
+            version = row[1] + 1 if row is not None else 1
+        else:
+            row = conn.execute(_Q["workflow_version"], (name, version)).fetchone()
+            if row is not None:
+                if row[2] != fingerprint:
+                    raise VersionConflict(name, version, row[2], fingerprint)
+                return rows.workflow_record(row)
+        # encoded only when a new version is stored (the same fingerprint is common)
+        text = definition if isinstance(definition, str) else \
+            rows.json_text(definition, f"the definition of workflow {name!r}")
+        created = time.time()
+        conn.execute(_Q["insert_workflow"], (name, version, fingerprint, text, created))
         return rows.workflow_record((name, version, fingerprint, text, created))
 
     def get_workflow(self, name: str, version: int | None) -> WorkflowRecord:
@@ -451,6 +530,7 @@ class _Database:
     # ----------------------------------------------------------------------- runs
 
     def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
+        """Inside a write transaction (a group commit's job)."""
         _check_id("run id", run.run_id)
         _check_id("workflow name", run.workflow)
         _check_id("run id (retry_of)", run.retry_of)
@@ -459,34 +539,34 @@ class _Database:
             _check_id("step id", step_id)
         values = rows.run_values(run)
         pending = StepStatus.PENDING.value
-        with self._transaction() as conn:
-            try:
-                key = conn.execute(_Q["insert_run"], values).lastrowid
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(f"run {run.run_id!r} already exists") from exc
-            assert key is not None
-            try:
-                conn.executemany(_Q["insert_step"], [(key, step_id, position, pending)
-                                                     for position, step_id
-                                                     in enumerate(step_ids)])
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(f"run {run.run_id!r}: step ids are not unique") from exc
-            conn.execute(_Q["insert_event"], (key, 1, run.created_at, "run", None, None,
-                                              rows.TEXT[run.status], None, None))
-        self._keys[run.run_id] = key
+        conn = self.conn
+        try:
+            key = conn.execute(_Q["insert_run"], values).lastrowid
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"run {run.run_id!r} already exists") from exc
+        assert key is not None
+        try:
+            conn.executemany(_Q["insert_step"], [(key, step_id, position, pending)
+                                                 for position, step_id
+                                                 in enumerate(step_ids)])
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"run {run.run_id!r}: step ids are not unique") from exc
+        conn.execute(_Q["insert_event"], (key, 1, run.created_at, "run", None, None,
+                                          rows.TEXT[run.status], None, None))
+        self._keys[run.run_id] = key  # forgotten if the group's transaction fails
 
     def write(self, batch: WriteBatch) -> None:
-        """One transaction; the step updates double as the stale-write check (each
-        expects the status its change moves from: fewer rows changed = refused)."""
+        """Inside a write transaction (a group commit's job).  The step updates double
+        as the stale-write check (each expects the status its change moves from: fewer
+        rows changed = Refused, which ``commit_group`` explains with ``_refusal``)."""
         key = self._key(batch.run_id)
         if not batch:
             return
+        if not rows.legal(batch):
+            raise rows.Refused
+        steps, notes = rows.step_updates(key, batch)
         conn = self.conn
         try:
-            if not rows.legal(batch):
-                raise rows.Refused
-            steps, notes = rows.step_updates(key, batch)  # encoded before the lock
-            conn.execute("BEGIN IMMEDIATE")  # (inline, not _transaction: the hot path)
             if steps and conn.executemany(_Q["update_step"], steps).rowcount != len(steps):
                 raise rows.Refused
             if batch.run is not None:
@@ -496,18 +576,10 @@ class _Database:
             if attempts:
                 conn.executemany(_Q["upsert_attempt"], attempts)
             conn.executemany(_Q["insert_event"], events)
-            conn.execute("COMMIT")
-        except rows.Refused:
-            self._rollback()
-            raise self._refusal(key, batch) from None
         except UnicodeEncodeError as exc:  # a lone surrogate in a JSON value's text
-            self._rollback()
             raise StoreError(f"run {batch.run_id!r}: a value to store is not valid "
                              f"Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!a}"
                              f"); nothing of the batch was stored") from exc
-        except BaseException:
-            self._rollback()
-            raise
 
     def _move_run(self, conn: sqlite3.Connection, key: int, batch: WriteBatch) -> None:
         change = batch.run
@@ -524,12 +596,12 @@ class _Database:
             first = change.at if target is RunStatus.RUNNING else None
             conn.execute(_Q["move_run"], (rows.TEXT[target], first, key))
 
-    def _refusal(self, key: int, batch: WriteBatch) -> StoreError:
+    def _refusal(self, batch: WriteBatch) -> StoreError:
         """Why a batch is refused: the memory store's checks, in its order, against the
-        stored state (read in a transaction of its own: the refused one rolled back)."""
+        stored state (read inside the group's transaction, the batch rolled back)."""
         run_id = batch.run_id
+        key = self._key(run_id)
         conn = self.conn
-        conn.execute("BEGIN")
         try:
             expected: dict[str, str] = {}
             for ch in batch.steps:
@@ -554,8 +626,6 @@ class _Database:
                 check_run_transition(run_id, change.source, change.target)
         except StoreError as exc:  # the TransitionError of a check above
             return exc
-        finally:
-            conn.execute("ROLLBACK")
         return StaleWriteError(f"run {run_id!r} changed while this batch was written; "
                                f"read it again")
 
@@ -587,24 +657,25 @@ class _Database:
         return [rows.event_record(run_id, row) for row in found]
 
     def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
-        """A compare-and-set under the write lock (``BEGIN IMMEDIATE``): no other
-        connection, of this process or another, stores a decision in between."""
+        """A compare-and-set inside a write transaction (a group commit's job, under
+        the write lock): no other connection, of this process or another, stores a
+        decision in between."""
         key = self._key(run_id)
         data = rows.json_text({"approval": decision},
                               f"the decision on step {step_id!r} of run {run_id!r}")
-        with self._transaction() as conn:
-            row = conn.execute(_Q["step_status"], (key, step_id)).fetchone()
-            if row is None:
-                raise StoreError(f"run {run_id!r} has no step {step_id!r}")
-            standing = conn.execute(_Q["standing_decision"], (key, step_id)).fetchone()
-            if standing is not None:
-                raise DecisionTaken(run_id, step_id, json.loads(standing[0])["approval"])
-            if row[0] != StepStatus.WAITING.value:
-                raise StaleWriteError(f"step {step_id!r} of run {run_id!r} is {row[0]}, "
-                                      f"not waiting for a decision")
-            last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
-            conn.execute(_Q["insert_event"], (key, last + 1, time.time(), "note", step_id,
-                                              None, None, None, data))
+        conn = self.conn
+        row = conn.execute(_Q["step_status"], (key, step_id)).fetchone()
+        if row is None:
+            raise StoreError(f"run {run_id!r} has no step {step_id!r}")
+        standing = conn.execute(_Q["standing_decision"], (key, step_id)).fetchone()
+        if standing is not None:
+            raise DecisionTaken(run_id, step_id, json.loads(standing[0])["approval"])
+        if row[0] != StepStatus.WAITING.value:
+            raise StaleWriteError(f"step {step_id!r} of run {run_id!r} is {row[0]}, "
+                                  f"not waiting for a decision")
+        last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
+        conn.execute(_Q["insert_event"], (key, last + 1, time.time(), "note", step_id,
+                                          None, None, None, data))
 
     def request_cancel(self, run_id: str) -> None:
         if self.conn.execute(_Q["request_cancel"], (run_id,)).rowcount == 0:
@@ -613,11 +684,12 @@ class _Database:
     def claim_run(self, run_id: str, owner: str, now: float, lease: float,
                   dead_owner: str | None) -> RunRecord | None:
         self._key(run_id)  # RunNotFound
-        with self._transaction() as conn:
-            claimed = conn.execute(_Q["claim_run"], (owner, now, run_id, now - lease,
-                                                     dead_owner))
-            row = conn.execute(_Q["get_run"], (run_id,)).fetchone()
-        return rows.run_record(row) if claimed.rowcount else None
+        conn = self.conn  # inside a write transaction (a group commit's job)
+        claimed = conn.execute(_Q["claim_run"], (owner, now, run_id, now - lease,
+                                                 dead_owner))
+        if not claimed.rowcount:
+            return None
+        return rows.run_record(conn.execute(_Q["get_run"], (run_id,)).fetchone())
 
     def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
         self._key(run_id)  # RunNotFound
@@ -698,9 +770,12 @@ class SqliteStore:
         self.read_only = read_only
         self._db = _Database(path, synchronous, read_only=read_only)
         self._thread: _StoreThread | None = None
-        # the event loop's connection (NORMAL only) and the thread allowed to use it
+        # the event loop's connection (NORMAL only), used on the loop that opened it
         self._inline: _Database | None = None
-        self._inline_thread: int | None = None
+        self._writes: GroupCommit | None = None  # the group commit of that loop
+        self._unsynced_jobs = 0  # committed on the loop's thread since the last checkpoint
+        self._checkpoint: asyncio.Future[None] | None = None  # at the store's thread
+        self._checkpointing = False  # set here, cleared by the store's thread
 
     def _run(self, job: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """One hop to the store's thread: ``job`` runs there; await the result."""
@@ -709,12 +784,73 @@ class SqliteStore:
             raise StoreError(f"store {self.url} is not open (call open() first)")
         return thread.submit(self._db.call, job, *args)
 
-    def _run_writing(self, job: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        """``_run`` for a job that writes (it takes its turn at the write gate)."""
+    async def _write(self, apply: Callable[..., T], *args: Any) -> T:
+        """A write job, committed by the group commit of the loop that opened the store
+        (with the jobs of other runs that are ready together), or, from another event
+        loop, as a group of its own on the store's thread."""
+        writes = self._writes
+        if writes is None:
+            raise StoreError(f"store {self.url} is not open (call open() first)")
+        job = WriteJob(apply, args)
+        if asyncio.get_running_loop() is writes.loop:
+            result: T = await writes.write(job)
+            return result
+        await self._commit_there([job])
+        return job.outcome()  # type: ignore[no-any-return]
+
+    def _commit_there(self, jobs: list[WriteJob]) -> asyncio.Future[None]:
+        """A group committed on the store's thread, which waits for the write lock."""
         thread = self._thread
         if thread is None:
             raise StoreError(f"store {self.url} is not open (call open() first)")
-        return thread.submit(self._db.call_writing, job, *args)
+        return thread.submit(self._db.call_writing, self._db.commit_group, jobs)
+
+    def _commit_here(self, jobs: list[WriteJob]) -> bool:
+        """A group committed on the loop's thread (False: the lock was busy).  Such
+        commits append to the write-ahead log without a sync; the sync comes with a
+        checkpoint, which the store's thread does every CHECKPOINT_AFTER_JOBS jobs
+        (the loop's connection does it itself, a sync of the database file on the
+        loop's thread, only past INLINE_AUTOCHECKPOINT pages: when another process
+        keeps the checkpoints from catching up).  While a checkpoint is pending, groups
+        go to the thread, after it: it is not starved of the write gate."""
+        inline = self._inline
+        if inline is None or self._checkpointing:  # the thread's turn (next in its queue)
+            return False
+        if not inline.try_commit_group(jobs):
+            return False
+        self._unsynced_jobs += len(jobs)
+        if self._unsynced_jobs >= CHECKPOINT_AFTER_JOBS and self._thread is not None \
+                and not self._checkpointing:  # (cleared by the thread: the loop may
+            self._unsynced_jobs = 0           # not have run its callbacks since)
+            self._checkpointing = True
+            self._checkpoint = self._run(self._checkpoint_now)
+        return True
+
+    def _checkpoint_now(self) -> None:
+        """On the store's thread.  A checkpoint that fails (the disk...) is tried again
+        after the next jobs, and the loop's connection checkpoints past its limit:
+        nobody waits for this one to tell them."""
+        try:
+            self._db.call_writing(self._db.checkpoint)
+        except StoreError as exc:
+            _log.warning("database %s: checkpoint failed (%s); it is retried", self._db.where,
+                         exc)
+        finally:
+            self._checkpointing = False
+
+    def _read_here(self, job: Callable[..., T], *args: Any) -> T | None:
+        """A point read on the loop's own connection (no hop); None when it cannot be
+        done here at once (another loop, FULL mode, a lock met): read on the thread."""
+        inline, writes = self._inline, self._writes
+        if inline is None or writes is None or asyncio.get_running_loop() is not writes.loop:
+            return None
+        try:
+            return job(inline, *args)
+        except sqlite3.Error as exc:
+            inline.rollback()
+            if _primary_code(exc) in _BUSY:
+                return None
+            raise translate(exc, inline.where) from exc
 
     async def open(self) -> None:
         """Create the file and its directory if needed, migrate, and be ready."""
@@ -722,7 +858,7 @@ class SqliteStore:
             return
         self._thread = _StoreThread(f"plait-sqlite:{self.path.name}")
         try:
-            await self._run_writing(self._db.connect)
+            await self._thread.submit(self._db.call_writing, self._db.connect)
             if self.synchronous == "NORMAL" and not self.read_only:
                 inline = _Database(self.path, self.synchronous)
                 try:
@@ -730,11 +866,13 @@ class SqliteStore:
                 except StoreError:  # an optimisation only: every write takes the thread
                     inline.close()
                 else:
-                    self._inline, self._inline_thread = inline, threading.get_ident()
+                    self._inline = inline
         except BaseException:
             thread, self._thread = self._thread, None
             thread.stop(self._close_all)  # also when cancelled while connecting
             raise
+        here = None if self._inline is None else self._commit_here
+        self._writes = GroupCommit(asyncio.get_running_loop(), here, self._commit_there)
 
     def _close_all(self) -> None:
         inline, self._inline = self._inline, None
@@ -743,10 +881,15 @@ class SqliteStore:
         self._db.close()
 
     async def close(self) -> None:
+        writes, self._writes = self._writes, None
+        if writes is not None:
+            await writes.drain()  # what was written before close is committed
+        checkpoint, self._checkpoint = self._checkpoint, None
+        if checkpoint is not None:
+            await checkpoint  # it never raises (see _checkpoint_now)
         thread, self._thread = self._thread, None
         if thread is None:
             return
-        self._inline_thread = None  # no more inline writes
         try:
             await thread.submit(self._db.call, self._close_all)
         finally:
@@ -754,8 +897,13 @@ class SqliteStore:
 
     async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                             version: int | None) -> WorkflowRecord:
-        return await self._run_writing(self._db.save_workflow, name, definition, fingerprint,
-                               version)
+        # the same definition is stored already (the common case: every run of a
+        # workflow stores it): read, without the write lock or a hop
+        stored = self._read_here(_Database.stored_workflow, name, fingerprint, version)
+        if stored is not None:
+            return stored
+        return await self._write(_Database.save_workflow, name, definition, fingerprint,
+                                 version)
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
         return await self._run(self._db.get_workflow, name, version)
@@ -764,17 +912,14 @@ class SqliteStore:
         return await self._run(self._db.list_workflows)
 
     async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
-        await self._run_writing(self._db.create_run, run, list(step_ids))
+        await self._write(_Database.create_run, run, list(step_ids))
 
     async def write(self, batch: WriteBatch) -> None:
-        inline = self._inline
-        if inline is not None and self._inline_thread == threading.get_ident() \
-                and inline.try_write(batch):  # committed here: the lock was free
-            return
-        await self._run_writing(self._db.write, batch)
+        await self._write(_Database.write, batch)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        return await self._run(self._db.get_run, run_id)
+        found = self._read_here(_Database.get_run, run_id)  # one row: read here
+        return found if found is not None else await self._run(self._db.get_run, run_id)
 
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         return await self._run(self._db.list_runs, filter)
@@ -789,17 +934,18 @@ class SqliteStore:
         return await self._run(self._db.get_events, run_id, after)
 
     async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
-        await self._run_writing(self._db.record_decision, run_id, step_id, decision)
+        await self._write(_Database.record_decision, run_id, step_id, decision)
 
     async def request_cancel(self, run_id: str) -> None:
-        await self._run_writing(self._db.request_cancel, run_id)
+        await self._write(_Database.request_cancel, run_id)
 
     async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
                         dead_owner: str | None = None) -> RunRecord | None:
-        return await self._run_writing(self._db.claim_run, run_id, owner, now, lease, dead_owner)
+        return await self._write(_Database.claim_run, run_id, owner, now, lease,
+                                 dead_owner)
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        return await self._run_writing(self._db.heartbeat, run_id, owner, now)
+        return await self._write(_Database.heartbeat, run_id, owner, now)
 
     async def release_run(self, run_id: str, owner: str) -> None:
-        await self._run_writing(self._db.release_run, run_id, owner)
+        await self._write(_Database.release_run, run_id, owner)

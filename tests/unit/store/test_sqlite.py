@@ -529,8 +529,8 @@ async def test_writes_are_readable_at_once_by_every_connection(tmp_path: Path,
 
 async def test_the_write_ahead_log_is_checkpointed_while_writes_commit_inline(
         tmp_path: Path) -> None:
-    """Writes committed on the loop's connection still checkpoint the log (SQLite's
-    automatic checkpoint at 1,000 pages), so it stops growing."""
+    """Writes committed on the loop's connection still checkpoint the log (the store's
+    thread does, every CHECKPOINT_AFTER_JOBS writes), so it stops growing."""
     path = tmp_path / "wal.db"
     store = SqliteStore(f"sqlite:///{path}")
     await store.open()
