@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plait import FatalError, Workflow
+from plait import FatalError, Retry, Workflow
 from plait.runtime.engine import Engine
 from plait.store import MemoryStore, RunFilter
 
@@ -379,3 +379,38 @@ async def test_cancel_through_a_shared_store_from_another_engine(tmp_path: Any) 
         canceller.close()
         await mine.close()
         await theirs.close()
+
+
+async def test_pool_limit_holds_across_separate_run_async_calls(tmp_path: Any) -> None:
+    """Runs started the way the README shows, each `run_async` with its own engine, on
+    memory and on one SQLite file: a pool is the process's (SPEC 1.1), not the call's."""
+    gauge = Gauge()
+    wf = Workflow("pooled_calls", pools={"llm": {"concurrency": 2}})
+    for n in range(3):
+        wf.add_step(f"llm{n}", gauge.step(0.05), pool="llm")
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    calls = [wf.run_async({}) for _ in range(3)] + [wf.run_async({}, db=url)
+                                                   for _ in range(3)]
+    results = await asyncio.wait_for(asyncio.gather(*calls), 30)
+    assert {r.status for r in results} == {"completed"}
+    assert len(gauge.starts) == 18
+    assert gauge.peak == 2  # 18 pooled steps over six calls, never more than 2 at once
+
+
+async def test_a_circuit_breaker_opened_by_one_run_is_open_for_the_next() -> None:
+    calls: list[str] = []
+
+    def down() -> None:
+        calls.append("called")
+        raise RuntimeError("service down")
+
+    breaker = {"key": "svc", "failure_threshold": 2, "reset_after": 60}
+    wf = Workflow("breaker_calls")
+    wf.add_step("call", down, retry=Retry(max_retries=1, initial_delay=0.001),
+                circuit_breaker=breaker)
+    first = await wf.run_async({})
+    second = await wf.run_async({})
+    assert len(calls) == 2  # the first run's two failures opened it
+    assert first.status == second.status == "failed"
+    assert second.steps["call"].attempts == 1
+    assert "circuit breaker 'svc' is open" in (second.steps["call"].error or "")

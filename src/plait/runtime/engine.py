@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from ..core.guards import CircuitBreaker
 from ..core.jsoncheck import ensure_input
-from ..core.model import JSON, JSONDict, StepSpec, WorkflowSpec
+from ..core.model import JSON, CircuitBreakerSpec, JSONDict, StepSpec, WorkflowSpec
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
@@ -43,7 +43,7 @@ from .binding import import_call, signature_of
 from .gctune import relaxed_gc
 from .loop import RunLoop
 from .netpolicy import NetworkPolicy
-from .pools import PoolRegistry
+from .pools import PoolRegistry, shared_limits
 from .results import RunResult
 from .retry_names import retry_name_problems
 from .secrets import Secrets
@@ -93,8 +93,8 @@ def heartbeat_age(run: RunRecord, now: float) -> str:
 
 
 class Engine:
-    """Runs workflows against a store.  One engine per process is typical; pools and
-    circuit breakers are shared by every run the engine executes."""
+    """Runs workflows against a store.  Pools and circuit breakers are shared by every
+    run in the event loop, whichever engine executes it (``runtime.pools``)."""
 
     def __init__(self, store: Store, *, worker: str | None = None,
                  http_policy: NetworkPolicy | None = None,
@@ -105,8 +105,6 @@ class Engine:
         self.worker = worker or default_worker_id()
         self.clock = clock
         self.rand = rand
-        self.pools = PoolRegistry()
-        self.breakers: dict[str, CircuitBreaker] = {}
         self.lease = lease
         self._executor = DaemonThreadPool(max_threads)
         self.services = Services(executor=self._executor,
@@ -346,11 +344,12 @@ class Engine:
         if loop is not None:
             loop.signal_decision()
 
-    def breaker(self, key: str, spec: object) -> CircuitBreaker:
-        found = self.breakers.get(key)
-        if found is None:
-            found = self.breakers[key] = CircuitBreaker(spec)  # type: ignore[arg-type]
-        return found
+    @property
+    def pools(self) -> PoolRegistry:
+        return shared_limits().pools
+
+    def breaker(self, key: str, spec: CircuitBreakerSpec) -> CircuitBreaker:
+        return shared_limits().breaker(key, spec)
 
 
 def check_input_params(checked: CheckedWorkflow, value: JSON) -> None:

@@ -1,12 +1,22 @@
-"""Named pools shared by every run in a process: a concurrency limit and a rate window."""
+"""What every run of a process shares (SPEC 1.1, 5): named pools (a concurrency limit
+and a rate window) and circuit breakers.
+
+Shared per event loop, which in practice is per process: every ``Engine`` in the loop
+(one per ``run_async`` call, the CLI's, a server's) sees the same pools and breakers, so
+fifty concurrent runs of a workflow with ``pools: {llm: {concurrency: 4}}`` run at most
+four ``llm`` steps at once between them.  A pool's waiters are callbacks into run loops,
+which only makes sense inside one event loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections import deque
 from collections.abc import Callable
 
-from ..core.guards import RateWindow
-from ..core.model import PoolSpec
+from ..core.guards import CircuitBreaker, RateWindow
+from ..core.model import CircuitBreakerSpec, PoolSpec
 
 
 class Pool:
@@ -47,3 +57,33 @@ class PoolRegistry:
             pool.spec = spec
             pool.window = RateWindow(spec.rate) if spec.rate else None
         return pool
+
+
+class SharedLimits:
+    """The pools and circuit breakers of one event loop's runs."""
+
+    __slots__ = ("__weakref__", "breakers", "pools")
+
+    def __init__(self) -> None:
+        self.pools = PoolRegistry()
+        self.breakers: dict[str, CircuitBreaker] = {}
+
+    def breaker(self, key: str, spec: CircuitBreakerSpec) -> CircuitBreaker:
+        found = self.breakers.get(key)
+        if found is None:
+            found = self.breakers[key] = CircuitBreaker(spec)
+        return found
+
+
+_BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharedLimits] = \
+    weakref.WeakKeyDictionary()
+
+
+def shared_limits() -> SharedLimits:
+    """The running event loop's pools and breakers (made on first use, dropped with the
+    loop)."""
+    loop = asyncio.get_running_loop()
+    found = _BY_LOOP.get(loop)
+    if found is None:
+        found = _BY_LOOP[loop] = SharedLimits()
+    return found
