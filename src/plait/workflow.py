@@ -510,7 +510,7 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
 
 
 def _import_problems(spec: WorkflowSpec) -> list[Problem]:
-    from .runtime.engine import import_problems
+    from .runtime.preflight import import_problems
 
     return import_problems(spec) + retry_name_problems(spec)
 

@@ -12,10 +12,9 @@ from typing import NoReturn
 
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, StoreError
-from ..runtime.engine import preflight
+from ..runtime.preflight import preflight
 from . import output
 from .loading import load_file, load_target, stored_reference
-from .session import opened_store
 from .settings import ExitCode
 
 _IDLE_THREAD_GRACE_S = 0.5
@@ -67,6 +66,8 @@ async def show_graph(target: str, *, fmt: str, db: str) -> ExitCode:
         if stored_reference(target) is None:
             checked = load_file(target).validate()
         else:
+            from .session import opened_store  # the stores load only for a stored name
+
             async with opened_store(db, create=False, read_only=True) as store:
                 checked = (await load_target(target, store)).validate()
     except DefinitionError as exc:

@@ -28,7 +28,8 @@ from ..errors import (
     RunNotFound,
     StoreError,
 )
-from ..runtime.engine import Engine, preflight
+from ..runtime.engine import Engine
+from ..runtime.preflight import preflight
 from ..runtime.results import RunResult
 from ..store.base import RunRecord, StepRecord, Store, WriteBatch
 from ..store.memory import MemoryStore

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from ..core.guards import CircuitBreaker
 from ..core.jsoncheck import ensure_input
-from ..core.model import JSON, CircuitBreakerSpec, JSONDict, StepSpec, WorkflowSpec
+from ..core.model import JSON, CircuitBreakerSpec, JSONDict
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
@@ -28,7 +28,6 @@ from ..core.validate import CheckedWorkflow, validate_input
 from ..errors import (
     DecisionTaken,
     InputError,
-    Problem,
     RunBusy,
     RunError,
     RunLeftUnfinished,
@@ -36,16 +35,15 @@ from ..errors import (
     StoreError,
     TransitionError,
 )
-from ..steps.registry import Services, get_step_type
+from ..steps.registry import Services
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
-from .binding import import_call, signature_of
 from .gctune import relaxed_gc
 from .loop import RunLoop
 from .netpolicy import NetworkPolicy
 from .pools import PoolRegistry, shared_limits
+from .preflight import check_input_params, preflight
 from .results import RunResult
-from .retry_names import retry_name_problems
 from .secrets import Secrets
 from .threads import DaemonThreadPool
 
@@ -350,75 +348,3 @@ class Engine:
 
     def breaker(self, key: str, spec: CircuitBreakerSpec) -> CircuitBreaker:
         return shared_limits().breaker(key, spec)
-
-
-def check_input_params(checked: CheckedWorkflow, value: JSON) -> None:
-    """Before anything runs: Python-built steps whose parameters can only come from the
-    input must find them there (SPEC 1.2), naming the function and the parameter."""
-    for step, name in _input_params(checked):
-        if not (isinstance(value, dict) and name in value):
-            assert step.func is not None
-            raise InputError(f"step {step.id!r}: parameter {name!r} of "
-                             f"{getattr(step.func, '__qualname__', step.func)} is not "
-                             f"'input', 'ctx', a step id, a declared output key or a "
-                             f"key of the run input")
-
-
-def _input_params(checked: CheckedWorkflow) -> list[tuple[StepSpec, str]]:
-    """The (step, parameter) pairs only the run input can supply (computed once)."""
-    return checked.derive("input_params", lambda: _find_input_params(checked))
-
-
-def _find_input_params(checked: CheckedWorkflow) -> list[tuple[StepSpec, str]]:
-    declared = {k for s in checked.spec.steps for k in s.outputs}
-    ids = checked.graph.index
-    found: list[tuple[StepSpec, str]] = []
-    for step in checked.spec.steps:
-        if step.func is None or step.config.get("with"):
-            continue
-        sig = signature_of(step.func)
-        for name, has_default in sig.params:
-            if has_default or name in ("input", "ctx") or name in sig.wants_ctx \
-                    or (name in ids and name != step.id) or name in declared:
-                continue
-            found.append((step, name))
-    return found
-
-
-def preflight(checked: CheckedWorkflow) -> None:
-    """Before anything is stored: every python step's function must import (checked
-    once per checked workflow: a failure is not remembered, imports are cached)."""
-    checked.derive("preflight", lambda: _check_imports(checked))
-
-
-def _check_imports(checked: CheckedWorkflow) -> bool:
-    from ..errors import DefinitionError
-
-    problems = import_problems(checked.spec) + retry_name_problems(checked.spec)
-    for step in checked.spec.steps:
-        get_step_type(step.type)
-    if problems:
-        raise DefinitionError(problems)
-    return True
-
-
-def import_problems(spec: WorkflowSpec) -> list[Problem]:
-    """A problem for each python step's (or fallback's) ``module:function`` that does not
-    import from here (the definition need not be valid otherwise: SPEC 2 lists every
-    problem at once)."""
-    problems = []
-    for i, step in enumerate(spec.steps):
-        targets = []
-        if step.type == "python" and step.func is None:
-            targets.append(("call", step.config.get("call")))
-        if step.fallback is not None and step.fallback.call and step.fallback.func is None:
-            targets.append(("fallback.call", step.fallback.call))
-        for field, target in targets:
-            if not isinstance(target, str) or ":" not in target.strip(":"):
-                continue  # not 'module:function': validation says so
-            try:
-                import_call(target)
-            except ImportError as exc:
-                problems.append(Problem(location=f"steps[{i}].{field}",
-                                        message=f"step {step.id!r}: {exc}"))
-    return problems
