@@ -78,6 +78,9 @@ def test_validate_without_templates_loads_neither_jinja2_nor_httpx(imported: Imp
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "flow.yaml: valid (workflow 'two-steps', 2 steps" in proc.stdout
     assert loaded(modules, *NEVER_WITHOUT_NEED) == []
+    # validation checks imports (runtime.preflight) without the run loop or a store
+    assert loaded(modules, "plait.runtime.engine", "plait.runtime.loop",
+                  "plait.store.sqlite", "sqlite3") == []
 
 
 def test_validate_with_templates_still_checks_them(imported: Imported, write) -> None:
