@@ -23,6 +23,7 @@
         ├── StepTimeout          the attempt ran past the step's timeout
         ├── CircuitOpenError     the step's circuit breaker is open
         ├── HTTPStatusError      an http step got a status it did not expect
+        ├── InterruptedAttempt   the process running the attempt stopped (a failed attempt)
         └── NetworkRefused       the network policy refused a host or address (never retried)
 
 Errors carry data (``DefinitionError.problems``, ``StepError.step``) so callers never
@@ -218,6 +219,15 @@ class HTTPStatusError(StepError):
         self.retryable = retryable
         snippet = f": {body[:200]}" if body else ""
         super().__init__(f"HTTP {status} from {url}{snippet}", step=step)
+
+
+class InterruptedAttempt(StepError):
+    """An attempt that was running when the process executing it stopped: it counts as a
+    failed attempt and retries under the step's policy (SPEC 6)."""
+
+    def __init__(self, worker: str | None, *, step: str) -> None:
+        super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
+                         f"stopped", step=step)
 
 
 class NetworkRefused(StepError):

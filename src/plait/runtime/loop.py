@@ -27,6 +27,7 @@ from ..core.validate import CheckedWorkflow
 from ..errors import (
     CircuitOpenError,
     DecisionTaken,
+    InterruptedAttempt,
     OutputError,
     RunError,
     StepError,
@@ -47,14 +48,6 @@ if TYPE_CHECKING:
 
 CANCEL_POLL_S = 0.5
 _log = logging.getLogger("plait.engine")
-
-
-class InterruptedAttempt(StepError):
-    """An attempt that was running when the process executing it stopped."""
-
-    def __init__(self, worker: str | None, *, step: str) -> None:
-        super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
-                         f"stopped", step=step)
 
 
 def error_info(exc: BaseException) -> ErrorInfo:

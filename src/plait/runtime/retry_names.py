@@ -93,7 +93,7 @@ def _imported(name: str) -> ModuleType | None:
 def _exception_names(modules: Iterable[ModuleType]) -> set[str]:
     names = {n for n, v in vars(builtins).items() if _is_exception(v)}
     names.update(n for n, v in vars(errors).items() if _is_exception(v))
-    todo = [errors.StepError]  # and subclasses defined elsewhere (InterruptedAttempt)
+    todo = [errors.StepError]  # and subclasses defined elsewhere (by plugins)
     while todo:
         for sub in todo.pop().__subclasses__():
             names.add(sub.__name__)
