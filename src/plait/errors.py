@@ -226,6 +226,7 @@ class InterruptedAttempt(StepError):
     failed attempt and retries under the step's policy (SPEC 6)."""
 
     def __init__(self, worker: str | None, *, step: str) -> None:
+        self.worker = worker
         super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
                          f"stopped", step=step)
 
