@@ -17,7 +17,7 @@ from plait import Workflow
 from plait.errors import RunLeftUnfinished, StoreError
 from plait.runtime.engine import Engine
 from plait.store import open_store
-from plait.store import sqlite as sqlite_module
+from plait.store import sqlite_database as sqlite_module
 from plait.store.base import RunFilter, RunRecord
 
 

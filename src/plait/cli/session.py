@@ -64,7 +64,7 @@ def missing_database(url: str) -> Path | None:
     """The file of a ``sqlite:`` URL when it does not exist yet, else None."""
     if not url.startswith("sqlite:"):
         return None
-    from ..store.sqlite import parse_url
+    from ..store.sqlite_database import parse_url
 
     try:
         path, _ = parse_url(url)

@@ -22,7 +22,7 @@ sync or a large read.  Writes (``write``, ``create_run``, ``claim_run``, ``heart
 ``release_run``, ``record_decision``, storing a new definition) are jobs of the store's
 group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
 together are committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or
-error its own (``_Database.commit_group``: a refused job is undone alone).
+error its own (``Database.commit_group``: a refused job is undone alone).
 
 With ``synchronous=NORMAL`` a group is committed on the event loop's own thread (the
 one that opened the store), through a second connection whose busy timeout is zero,
@@ -51,7 +51,7 @@ upgrade), wait up to ``busy_timeout`` (10 s) for it, and a job that still meets
 SQLITE_BUSY is retried a few times before it fails.
 
 Errors: every sqlite3 error becomes a StoreError naming the file once, at the thread
-boundary (``_Database.call``), after the open transaction was rolled back: a full disk
+boundary (``Database.call``), after the open transaction was rolled back: a full disk
 or a refused batch leaves nothing half-written.
 
 Schema: numbered migrations (``migrations/sqlite/NNNN_*.sql``, applied by
@@ -65,37 +65,16 @@ found, is cached for the life of the store.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from pathlib import Path
 from queue import SimpleQueue
-from typing import Any, TypeVar
-from urllib.parse import parse_qsl
+from typing import Any
 
 from ..core.model import JSONDict
-from ..core.states import (
-    STEP_TRANSITIONS,
-    RunStatus,
-    StepStatus,
-    check_run_transition,
-    check_step_transition,
-)
-from ..errors import (
-    DecisionTaken,
-    PlaitError,
-    RunNotFound,
-    SchemaVersionError,
-    StaleWriteError,
-    StoreError,
-    VersionConflict,
-    WorkflowNotFound,
-)
+from ..errors import StoreError
 from .base import (
     AttemptRecord,
     EventRecord,
@@ -106,598 +85,17 @@ from .base import (
     WriteBatch,
 )
 from .group_commit import GroupCommit, WriteJob
-from .sql import queries
-from .sql import sqlite_rows as rows
-from .sql.sqlite_schema import (
-    check_plait_file,
-    check_version,
-    latest_version,
-    migrate,
-    schema_version,
+from .sqlite_database import (
+    BUSY_CODES,
+    CHECKPOINT_AFTER_JOBS,
+    Database,
+    T,
+    parse_url,
+    primary_code,
+    translate,
 )
 
-T = TypeVar("T")
-
-BUSY_TIMEOUT_S = 10.0  # how long a job waits for another process's write lock
-GATE_TIMEOUT_S = 120.0  # how long a job waits for the other writers of this process
-BUSY_RETRIES = 3  # jobs that met SQLITE_BUSY without waiting that long run again
-CHECKPOINT_AFTER_JOBS = 256  # write jobs committed on the loop's thread between checkpoints
-INLINE_AUTOCHECKPOINT = 4000  # pages: the loop's connection checkpoints only past this
-SYNCHRONOUS_MODES = ("NORMAL", "FULL")
-_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # hyphenated UUIDs (36 characters) included
-_Q = queries("sqlite")
-_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _log = logging.getLogger("plait.store.sqlite")
-
-
-# --------------------------------------------------------------------------- the URL
-
-
-def parse_url(url: str) -> tuple[Path, str]:
-    """``sqlite:///path.db?synchronous=FULL`` -> (path, synchronous)."""
-    if not url.startswith("sqlite:///"):
-        raise StoreError(f"bad SQLite URL {url!r}: write sqlite:///relative/path.db or "
-                         f"sqlite:////absolute/path.db (three slashes, then the path)")
-    location, _, query = url[len("sqlite:///"):].partition("?")
-    if location in ("", ":memory:"):
-        raise StoreError(f"bad SQLite URL {url!r}: it names no database file "
-                         f"(use memory:// for a store that is not kept)")
-    synchronous = "NORMAL"
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key != "synchronous":
-            raise StoreError(f"SQLite URL {url!r}: unknown option {key!r} "
-                             f"(known: synchronous)")
-        if value.upper() not in SYNCHRONOUS_MODES:
-            raise StoreError(f"SQLite URL {url!r}: synchronous must be NORMAL or FULL, "
-                             f"not {value!r}")
-        synchronous = value.upper()
-    return Path(location), synchronous
-
-
-def valid_id(value: object) -> bool:
-    """Run ids, workflow names and step ids: 1-64 of ``[A-Za-z0-9_-]`` (UUIDs too)."""
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
-
-
-def _check_id(kind: str, value: str | None) -> None:
-    if value is not None and not valid_id(value):
-        raise StoreError(f"invalid {kind} {value!r}: an id is 1 to 64 letters, digits, "
-                         f"'_' or '-'")
-
-
-# ----------------------------------------------------------------- driver errors
-
-
-def _primary_code(exc: sqlite3.Error) -> int | None:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return None if code is None else int(code) & 0xFF
-
-
-def translate(exc: sqlite3.Error, where: str) -> StoreError:
-    """The one place a driver error becomes a plait error (the caller chains it)."""
-    code = _primary_code(exc)
-    if code == sqlite3.SQLITE_FULL:
-        return StoreError(f"database {where}: the disk is full; the transaction was "
-                          f"rolled back and nothing of it was written ({exc})")
-    if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
-        return StoreError(f"{where} is not a usable plait database: the file is "
-                          f"corrupted or not an SQLite database ({exc}); move it away "
-                          f"or point --db at another file")
-    if code == sqlite3.SQLITE_CANTOPEN:
-        return StoreError(f"cannot open database {where} ({exc}): does its directory "
-                          f"exist, and may this user write there?")
-    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
-        return StoreError(f"database {where} is read-only for this process ({exc}); "
-                          f"plait needs to write the file and its directory")
-    if code in _BUSY:  # this process's stores take turns at the gate: not one of them
-        return StoreError(f"database {where} stayed locked for more than "
-                          f"{BUSY_TIMEOUT_S:g}s by a connection outside this process's "
-                          f"plait stores (another process, or a tool holding the file) "
-                          f"({exc})")
-    if code == sqlite3.SQLITE_IOERR:
-        return StoreError(f"database {where}: I/O error ({exc})")
-    return StoreError(f"database {where}: {exc}")
-
-
-def _job_error(exc: PlaitError | UnicodeEncodeError) -> PlaitError:
-    """A group commit job's own error (RunNotFound, VersionConflict...), as its
-    caller gets it."""
-    if isinstance(exc, PlaitError):
-        return exc
-    error = StoreError(f"a value to store is not valid Unicode ({exc.reason}: "
-                       f"{exc.object[exc.start:exc.end]!a}); nothing of it was stored")
-    error.__cause__ = exc
-    return error
-
-
-# ------------------------------------------------------------- the write gate
-
-_GATES: dict[str, threading.Lock] = {}
-_GATES_LOCK = threading.Lock()
-
-
-def write_gate(where: str) -> threading.Lock:
-    """The one lock that every SQLite store of this process holds while it writes the
-    file ``where``.  Stores of one process (many concurrent ``run_async`` calls each open
-    one) take turns here, woken in turn, instead of in SQLite's busy handler, which
-    polls with sleeps and lets a writer starve past its timeout under heavy
-    contention; the busy timeout is left for other processes."""
-    with _GATES_LOCK:
-        gate = _GATES.get(where)
-        if gate is None:
-            gate = _GATES[where] = threading.Lock()
-        return gate
-
-
-# ------------------------------------------------------- the thread-confined database
-
-
-class _Database:
-    """The connection and every job run on it; used only from the store's thread."""
-
-    def __init__(self, path: Path, synchronous: str, *, read_only: bool = False) -> None:
-        self.path = path
-        self.where = str(path.absolute())  # for messages
-        self.synchronous = synchronous
-        self.read_only = read_only
-        self._gate = write_gate(self.where)
-        self._conn: sqlite3.Connection | None = None
-        self._keys: dict[str, int] = {}  # run_id -> runs.id (runs are never deleted)
-
-    @property
-    def conn(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(f"database {self.where} is not open")
-        return self._conn
-
-    def call(self, job: Callable[..., T], *args: Any) -> T:
-        """Run one job: roll back and translate driver errors; run it again after an
-        SQLITE_BUSY that came without the busy timeout's wait (WAL recovery, a journal
-        mode change by another process opening the file)."""
-        for attempt in range(BUSY_RETRIES + 1):
-            start = time.monotonic()
-            try:
-                return job(*args)
-            except sqlite3.Error as exc:
-                self.rollback()
-                quick = time.monotonic() - start < BUSY_TIMEOUT_S / 2
-                if _primary_code(exc) in _BUSY and quick and attempt < BUSY_RETRIES:
-                    time.sleep(0.02 * (attempt + 1))
-                    continue
-                raise translate(exc, self.where) from exc
-        raise AssertionError("unreachable")
-
-    def call_writing(self, job: Callable[..., T], *args: Any) -> T:
-        """``call`` for a job that writes: holding this process's write gate."""
-        if not self._gate.acquire(timeout=GATE_TIMEOUT_S):
-            raise StoreError(f"database {self.where}: waited more than {GATE_TIMEOUT_S:g}s "
-                             f"for the other writers of this process to this file (too "
-                             f"many concurrent runs on one file: share one store, or "
-                             f"run fewer at once)")
-        try:
-            return self.call(job, *args)
-        finally:
-            self._gate.release()
-
-    def rollback(self) -> None:
-        conn = self._conn
-        if conn is not None and conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # the error being handled is the one worth reporting
-
-    # ------------------------------------------------------------- open and close
-
-    def connect(self, *, inline: bool = False) -> None:
-        """Open the connection.  ``inline``: the event loop's connection (see the module
-        docstring): opened here, on the store's thread, but used on the loop's; it never
-        waits for a lock."""
-        if self.read_only:
-            self._conn = self._connect_read_only()
-            return
-        self._prepare_directory()
-        timeout = 0.0 if inline else BUSY_TIMEOUT_S
-        conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                               cached_statements=64, check_same_thread=not inline)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000):d}")
-            self._check_file(conn)
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"database {self.where}: cannot use WAL journaling "
-                                 f"(got {mode!r}); is it on a network filesystem?")
-            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            if inline:  # the store's thread checkpoints (SqliteStore._commit_here)
-                conn.execute(f"PRAGMA wal_autocheckpoint = {INLINE_AUTOCHECKPOINT:d}")
-            else:  # the inline connection opens after the thread's migrated
-                migrate(conn, self.where)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-
-    def _check_file(self, conn: sqlite3.Connection) -> None:
-        """Refuse a newer schema or a foreign file before anything changes it.  The
-        version and the table list are read in ONE read transaction: another process
-        migrating a new file between two separate reads would otherwise show tables at
-        version 0, which looks like someone else's database."""
-        conn.execute("BEGIN")
-        try:
-            version = schema_version(conn)  # the first read: a non-database fails here
-            check_version(version, self.where)
-            if version == 0:
-                check_plait_file(conn, self.where)  # before WAL changes a foreign file
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-
-    def _connect_read_only(self) -> sqlite3.Connection:
-        """A connection that never writes the database (``mode=ro``): no directory is
-        created, the journal mode is left as it is, nothing is migrated.  Like any
-        reader of a WAL database, SQLite uses its -wal and -shm files, creating them
-        when it may; when it may not (a read-only directory, no writer around: a
-        writer would have created them), the file is read as it is (``immutable``)."""
-        if not self.path.is_file():
-            raise StoreError(f"database {self.where} does not exist"
-                             + (" (it is a directory)" if self.path.is_dir() else ""))
-        uri = self.path.absolute().as_uri()
-        for options in ("mode=ro", "mode=ro&immutable=1"):
-            conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=BUSY_TIMEOUT_S,
-                                   isolation_level=None, cached_statements=64)
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000):d}")
-                self._check_file(conn)
-                self._check_current(schema_version(conn))
-            except sqlite3.OperationalError as exc:
-                conn.close()
-                if _primary_code(exc) in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY) \
-                        and "immutable" not in options:
-                    continue
-                raise
-            except BaseException:
-                conn.close()
-                raise
-            return conn
-        raise AssertionError("unreachable")
-
-    def _check_current(self, version: int) -> None:
-        """Read-only: a schema older than this plait's is not migrated here."""
-        latest = latest_version()
-        if version < latest:
-            raise SchemaVersionError(
-                f"database {self.where} has schema version {version}, older than this "
-                f"plait's ({latest}), and is opened read-only here, so it is not "
-                f"migrated: run a command that writes to it (plait run, plait resume) "
-                f"as a user who may write the file and its directory, then read it again")
-
-    def _prepare_directory(self) -> None:
-        parent = self.path.parent
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the directory {parent.absolute()} for "
-                             f"database {self.where}: {exc.strerror or exc}") from exc
-        if self.path.is_dir():
-            raise StoreError(f"database path {self.where} is a directory, not a file")
-
-    def checkpoint(self) -> None:
-        """Copy the write-ahead log into the database file and sync it.  Run holding
-        this process's write gate, so that the copy catches up with the log and the
-        next write starts the log over (it stops growing); PASSIVE: it never waits
-        for another process's writer or reader.  Meanwhile, this process's writes
-        queue up for the store's thread (``GroupCommit``)."""
-        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-
-    def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    # ------------------------------------------------------------ group commit
-
-    def commit_group(self, jobs: Sequence[WriteJob]) -> None:
-        """ONE transaction for the write jobs of many callers (``group_commit``).  Each
-        job's result or error is its own: when a job is refused (a stale write, an
-        unknown run, a value SQLite cannot hold), the transaction is rolled back and
-        the jobs run again, each in a savepoint, so the refused one is undone alone,
-        its error becomes its outcome and the others commit.  (Savepoints for every
-        job would cost two statements each on the common path, where none is
-        refused.)  A driver error of the transaction itself (disk full, busy) is
-        raised, after rolling everything back."""
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if not self._apply_all(jobs):
-                self.rollback()
-                self._keys.clear()  # keys found inside the rolled-back transaction
-                conn.execute("BEGIN IMMEDIATE")
-                self._apply_each(jobs)
-            conn.execute("COMMIT")
-        except BaseException:
-            self.rollback()
-            self._keys.clear()
-            raise
-
-    def _apply_all(self, jobs: Sequence[WriteJob]) -> bool:
-        """Every job in the open transaction; False when one is refused (what it
-        changed before that is still in the transaction: roll it back)."""
-        for job in jobs:
-            try:
-                job.value = job.apply(self, *job.args)
-            except (rows.Refused, PlaitError, UnicodeEncodeError):
-                return False
-            job.ok = True
-        return True
-
-    def _apply_each(self, jobs: Sequence[WriteJob]) -> None:
-        """Every job in a savepoint of its own: a refused one is undone alone."""
-        conn = self.conn
-        for job in jobs:
-            conn.execute("SAVEPOINT job")
-            try:
-                job.value, job.ok = job.apply(self, *job.args), True
-            except rows.Refused:
-                conn.execute("ROLLBACK TO job")
-                job.ok, job.value = False, self._refusal(*job.args)
-            except (PlaitError, UnicodeEncodeError) as exc:
-                conn.execute("ROLLBACK TO job")
-                job.ok, job.value = False, _job_error(exc)
-            conn.execute("RELEASE job")
-
-    def try_commit_group(self, jobs: list[WriteJob]) -> bool:
-        """``commit_group`` that gives up at once on a busy lock (the inline
-        connection): False when the lock was taken, so nothing was written; other
-        driver errors become a StoreError for the whole group."""
-        if not self._gate.acquire(blocking=False):  # another store of this process writes
-            return False
-        try:
-            self.commit_group(jobs)
-        except sqlite3.Error as exc:
-            if _primary_code(exc) in _BUSY:
-                return False
-            raise translate(exc, self.where) from exc
-        finally:
-            self._gate.release()
-        return True
-
-    def _key(self, run_id: str) -> int:
-        """The integer key of a run (RunNotFound when there is none)."""
-        key = self._keys.get(run_id)
-        if key is None:
-            row = self.conn.execute(_Q["run_key"], (run_id,)).fetchone() \
-                if valid_id(run_id) else None
-            if row is None:
-                raise RunNotFound(run_id)
-            key = self._keys[run_id] = row[0]
-        return key
-
-    # ------------------------------------------------------------------ workflows
-
-    def stored_workflow(self, name: str, fingerprint: str,
-                        version: int | None) -> WorkflowRecord | None:
-        """What ``save_workflow`` returns when it has nothing to store (the definition
-        is stored already), read without the write lock; None when it would store."""
-        if not valid_id(name):
-            return None
-        conn = self.conn
-        if version is None:
-            row = conn.execute(_Q["latest_workflow"], (name,)).fetchone()
-        else:
-            row = conn.execute(_Q["workflow_version"], (name, version)).fetchone()
-        return rows.workflow_record(row) if row is not None and row[2] == fingerprint \
-            else None
-
-    def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
-                      version: int | None) -> WorkflowRecord:
-        """Inside a write transaction (a group commit's job)."""
-        _check_id("workflow name", name)
-        conn = self.conn
-        if version is None:
-            row = conn.execute(_Q["latest_workflow"], (name,)).fetchone()
-            if row is not None and row[2] == fingerprint:
-                return rows.workflow_record(row)
-            version = row[1] + 1 if row is not None else 1
-        else:
-            row = conn.execute(_Q["workflow_version"], (name, version)).fetchone()
-            if row is not None:
-                if row[2] != fingerprint:
-                    raise VersionConflict(name, version, row[2], fingerprint)
-                return rows.workflow_record(row)
-        # encoded only when a new version is stored (the same fingerprint is common)
-        text = definition if isinstance(definition, str) else \
-            rows.json_text(definition, f"the definition of workflow {name!r}")
-        created = time.time()
-        conn.execute(_Q["insert_workflow"], (name, version, fingerprint, text, created))
-        return rows.workflow_record((name, version, fingerprint, text, created))
-
-    def get_workflow(self, name: str, version: int | None) -> WorkflowRecord:
-        row = None
-        if valid_id(name):
-            row = (self.conn.execute(_Q["latest_workflow"], (name,)) if version is None
-                   else self.conn.execute(_Q["workflow_version"], (name, version))
-                   ).fetchone()
-        if row is None:
-            versions = [] if version is None or not valid_id(name) else \
-                [r[0] for r in self.conn.execute(_Q["workflow_versions"], (name,))]
-            raise WorkflowNotFound(name, version, versions)
-        return rows.workflow_record(row)
-
-    def list_workflows(self) -> list[WorkflowRecord]:
-        return [rows.workflow_record(row) for row in self.conn.execute(_Q["list_workflows"])]
-
-    # ----------------------------------------------------------------------- runs
-
-    def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
-        """Inside a write transaction (a group commit's job)."""
-        _check_id("run id", run.run_id)
-        _check_id("workflow name", run.workflow)
-        _check_id("run id (retry_of)", run.retry_of)
-        _check_id("run id (parent_run_id)", run.parent_run_id)
-        for step_id in step_ids:
-            _check_id("step id", step_id)
-        values = rows.run_values(run)
-        pending = StepStatus.PENDING.value
-        conn = self.conn
-        try:
-            key = conn.execute(_Q["insert_run"], values).lastrowid
-        except sqlite3.IntegrityError as exc:
-            raise StoreError(f"run {run.run_id!r} already exists") from exc
-        assert key is not None
-        try:
-            conn.executemany(_Q["insert_step"], [(key, step_id, position, pending)
-                                                 for position, step_id
-                                                 in enumerate(step_ids)])
-        except sqlite3.IntegrityError as exc:
-            raise StoreError(f"run {run.run_id!r}: step ids are not unique") from exc
-        conn.execute(_Q["insert_event"], (key, 1, run.created_at, "run", None, None,
-                                          rows.TEXT[run.status], None, None))
-        self._keys[run.run_id] = key  # forgotten if the group's transaction fails
-
-    def write(self, batch: WriteBatch) -> None:
-        """Inside a write transaction (a group commit's job).  The step updates double
-        as the stale-write check (each expects the status its change moves from: fewer
-        rows changed = Refused, which ``commit_group`` explains with ``_refusal``)."""
-        key = self._key(batch.run_id)
-        if not batch:
-            return
-        if not rows.legal(batch):
-            raise rows.Refused
-        steps, notes = rows.step_updates(key, batch)
-        conn = self.conn
-        try:
-            if steps and conn.executemany(_Q["update_step"], steps).rowcount != len(steps):
-                raise rows.Refused
-            if batch.run is not None:
-                self._move_run(conn, key, batch)
-            last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
-            events, attempts = rows.history(key, last, batch, notes)
-            if attempts:
-                conn.executemany(_Q["upsert_attempt"], attempts)
-            conn.executemany(_Q["insert_event"], events)
-        except UnicodeEncodeError as exc:  # a lone surrogate in a JSON value's text
-            raise StoreError(f"run {batch.run_id!r}: a value to store is not valid "
-                             f"Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!a}"
-                             f"); nothing of the batch was stored") from exc
-
-    def _move_run(self, conn: sqlite3.Connection, key: int, batch: WriteBatch) -> None:
-        change = batch.run
-        assert change is not None
-        stored = conn.execute(_Q["run_status"], (key,)).fetchone()[0]
-        if stored != rows.TEXT[change.source]:
-            raise rows.Refused
-        target = change.target
-        if target in rows.FINAL_RUN:
-            output = rows.json_or_null(change.output, f"the output of run {batch.run_id!r}")
-            conn.execute(_Q["finish_run"], (rows.TEXT[target], change.at, output,
-                                            rows.optional_text(change.error), key))
-        else:
-            first = change.at if target is RunStatus.RUNNING else None
-            conn.execute(_Q["move_run"], (rows.TEXT[target], first, key))
-
-    def _refusal(self, batch: WriteBatch) -> StoreError:
-        """Why a batch is refused: the memory store's checks, in its order, against the
-        stored state (read inside the group's transaction, the batch rolled back)."""
-        run_id = batch.run_id
-        key = self._key(run_id)
-        conn = self.conn
-        try:
-            expected: dict[str, str] = {}
-            for ch in batch.steps:
-                current = expected.get(ch.step)
-                if current is None:
-                    row = conn.execute(_Q["step_status"], (key, ch.step)).fetchone()
-                    if row is None:
-                        return StoreError(f"run {run_id!r} has no step {ch.step!r}")
-                    current = row[0]
-                if current != ch.source:
-                    return StaleWriteError(f"step {ch.step!r} of run {run_id!r} is "
-                                           f"{current}, not {ch.source}")
-                if ch.target not in STEP_TRANSITIONS[ch.source]:
-                    check_step_transition(ch.step, ch.source, ch.target)
-                expected[ch.step] = ch.target
-            change = batch.run
-            if change is not None:
-                stored = conn.execute(_Q["run_status"], (key,)).fetchone()[0]
-                if stored != change.source:
-                    return StaleWriteError(f"run {run_id!r} is {stored}, not "
-                                           f"{change.source}")
-                check_run_transition(run_id, change.source, change.target)
-        except StoreError as exc:  # the TransitionError of a check above
-            return exc
-        return StaleWriteError(f"run {run_id!r} changed while this batch was written; "
-                               f"read it again")
-
-    def get_run(self, run_id: str) -> RunRecord:
-        row = self.conn.execute(_Q["get_run"], (run_id,)).fetchone() \
-            if valid_id(run_id) else None
-        if row is None:
-            raise RunNotFound(run_id)
-        return rows.run_record(row)
-
-    def list_runs(self, f: RunFilter) -> list[RunRecord]:
-        status = None if f.status is None else rows.TEXT[f.status]
-        found = (self.conn.execute(_Q["list_runs"], (status, f.since, f.limit))
-                 if f.workflow is None else
-                 self.conn.execute(_Q["list_workflow_runs"],
-                                   (f.workflow, status, f.since, f.limit)))
-        return [rows.run_record(row) for row in found]
-
-    def get_steps(self, run_id: str) -> list[StepRecord]:
-        return rows.step_records(run_id, self.conn.execute(_Q["get_steps"],
-                                                           (self._key(run_id),)))
-
-    def get_attempts(self, run_id: str) -> list[AttemptRecord]:
-        return rows.attempt_records(run_id, self.conn.execute(_Q["get_attempts"],
-                                                              (self._key(run_id),)))
-
-    def get_events(self, run_id: str, after: int) -> list[EventRecord]:
-        found = self.conn.execute(_Q["get_events"], (self._key(run_id), after))
-        return [rows.event_record(run_id, row) for row in found]
-
-    def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
-        """A compare-and-set inside a write transaction (a group commit's job, under
-        the write lock): no other connection, of this process or another, stores a
-        decision in between."""
-        key = self._key(run_id)
-        data = rows.json_text({"approval": decision},
-                              f"the decision on step {step_id!r} of run {run_id!r}")
-        conn = self.conn
-        row = conn.execute(_Q["step_status"], (key, step_id)).fetchone()
-        if row is None:
-            raise StoreError(f"run {run_id!r} has no step {step_id!r}")
-        standing = conn.execute(_Q["standing_decision"], (key, step_id)).fetchone()
-        if standing is not None:
-            raise DecisionTaken(run_id, step_id, json.loads(standing[0])["approval"])
-        if row[0] != StepStatus.WAITING.value:
-            raise StaleWriteError(f"step {step_id!r} of run {run_id!r} is {row[0]}, "
-                                  f"not waiting for a decision")
-        last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
-        conn.execute(_Q["insert_event"], (key, last + 1, time.time(), "note", step_id,
-                                          None, None, None, data))
-
-    def request_cancel(self, run_id: str) -> None:
-        if self.conn.execute(_Q["request_cancel"], (run_id,)).rowcount == 0:
-            raise RunNotFound(run_id)
-
-    def claim_run(self, run_id: str, owner: str, now: float, lease: float,
-                  dead_owner: str | None) -> RunRecord | None:
-        self._key(run_id)  # RunNotFound
-        conn = self.conn  # inside a write transaction (a group commit's job)
-        claimed = conn.execute(_Q["claim_run"], (owner, now, run_id, now - lease,
-                                                 dead_owner))
-        if not claimed.rowcount:
-            return None
-        return rows.run_record(conn.execute(_Q["get_run"], (run_id,)).fetchone())
-
-    def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        self._key(run_id)  # RunNotFound
-        return self.conn.execute(_Q["heartbeat"], (now, run_id, owner)).rowcount == 1
-
-    def release_run(self, run_id: str, owner: str) -> None:
-        self.conn.execute(_Q["release_run"], (run_id, owner))
-
 
 # ------------------------------------------------------------------- the Store
 
@@ -768,10 +166,10 @@ class SqliteStore:
         self.path = path
         self.synchronous = synchronous
         self.read_only = read_only
-        self._db = _Database(path, synchronous, read_only=read_only)
+        self._db = Database(path, synchronous, read_only=read_only)
         self._thread: _StoreThread | None = None
         # the event loop's connection (NORMAL only), used on the loop that opened it
-        self._inline: _Database | None = None
+        self._inline: Database | None = None
         self._writes: GroupCommit | None = None  # the group commit of that loop
         self._unsynced_jobs = 0  # committed on the loop's thread since the last checkpoint
         self._checkpoint: asyncio.Future[None] | None = None  # at the store's thread
@@ -848,7 +246,7 @@ class SqliteStore:
             return job(inline, *args)
         except sqlite3.Error as exc:
             inline.rollback()
-            if _primary_code(exc) in _BUSY:
+            if primary_code(exc) in BUSY_CODES:
                 return None
             raise translate(exc, inline.where) from exc
 
@@ -860,7 +258,7 @@ class SqliteStore:
         try:
             await self._thread.submit(self._db.call_writing, self._db.connect)
             if self.synchronous == "NORMAL" and not self.read_only:
-                inline = _Database(self.path, self.synchronous)
+                inline = Database(self.path, self.synchronous)
                 try:
                     await self._run(lambda: inline.connect(inline=True))
                 except StoreError:  # an optimisation only: every write takes the thread
@@ -899,10 +297,10 @@ class SqliteStore:
                             version: int | None) -> WorkflowRecord:
         # the same definition is stored already (the common case: every run of a
         # workflow stores it): read, without the write lock or a hop
-        stored = self._read_here(_Database.stored_workflow, name, fingerprint, version)
+        stored = self._read_here(Database.stored_workflow, name, fingerprint, version)
         if stored is not None:
             return stored
-        return await self._write(_Database.save_workflow, name, definition, fingerprint,
+        return await self._write(Database.save_workflow, name, definition, fingerprint,
                                  version)
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
@@ -912,13 +310,13 @@ class SqliteStore:
         return await self._run(self._db.list_workflows)
 
     async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
-        await self._write(_Database.create_run, run, list(step_ids))
+        await self._write(Database.create_run, run, list(step_ids))
 
     async def write(self, batch: WriteBatch) -> None:
-        await self._write(_Database.write, batch)
+        await self._write(Database.write, batch)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        found = self._read_here(_Database.get_run, run_id)  # one row: read here
+        found = self._read_here(Database.get_run, run_id)  # one row: read here
         return found if found is not None else await self._run(self._db.get_run, run_id)
 
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
@@ -934,18 +332,18 @@ class SqliteStore:
         return await self._run(self._db.get_events, run_id, after)
 
     async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
-        await self._write(_Database.record_decision, run_id, step_id, decision)
+        await self._write(Database.record_decision, run_id, step_id, decision)
 
     async def request_cancel(self, run_id: str) -> None:
-        await self._write(_Database.request_cancel, run_id)
+        await self._write(Database.request_cancel, run_id)
 
     async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
                         dead_owner: str | None = None) -> RunRecord | None:
-        return await self._write(_Database.claim_run, run_id, owner, now, lease,
+        return await self._write(Database.claim_run, run_id, owner, now, lease,
                                  dead_owner)
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        return await self._write(_Database.heartbeat, run_id, owner, now)
+        return await self._write(Database.heartbeat, run_id, owner, now)
 
     async def release_run(self, run_id: str, owner: str) -> None:
-        await self._write(_Database.release_run, run_id, owner)
+        await self._write(Database.release_run, run_id, owner)

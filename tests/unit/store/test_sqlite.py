@@ -20,9 +20,10 @@ from plait.core.runstate import AttemptChange, StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
 from plait.errors import RunNotFound, StaleWriteError, StoreError, WorkflowNotFound
 from plait.store import open_store
-from plait.store import sqlite as sqlite_module
+from plait.store import sqlite_database as sqlite_module
 from plait.store.base import RunChange, RunRecord, WriteBatch
-from plait.store.sqlite import SqliteStore, parse_url, valid_id
+from plait.store.sqlite import SqliteStore
+from plait.store.sqlite_database import parse_url, valid_id
 
 S, R = StepStatus, RunStatus
 
