@@ -45,7 +45,7 @@ class MemoryStore:
         # step id -> its row as last written; None until the step's first write (pending)
         self._rows: dict[str, dict[str, StepRuntime | None]] = {}
         # step outputs: the store's own copies (callers' objects may change)
-        self._outputs: dict[str, dict[str, JSON]] = {}
+        self._outputs: dict[str, dict[str, JSON]] = {}  # None: no output
         self._events: dict[str, list[_Event]] = {}
 
     async def open(self) -> None:
@@ -110,7 +110,8 @@ class MemoryStore:
         steps, attempt_changes = batch.steps, batch.attempts
         # check everything first so a refused batch changes nothing (atomicity)
         expected: dict[str, StepStatus] = {}
-        for step, source, target, _at, _row in steps:
+        latest: dict[str, StepRuntime] = {}  # each step's row at the end of the batch
+        for step, source, target, _at, row in steps:
             current = expected.get(step)
             if current is None:
                 if step not in rows:
@@ -123,23 +124,24 @@ class MemoryStore:
             if target not in STEP_TRANSITIONS[source]:
                 check_step_transition(step, source, target)
             expected[step] = target
+            latest[step] = row
         if batch.run is not None:
             if run.status != batch.run.source:
                 raise StaleWriteError(f"run {run_id!r} is {run.status}, not "
                                       f"{batch.run.source}")
             check_run_transition(run_id, batch.run.source, batch.run.target)
-        # the store keeps its own copy of each output (callers' objects may change),
-        # made before anything moves: a value that is not JSON refuses the whole batch
-        owned = [(step, _owned_output(row.output, run_id, step))
-                 for step, _source, _target, _at, row in steps if row.output is not None]
+        # the store keeps its own copy of each step's last output (callers' objects may
+        # change), made before anything moves: a value that is not JSON refuses the
+        # whole batch.  One copy a step, as SQLite stores one row a step.
+        owned = {step: None if row.output is None
+                 else _owned_output(row.output, run_id, step)
+                 for step, row in latest.items()}
         # History keeps the (immutable) change records themselves, in order; a run's
         # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]
         if steps:
-            outputs = self._outputs[run_id]
-            for step, _source, _target, _at, row in steps:
-                rows[step] = row  # already a snapshot taken by the core
-            outputs.update(owned)
+            rows.update(latest)  # rows the core no longer changes (see RunState.drain)
+            self._outputs[run_id].update(owned)
             events += steps
         # attempts are read back from their changes in the history (get_attempts)
         events += attempt_changes
