@@ -6,6 +6,8 @@ of ``plait.core.runstate``; the ``store`` fixture (conftest.py) supplies each ba
 
 from __future__ import annotations
 
+import enum
+import json
 import uuid
 from collections.abc import Callable
 
@@ -697,6 +699,55 @@ async def test_values_given_to_the_store_are_copied(store: Store, uid: UID) -> N
     output["list"].append(2)
     assert (await store.get_run(run_id)).input == {"items": [1, 2]}
     assert (await store.get_steps(run_id))[0].output == {"list": [1]}
+
+
+class _Color(enum.StrEnum):
+    RED = "red"
+
+
+def _nested(depth: int) -> object:
+    value: object = {"leaf": [1.5, None]}
+    for level in range(depth):
+        value = {"level": level, "inner": [value]} if level % 2 else [value, "x"]
+    return value
+
+
+_SHARED = {"k": [1]}
+
+
+@pytest.mark.parametrize("output", [
+    {"pair": (1, "two"), "tags": ("a",)},  # tuples come back as lists
+    {"color": _Color.RED, "flag": True},  # a str subclass comes back as str
+    {"zero": -0.0, "big": 1e308, "tiny": 5e-324, "int": 10**4000, "neg": -(2**100)},
+    {"text": "é ✓ \u0000", "": "empty key", "list": [[], {}, [[[]]]]},
+    {"same": _SHARED, "again": _SHARED},  # one object twice: two separate copies
+    _nested(180),  # 270 levels: deeper than the memory store walks plain values
+])
+async def test_outputs_read_back_as_their_json_text_gives_them(
+        store: Store, uid: UID, output: object) -> None:
+    expected = json.loads(json.dumps(output))
+    run_id = await _run_with_values(store, uid, {"n": 1}, output)
+
+    first = (await store.get_steps(run_id))[0].output
+    assert _same_json(first, expected)
+    assert json.dumps(first) == json.dumps(expected)
+    if isinstance(first, dict) and "again" in first:
+        first["same"]["k"].append(2)  # a reader changing one copy changes nothing else
+        assert first["again"] == {"k": [1]}
+    _SHARED["k"][:] = [1]
+    assert _same_json((await store.get_steps(run_id))[0].output, expected)
+
+
+async def test_an_output_changed_deep_inside_after_the_write_stays_as_written(
+        store: Store, uid: UID) -> None:
+    output = {"rows": [{"id": 1, "tags": ["a"]}], "meta": {"nested": {"n": 1}}}
+    run_id = await _run_with_values(store, uid, {"n": 1}, output)
+    output["rows"][0]["tags"].append("b")  # type: ignore[index]
+    output["meta"]["nested"]["n"] = 2  # type: ignore[index]
+    read = (await store.get_steps(run_id))[0].output
+    read["rows"].append("reader's")  # type: ignore[index, union-attr]
+    assert (await store.get_steps(run_id))[0].output == {
+        "rows": [{"id": 1, "tags": ["a"]}], "meta": {"nested": {"n": 1}}}
 
 
 # ---------------------------------------------------------------- ownership (leases)

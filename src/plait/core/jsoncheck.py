@@ -257,6 +257,11 @@ def _plain_bound(value: object, depth: int) -> int:
                 size = len(item) * _BYTES_PER_CHAR + 2
             elif kind is bool or item is None:
                 size = 5
+            elif kind is int:  # inline (as str): the usual values of an output
+                bits = item.bit_length()
+                if bits > _SAFE_INT_BITS:
+                    return -1
+                size = bits // 3 + 2
             else:
                 size = _plain_bound(item, depth)
                 if size < 0:

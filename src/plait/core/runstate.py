@@ -78,7 +78,9 @@ class StepChange(NamedTuple):
     source: StepStatus
     target: StepStatus
     at: float
-    row: StepRuntime  # a copy taken at the time of the change
+    # the step's row at the end of its batch, never changed afterwards: a copy, or the
+    # core's own row once final (a final row is never written again)
+    row: StepRuntime
 
 
 class AttemptChange(NamedTuple):
@@ -267,12 +269,16 @@ class RunState:
     def drain(self) -> tuple[list[StepChange], list[AttemptChange]]:
         """What happened since the last drain, to commit together.  Each step changed
         carries one snapshot of its row as it is now: the batch's final state, which is
-        what the store keeps (a step queued and started in one batch is copied once)."""
+        what the store keeps (a step queued and started in one batch is copied once).
+
+        A row in a final state never changes again (no transition leaves it and no
+        event touches it), so it is its own snapshot: only rows still moving are
+        copied, about one per step instead of two (queued or running, then final)."""
         transitions, attempts = self._transitions, self.attempt_changes
         self._transitions, self.attempt_changes = [], []
         if not transitions:
             return [], attempts
-        rows, ids = self.rows, self.graph.ids
+        rows, ids, final = self.rows, self.graph.ids, FINAL_STEP_STATES
         snapshots: dict[int, StepRuntime] = {}
         changes: list[StepChange] = []
         append = changes.append
@@ -280,9 +286,13 @@ class RunState:
             snap = snapshots.get(i)
             if snap is None:
                 r = rows[i]
-                snap = snapshots[i] = StepRuntime(
-                    r.status, r.attempts, r.output, r.error, r.started_at, r.finished_at,
-                    r.skip_reason, r.fallback_used, r.next_attempt_at, r.worker)
+                if r.status in final:
+                    snap = snapshots[i] = r
+                else:
+                    snap = snapshots[i] = StepRuntime(
+                        r.status, r.attempts, r.output, r.error, r.started_at,
+                        r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
+                        r.worker)
             append(_new_tuple(StepChange, (ids[i], source, target, at, snap)))
         return changes, attempts
 

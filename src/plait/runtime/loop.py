@@ -40,7 +40,7 @@ from ..store.base import RunChange, RunRecord, WriteBatch
 from ..store.memory import MemoryStore
 from .binding import compile_plan, import_call, invoke
 from .context import ParentOutputs, StepLog
-from .results import RunResult, StepResult, iso
+from .results import RunResult, StepResults, iso
 from .secrets import Secrets
 
 if TYPE_CHECKING:
@@ -723,16 +723,12 @@ class RunLoop:
     def result(self) -> RunResult:
         """The run as stored (built from the loop's own state: no store read)."""
         run = self.run_rec
-        ids = self.checked.graph.ids
         return RunResult(
             run_id=run.run_id, workflow=run.workflow, version=run.version,
             fingerprint=run.fingerprint, status=str(run.status), output=run.output,
             error=run.error, started_at=run.started_at, finished_at=run.finished_at,
             retry_of=run.retry_of,
-            steps={ids[i]: StepResult(str(r.status), r.attempts, r.output, r.error,
-                                      r.started_at, r.finished_at, r.skip_reason,
-                                      r.fallback_used)
-                   for i, r in enumerate(self.state.rows)})
+            steps=StepResults(self.checked.graph.index, self.state.rows))
 
     async def _finish(self) -> None:
         state = self.state

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 from ..core.model import JSON, JSONDict
+from ..core.states import StepStatus
 from ..store.base import RunRecord, StepRecord
 
 
@@ -45,6 +48,65 @@ class StepResult:
                 "fallback_used": self.fallback_used}
 
 
+class StepRow(Protocol):
+    """What a step result is read from: the run loop's rows, or stored records."""
+
+    @property
+    def status(self) -> StepStatus: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def output(self) -> JSON: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def finished_at(self) -> float | None: ...
+    @property
+    def skip_reason(self) -> str | None: ...
+    @property
+    def fallback_used(self) -> bool: ...
+
+
+class StepResults(Mapping[str, StepResult]):
+    """``RunResult.steps``: step id -> StepResult in definition order.  Each result is
+    built when first read and kept (the same object on every read), so a run of
+    100,000 steps pays nothing at its end for the steps nobody looks at.  The rows
+    read are the finished run's, which no longer change."""
+
+    __slots__ = ("_built", "_index", "_rows")
+
+    def __init__(self, index: Mapping[str, int], rows: Sequence[StepRow]) -> None:
+        self._index, self._rows = index, rows
+        self._built: dict[str, StepResult] = {}
+
+    @classmethod
+    def of_records(cls, records: Sequence[StepRecord]) -> StepResults:
+        return cls({rec.step_id: i for i, rec in enumerate(records)}, records)
+
+    def __getitem__(self, key: str) -> StepResult:
+        built = self._built.get(key)
+        if built is None:
+            r = self._rows[self._index[key]]
+            built = self._built[key] = StepResult(
+                str(r.status), r.attempts, r.output, r.error, r.started_at,
+                r.finished_at, r.skip_reason, r.fallback_used)
+        return built
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __repr__(self) -> str:
+        return f"StepResults({dict(self.items())!r})"
+
+
 @dataclass(slots=True, kw_only=True)
 class RunResult:
     run_id: str
@@ -56,7 +118,7 @@ class RunResult:
     error: str | None
     started_at: float | None
     finished_at: float | None
-    steps: dict[str, StepResult] = field(default_factory=dict)
+    steps: Mapping[str, StepResult] = field(default_factory=dict)
     retry_of: str | None = None
 
     @classmethod
@@ -64,7 +126,7 @@ class RunResult:
         return cls(run_id=run.run_id, workflow=run.workflow, version=run.version,
                    fingerprint=run.fingerprint, status=str(run.status), output=run.output,
                    error=run.error, started_at=run.started_at, finished_at=run.finished_at,
-                   steps={s.step_id: StepResult.from_record(s) for s in steps},
+                   steps=StepResults.of_records(steps),
                    retry_of=run.retry_of)
 
     @property

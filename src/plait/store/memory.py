@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
@@ -44,7 +44,8 @@ class MemoryStore:
         self._runs: dict[str, RunRecord] = {}
         # step id -> its row as last written; None until the step's first write (pending)
         self._rows: dict[str, dict[str, StepRuntime | None]] = {}
-        self._outputs: dict[str, dict[str, str]] = {}  # step outputs as JSON text
+        # step outputs: the store's own copies (callers' objects may change)
+        self._outputs: dict[str, dict[str, JSON]] = {}  # None: no output
         self._events: dict[str, list[_Event]] = {}
 
     async def open(self) -> None:
@@ -109,7 +110,8 @@ class MemoryStore:
         steps, attempt_changes = batch.steps, batch.attempts
         # check everything first so a refused batch changes nothing (atomicity)
         expected: dict[str, StepStatus] = {}
-        for step, source, target, _at, _row in steps:
+        latest: dict[str, StepRuntime] = {}  # each step's row at the end of the batch
+        for step, source, target, _at, row in steps:
             current = expected.get(step)
             if current is None:
                 if step not in rows:
@@ -122,23 +124,24 @@ class MemoryStore:
             if target not in STEP_TRANSITIONS[source]:
                 check_step_transition(step, source, target)
             expected[step] = target
+            latest[step] = row
         if batch.run is not None:
             if run.status != batch.run.source:
                 raise StaleWriteError(f"run {run_id!r} is {run.status}, not "
                                       f"{batch.run.source}")
             check_run_transition(run_id, batch.run.source, batch.run.target)
-        # outputs are kept as JSON text (callers' objects may change), encoded before
-        # anything moves: a value that is not JSON refuses the whole batch
-        encoded = [(step, _encode(row.output, run_id, step))
-                   for step, _source, _target, _at, row in steps if row.output is not None]
+        # the store keeps its own copy of each step's last output (callers' objects may
+        # change), made before anything moves: a value that is not JSON refuses the
+        # whole batch.  One copy a step, as SQLite stores one row a step.
+        owned = {step: None if row.output is None
+                 else _owned_output(row.output, run_id, step)
+                 for step, row in latest.items()}
         # History keeps the (immutable) change records themselves, in order; a run's
         # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]
         if steps:
-            outputs = self._outputs[run_id]
-            for step, _source, _target, _at, row in steps:
-                rows[step] = row  # already a snapshot taken by the core
-            outputs.update(encoded)
+            rows.update(latest)  # rows the core no longer changes (see RunState.drain)
+            self._outputs[run_id].update(owned)
             events += steps
         # attempts are read back from their changes in the history (get_attempts)
         events += attempt_changes
@@ -176,8 +179,7 @@ class MemoryStore:
         out = []
         for sid, row in rows.items():
             rec = StepRecord.from_runtime(run_id, sid, row or StepRuntime())
-            text = outputs.get(sid)
-            rec.output = None if text is None else json.loads(text)
+            rec.output = _copy(outputs.get(sid))
             out.append(rec)
         return out
 
@@ -293,21 +295,70 @@ def _event(run_id: str, seq: int, e: _Event) -> EventRecord:
 
 
 _ENCODE = json.JSONEncoder(allow_nan=False).encode
+# an int of fewer bits has fewer than 4,300 digits: JSON text carries it back
+_INT_BOUND = 1 << 14_283
+_MAX_DEPTH = 256
 
 
-def _encode(value: JSON, run_id: str, step: str) -> str:
-    """A step's output as JSON text: StoreError (as the SQLite store) when it is not
-    JSON (the run loop checks outputs first: this is the second line)."""
+class _NotPlain(Exception):
+    """A value ``_plain_copy`` does not take: the JSON codec converts or refuses it."""
+
+
+def _plain_copy(value: Any, depth: int = 0) -> Any:
+    """A deep copy of plain JSON (dicts with str keys, lists, str, bounded int, finite
+    float, bool, None), equal to a round trip through JSON text at a fraction of its
+    cost; _NotPlain for anything else (tuples, subclasses, NaN, huge ints, deep nesting),
+    which the caller sends through the codec instead."""
+    kind = type(value)
+    if kind is dict:
+        if depth >= _MAX_DEPTH:
+            raise _NotPlain
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            kind = type(item)
+            if kind is str or kind is bool or item is None or (
+                    kind is int and -_INT_BOUND < item < _INT_BOUND):
+                out[key] = item
+            else:
+                out[key] = _plain_copy(item, depth + 1)
+        return out
+    if kind is list:
+        if depth >= _MAX_DEPTH:
+            raise _NotPlain
+        return [_plain_copy(item, depth + 1) for item in value]
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int and -_INT_BOUND < value < _INT_BOUND:
+        return value
+    if kind is float and value - value == 0.0:  # not NaN, not infinite
+        return value
+    raise _NotPlain
+
+
+def _owned_output(value: JSON, run_id: str, step: str) -> JSON:
+    """The store's own copy of a step's output, as JSON text would give it back:
+    StoreError (as the SQLite store) when it is not JSON (the run loop checks outputs
+    first: this is the second line)."""
     try:
-        return _ENCODE(value)
+        return cast(JSON, _plain_copy(value))
+    except _NotPlain:
+        pass
+    try:
+        text = _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"run {run_id!r}, step {step!r}: the output to store is not "
                          f"JSON ({exc})") from exc
+    return cast(JSON, json.loads(text))
 
 
 def _copy(value: Any) -> Any:
-    """A deep copy through JSON: what a persistent store would give back."""
-    return None if value is None else json.loads(json.dumps(value))
+    """A deep copy, what a persistent store would give back (JSON text's round trip)."""
+    try:
+        return _plain_copy(value)
+    except _NotPlain:
+        return json.loads(json.dumps(value))
 
 
 def _copy_run(run: RunRecord) -> RunRecord:

@@ -126,6 +126,12 @@ def plans(draw: st.DrawFn, max_steps: int = 40, on_failure: str | None = None) -
 # ---------------------------------------------------------------- the driver
 
 
+def _fields(row: StepRuntime) -> tuple[object, ...]:
+    return (row.status, row.attempts, row.output, row.error, row.started_at,
+            row.finished_at, row.skip_reason, row.fallback_used, row.next_attempt_at,
+            row.worker)
+
+
 class Driver:
     """Plays the run loop over a RunState and checks invariants after every event."""
 
@@ -142,6 +148,8 @@ class Driver:
         self.ready: set[int] = set()  # queued and due (the core's ready heap)
         self.replayed = [S.PENDING] * self.graph.size
         self.step_changes: list[StepChange] = []
+        # each drained row and its fields when drained: a store keeps the row itself
+        self.snapshots: list[tuple[StepRuntime, tuple[object, ...]]] = []
         self.attempt_changes: list[AttemptChange] = []
         self.cancelled = False
         self.began_with: dict[int, list[StepStatus]] = {}
@@ -173,10 +181,13 @@ class Driver:
             if ch.source is S.PENDING and ch.target is S.QUEUED:
                 self.ready.add(i)
         self.step_changes.extend(steps)
+        self.snapshots.extend((ch.row, _fields(ch.row)) for ch in steps)
         self.attempt_changes.extend(attempts)
 
     def check_invariants(self) -> None:
         rows = self.state.rows
+        for snap, fields in self.snapshots:
+            assert _fields(snap) == fields, "a drained row changed after the drain"
         assert [r.status for r in rows] == self.replayed
         for i, row in enumerate(rows):
             limit = self.plan.max_retries[self.graph.ids[i]] + 1
