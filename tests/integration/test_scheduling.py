@@ -414,3 +414,25 @@ async def test_a_circuit_breaker_opened_by_one_run_is_open_for_the_next() -> Non
     assert first.status == second.status == "failed"
     assert second.steps["call"].attempts == 1
     assert "circuit breaker 'svc' is open" in (second.steps["call"].error or "")
+
+
+async def test_sync_steps_of_separate_runs_share_the_process_thread_pool() -> None:
+    """Each run_async call has its own engine; its sync steps still reuse the threads
+    earlier runs started instead of starting a pool of their own per run."""
+    import threading
+
+    seen: list[threading.Thread] = []
+
+    def sync_step() -> int:
+        seen.append(threading.current_thread())
+        return 1
+
+    wf = Workflow("threads")
+    wf.add_step("work", sync_step)
+    for _ in range(10):
+        assert (await wf.run_async({})).status == "completed"
+    assert len(seen) == 10
+    # a pool per run would start a thread per run (10); the shared pool reuses idle ones
+    # (a worker marks itself idle just after handing back its result, so a quick next
+    # run may start one more)
+    assert len(set(seen)) <= 3

@@ -45,15 +45,23 @@ from .pools import PoolRegistry, shared_limits
 from .preflight import check_input_params, preflight
 from .results import RunResult
 from .secrets import Secrets
-from .threads import DaemonThreadPool
+from .threads import DaemonThreadPool, shared_pool
 
 _CANCEL_POLL_S = 0.5
 _log = logging.getLogger("plait.engine")
 _MISSING = object()
 
 
+_worker_id: tuple[int, str] | None = None  # (pid, "host:pid"), asked once per process
+
+
 def default_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``host:pid`` of this process (what history and ownership record)."""
+    global _worker_id
+    pid = os.getpid()
+    if _worker_id is None or _worker_id[0] != pid:
+        _worker_id = (pid, f"{socket.gethostname()}:{pid}")
+    return _worker_id[1]
 
 
 def _descendants(children: tuple[tuple[int, ...], ...], roots: list[int]) -> set[int]:
@@ -98,13 +106,15 @@ class Engine:
                  http_policy: NetworkPolicy | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random,
-                 max_threads: int = 64, lease: float = 30.0) -> None:
+                 max_threads: int | None = None, lease: float = 30.0) -> None:
         self.store = store
         self.worker = worker or default_worker_id()
         self.clock = clock
         self.rand = rand
         self.lease = lease
-        self._executor = DaemonThreadPool(max_threads)
+        # sync steps run in the process's shared pool, unless a size is asked for
+        self._own_executor = DaemonThreadPool(max_threads) if max_threads else None
+        self._executor = self._own_executor or shared_pool()
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy
                                  or NetworkPolicy.from_environment())
@@ -115,7 +125,8 @@ class Engine:
 
     def close(self) -> None:
         # Threads of abandoned (timed-out) sync steps are not waited for.
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._own_executor is not None:
+            self._own_executor.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ runs
 

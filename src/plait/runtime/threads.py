@@ -8,6 +8,7 @@ dies with the process, as a cancelled async step would.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -69,3 +70,20 @@ class DaemonThreadPool(Executor):
             workers = self._threads
         for _ in range(workers):
             self._queue.put(None)
+
+
+SHARED_THREADS = 64
+_shared: tuple[int, DaemonThreadPool] | None = None  # (pid, pool)
+_shared_lock = threading.Lock()
+
+
+def shared_pool() -> DaemonThreadPool:
+    """The process's pool for sync steps (``SHARED_THREADS`` threads), used by every
+    engine that asks for no pool of its own: a run started by its own ``run_async``
+    call reuses the threads earlier runs started.  Never shut down (its threads are
+    daemons); a forked child gets a pool of its own."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared[0] != os.getpid():
+            _shared = (os.getpid(), DaemonThreadPool(SHARED_THREADS))
+        return _shared[1]
