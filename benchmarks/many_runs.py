@@ -1,7 +1,7 @@
 """Many small runs in one process: runs per second of a 4-step diamond, 50 at a time.
 
     python benchmarks/many_runs.py [--runs 2000] [--concurrency 50] [--chunk 250]
-        [--out FILE]
+        [--only memory|sqlite] [--out FILE]
 
 The workflow is the README's shape: steps whose parameters are named after their
 parents (``a(input)``, ``b(a)``, ``c(a)``, ``d(b, c)``; every body is
@@ -103,11 +103,14 @@ async def stores(tmp: str) -> AsyncIterator[dict[str, Any]]:
         yield modes
 
 
-async def measure(runs: int, concurrency: int, chunk: int) -> dict[str, Any]:
+async def measure(runs: int, concurrency: int, chunk: int,
+                  only: str | None = None) -> dict[str, Any]:
     wf = diamond()
     wf.validate()
     with tempfile.TemporaryDirectory(prefix="plait-many-") as tmp:
-        async with stores(tmp) as modes:
+        async with stores(tmp) as all_modes:
+            modes = {m: db for m, db in all_modes.items()
+                     if only is None or m.startswith(f"{only},")}
             started = 0
             for db in modes.values():  # warm-up: imports, first-use caches, the schema
                 await run_many(wf, db, min(chunk, 50), concurrency, started)
@@ -146,10 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--chunk", type=int, default=250,
                         help="runs per store before switching to the next store")
+    parser.add_argument("--only", choices=("memory", "sqlite"),
+                        help="measure one store alone (no interleaving)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     try:
-        result = asyncio.run(measure(args.runs, args.concurrency, args.chunk))
+        result = asyncio.run(measure(args.runs, args.concurrency, args.chunk, args.only))
     except* WrongRun as group:
         result = {"error": str(group.exceptions[0])}
     text = json.dumps(result, indent=1)
