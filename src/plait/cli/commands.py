@@ -87,8 +87,11 @@ def exit_now(code: int) -> NoReturn:
     """Exit with ``code``.  A sync step still running in a worker thread after the run
     ended (cancelled, or timed out) cannot be stopped, and Python would wait for it at
     exit; the run is already recorded, so leave without waiting for it."""
+    from ..runtime.threads import shutdown_shared
+
     sys.stdout.flush()
     sys.stderr.flush()
+    shutdown_shared()  # the idle step threads leave now
     deadline = time.monotonic() + _IDLE_THREAD_GRACE_S
     for thread in threading.enumerate():
         if thread.name.startswith("plait-step"):

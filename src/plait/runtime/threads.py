@@ -87,3 +87,13 @@ def shared_pool() -> DaemonThreadPool:
         if _shared is None or _shared[0] != os.getpid():
             _shared = (os.getpid(), DaemonThreadPool(SHARED_THREADS))
         return _shared[1]
+
+
+def shutdown_shared() -> None:
+    """Tell the shared pool's idle threads to leave (at the process's exit); a thread
+    still running an abandoned step leaves when that step returns."""
+    global _shared
+    with _shared_lock:
+        found, _shared = _shared, None
+    if found is not None and found[0] == os.getpid():
+        found[1].shutdown(wait=False)
