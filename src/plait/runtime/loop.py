@@ -38,6 +38,7 @@ from ..errors import (
 from ..steps.registry import StepCall, StepFunction, StepType, get_step_type
 from ..store.base import RunChange, RunRecord, WriteBatch
 from ..store.memory import MemoryStore
+from . import offloop
 from .binding import compile_plan, import_call, invoke
 from .context import ParentOutputs, StepLog
 from .results import RunResult, StepResults, iso
@@ -563,17 +564,15 @@ class RunLoop:
         (a task the run owns, like an attempt), then comes back as a "when" outcome."""
         due, self.state.when_due = self.state.when_due, []
         for i in due:
-            names = self.state.context(i)
-            names["state"] = dict(self.state.state)  # the loop writes it meanwhile
+            names = offloop.snapshot(self.state.context(i))
             self.tasks[i] = self._create_task(self._guard(i, names))
 
     async def _guard(self, i: int, names: dict[str, object]) -> None:
         text, stop = self.spec.steps[i].when or "", expressions.Stop()
         value: object
         try:
-            value = await asyncio.to_thread(expressions.render, text, names, stop=stop)
+            value = await offloop.in_thread(stop, expressions.render, text, names, stop=stop)
         except asyncio.CancelledError:
-            stop.requested = True  # the thread ends at the sandbox's next check
             self._report(i, "when_cancelled", None, False)
             raise
         except expressions.RenderError as exc:
@@ -768,14 +767,9 @@ class RunLoop:
         elif expressions.is_cheap(template):
             value = expressions.render_value(template, self.state.context())
         else:
-            names = self.state.context()
             stop = expressions.Stop()
-            try:
-                value = await asyncio.to_thread(expressions.render_value, template, names,
-                                                stop=stop)
-            except asyncio.CancelledError:
-                stop.requested = True  # the thread ends at the sandbox's next check
-                raise
+            value = await offloop.in_thread(stop, expressions.render_value, template,
+                                            self.state.context(), stop=stop)
         return ensure_json(value, max_bytes=self._max_output_bytes)
 
     def _failed_steps(self) -> str:

@@ -8,7 +8,6 @@ object is a StepType.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,7 +25,7 @@ from ..core.steptypes import (
     unavailable_reason,
 )
 from ..errors import PlaitError, TemplateError
-from ..runtime import netpolicy
+from ..runtime import netpolicy, offloop
 from ..runtime.context import StepContext, StepLog
 
 if TYPE_CHECKING:
@@ -134,18 +133,10 @@ class StepCall:
         templates ``prepare`` renders, when not the step's own fields."""
         if expressions.is_cheap(self.step.config if fields is None else fields):
             return prepare(self)
-        names = dict(self.template_context())
-        state = names.get("state")
-        if isinstance(state, dict):  # the loop writes it meanwhile: the thread reads a copy
-            names["state"] = dict(state)
-        self._names = names
+        self._names = offloop.snapshot(self.template_context())
         if self._stop is None:
             self._stop = expressions.Stop()
-        try:
-            return await asyncio.to_thread(prepare, self)
-        except asyncio.CancelledError:
-            self.stop()
-            raise
+        return await offloop.in_thread(self._stop, prepare, self)
 
     def context(self) -> StepContext:
         """The attempt's StepContext (O(1): its outputs and logger are read lazily)."""
