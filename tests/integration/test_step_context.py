@@ -168,6 +168,20 @@ class Spinner:
         return "stopped"
 
 
+async def run_until_spin_stops(store: MemoryStore, wf: Workflow, spin: Spinner) -> Any:
+    """Run ``wf`` and wait for its spinning sync step to notice ``ctx.cancelled``
+    (asserted), then return the run's result."""
+    engine = Engine(store)
+    try:
+        result = await run_with(engine, wf)
+        stopped = await asyncio.to_thread(spin.stopped.wait, WAIT_S)
+    finally:
+        spin.stopped.set()
+        engine.close()
+    assert stopped and spin.saw_cancelled
+    return result
+
+
 async def test_a_cancel_request_through_the_store_stops_a_sync_step(tmp_path: Path) -> None:
     """What `plait cancel` does from another process: flag the run in the database."""
     url = f"sqlite:///{tmp_path / 'plait.db'}"
@@ -202,15 +216,7 @@ async def test_a_timed_out_sync_step_sees_cancelled(store: MemoryStore) -> None:
     spin = Spinner()
     wf = Workflow("spinning")
     wf.add_step("spin", spin, timeout=0.05, retry=0)
-    engine = Engine(store)
-    try:
-        result = await run_with(engine, wf)
-        stopped = await asyncio.to_thread(spin.stopped.wait, WAIT_S)
-    finally:
-        spin.stopped.set()
-        engine.close()
-
-    assert stopped and spin.saw_cancelled
+    result = await run_until_spin_stops(store, wf, spin)
     assert result.steps["spin"].status == "failed"
     assert "timed out" in (result.steps["spin"].error or "")
 
@@ -225,14 +231,6 @@ async def test_fail_fast_tells_a_running_sync_sibling(store: MemoryStore) -> Non
     wf = Workflow("fail-fast", on_failure="fail_fast")
     wf.add_step("spin", spin)
     wf.add_step("boom", boom, retry=0)
-    engine = Engine(store)
-    try:
-        result = await run_with(engine, wf)
-        stopped = await asyncio.to_thread(spin.stopped.wait, WAIT_S)
-    finally:
-        spin.stopped.set()
-        engine.close()
-
-    assert stopped and spin.saw_cancelled
+    result = await run_until_spin_stops(store, wf, spin)
     assert result.status == "failed"
     assert result.steps["spin"].status == "cancelled"
