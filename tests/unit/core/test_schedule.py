@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from plait.core.model import ScheduleSpec
@@ -161,7 +161,6 @@ moments = st.integers(1_577_836_800, 1_893_456_000).map(float)
 gaps = st.floats(0, 3 * 86400)
 
 
-@settings(max_examples=150, deadline=None)
 @given(cron=st.sampled_from(CRONS), tz=st.sampled_from(ZONES), last=moments,
        first=gaps, second=gaps)
 def test_ticking_in_between_gives_the_same_fires_as_one_tick(
@@ -177,7 +176,6 @@ def test_ticking_in_between_gives_the_same_fires_as_one_tick(
     assert early.fires + late.fires == once.fires
 
 
-@settings(max_examples=150, deadline=None)
 @given(cron=st.sampled_from(CRONS), tz=st.sampled_from(ZONES), last=moments, gap=gaps,
        cap=st.integers(1, 50))
 def test_due_fires_are_whole_seconds_in_order_within_the_gap(
@@ -192,7 +190,6 @@ def test_due_fires_are_whole_seconds_in_order_within_the_gap(
     assert skip.next_fire == found.next_fire
 
 
-@settings(max_examples=150, deadline=None)
 @given(cron=st.sampled_from(CRONS), tz=st.sampled_from(ZONES), now=moments)
 def test_the_next_fire_is_the_first_one_after_now(cron: str, tz: str, now: float) -> None:
     found = due(every(cron, tz), None, now)
@@ -201,7 +198,6 @@ def test_the_next_fire_is_the_first_one_after_now(cron: str, tz: str, now: float
     assert due(every(cron, tz), now, found.next_fire).fires == (found.next_fire,)
 
 
-@settings(max_examples=100, deadline=None)
 @given(minutes=st.sampled_from([1, 2, 5, 10, 15, 20, 30]), last=moments,
        gap=st.floats(0, 86400))
 def test_in_utc_a_step_of_minutes_fires_on_every_multiple(minutes: int, last: float,
