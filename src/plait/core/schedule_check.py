@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from typing import cast
 
 from ..errors import Problem
+from .concurrency_key import key_problems, render_key
+from .expressions import RenderError
 from .jsoncheck import find_problems
 from .model import CATCH_UP, JSON, CatchUp, JSONDict, ScheduleSpec, WorkflowSpec
 from .schedule import cron_problem, schedule_key, timezone_problem
@@ -81,12 +83,17 @@ def schedule_problems(spec: WorkflowSpec, prior: Sequence[Problem] = ()) -> list
     problems: list[Problem] = []
     seen: dict[str, int] = {}
     validator = _input_validator(spec.input_schema) if spec.schedules else None
+    # each schedule's input must give the run a key (when the key itself is valid)
+    run_key = spec.concurrency_key if spec.schedules and not key_problems(spec, prior) \
+        else None
     for i, schedule in enumerate(spec.schedules):
         where = f"schedules[{i}]"
         if where in reported:
             continue
         found = (_field_problems(where, schedule, reported)
                  + _input_problems(f"{where}.input", schedule.input, validator))
+        if not found and run_key is not None:
+            found = _key_problems(f"{where}.input", run_key, schedule.input)
         problems += found
         if found or where in broken:
             continue
@@ -118,6 +125,15 @@ def _field_problems(where: str, schedule: ScheduleSpec, reported: set[str]) -> l
     if f"{where}.catch_up" not in reported and schedule.catch_up not in CATCH_UP:
         problems.append(_catch_up_problem(f"{where}.catch_up", schedule.catch_up))
     return problems
+
+
+def _key_problems(where: str, key: str, input: JSON) -> list[Problem]:
+    try:
+        render_key(key, input)
+    except RenderError as exc:
+        return [Problem(location=where, message=(
+            f"the concurrency_key {key!r} does not render for this input: {exc}"))]
+    return []
 
 
 class _Validator:

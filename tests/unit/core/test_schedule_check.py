@@ -219,3 +219,19 @@ def test_a_python_schedule_input_that_is_not_json_is_named() -> None:
     [problem] = info.value.problems
     assert problem.location == "schedules[0].input.s"
     assert "set" in problem.message
+
+
+def test_each_schedule_input_must_give_the_run_its_concurrency_key() -> None:
+    problems = where(problems_of(wf(
+        t("a"), concurrency_key="{{ input.customer }}",
+        schedules=[{"cron": "@hourly", "input": {"customer": "acme"}},
+                   {"cron": "@daily", "input": {"client": "acme"}},
+                   {"cron": "@weekly", "input": {"customer": None}}])))
+    assert problems == {
+        "schedules[1].input": "schedules[1].input: the concurrency_key "
+                              "'{{ input.customer }}' does not render for this input: input "
+                              "has no key 'customer'",
+        "schedules[2].input": "schedules[2].input: the concurrency_key "
+                              "'{{ input.customer }}' does not render for this input: "
+                              "concurrency_key '{{ input.customer }}' rendered null for this "
+                              "input"}
