@@ -75,12 +75,16 @@ from typing import Any
 
 from ..core.model import JSONDict
 from ..errors import StoreError
+from . import sqlite_claims
 from .base import (
     AttemptRecord,
     EventRecord,
+    Lease,
+    Outcome,
     RunFilter,
     RunRecord,
     StepRecord,
+    TicketRecord,
     WorkflowRecord,
     WriteBatch,
 )
@@ -347,3 +351,32 @@ class SqliteStore:
 
     async def release_run(self, run_id: str, owner: str) -> None:
         await self._write(Database.release_run, run_id, owner)
+
+    # ------------------------------------------------------------------ claims
+    # (sqlite_claims.py) Writes are jobs of the group commit, as every write; reads
+    # take the store's thread.  Store time is read inside each job's transaction.
+
+    async def claim_attempts(self, worker: str, limit: int, lease: float) -> list[Lease]:
+        if limit <= 0:
+            return []
+        return await self._write(sqlite_claims.claim_attempts, worker, limit, lease)
+
+    async def extend_leases(self, worker: str, tokens: Sequence[str],
+                            lease: float) -> set[str]:
+        return await self._write(sqlite_claims.extend_leases, worker, list(tokens), lease)
+
+    async def complete_attempts(self, worker: str,
+                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+        return await self._write(sqlite_claims.complete_attempts, worker, list(results))
+
+    async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
+        return await self._write(sqlite_claims.reap_expired, limit)
+
+    async def outcomes(self, run_id: str) -> list[Outcome]:
+        return await self._run(sqlite_claims.outcomes, self._db, run_id)
+
+    async def tickets(self, run_id: str) -> list[TicketRecord]:
+        return await self._run(sqlite_claims.tickets, self._db, run_id)
+
+    async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
+        return await self._run(sqlite_claims.runs_to_drive, self._db, lease, limit)
