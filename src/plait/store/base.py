@@ -288,9 +288,12 @@ class WriteBatch:
     attempts: list[AttemptChange] = field(default_factory=list)
     run: RunChange | None = None
     notes: list[tuple[str | None, JSONDict]] = field(default_factory=list)
-    dispatch: list[Ticket] = field(default_factory=list)
-    consumed: list[AttemptKey] = field(default_factory=list)
-    withdrawn: list[AttemptKey] = field(default_factory=list)
+    # Empty tuples by default, not lists: a local run's batches (the memory store's
+    # per-step cost) never carry these, and three lists each would cost a measurable
+    # share of it.  Give a list to build one up.
+    dispatch: Sequence[Ticket] = ()
+    consumed: Sequence[AttemptKey] = ()
+    withdrawn: Sequence[AttemptKey] = ()
 
     def __bool__(self) -> bool:
         return bool(self.steps or self.attempts or self.run or self.notes or self.dispatch
@@ -401,8 +404,8 @@ class Store(Protocol):
         ticket whose pool already has ``pool_limit`` claimed tickets in the whole store.
         Each claimed ticket gets a fresh random token (uuid4 hex), ``worker`` as its
         holder and an expiry of store time + ``lease`` seconds; its step row's
-        ``worker`` becomes ``worker`` (history shows who ran it).  Two concurrent
-        claimers never get the same ticket."""
+        ``worker`` becomes ``worker`` (history shows who ran it).  Returned in claim
+        order.  Two concurrent claimers never get the same ticket."""
         ...
 
     async def extend_leases(self, worker: str, tokens: Sequence[str],
@@ -448,6 +451,9 @@ class Store(Protocol):
         """Up to ``limit`` ids of runs that need a driver, oldest (``created_at``)
         first: ``pending`` or ``running`` runs that have no owner (never claimed, or
         released by a driver that stopped), or whose owner's heartbeat is more than
-        ``lease`` seconds older than store time.  The caller then takes one with
-        ``claim_run`` (which may still lose it to another worker)."""
+        ``lease`` seconds older than store time (``heartbeat_at`` is the ``now`` that
+        ``claim_run`` and ``heartbeat`` were given: drivers pass ``time.time()``, and on
+        a server the store's clock should write it too).  The caller then takes one
+        with ``claim_run`` (which may still lose it to another worker).  Runs that wait
+        for a person (``waiting``) or ended are never listed."""
         ...

@@ -54,7 +54,7 @@ class MemoryStore:
         # step outputs: the store's own copies (callers' objects may change)
         self._outputs: dict[str, dict[str, JSON]] = {}  # None: no output
         self._events: dict[str, list[_Event]] = {}
-        self._claims = MemoryClaims(self._runs, self._rows, self._note)
+        self._claims_made: MemoryClaims | None = None  # made by the first claims call
 
     async def open(self) -> None:
         return None
@@ -277,6 +277,13 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ claims
     # (memory_claims.py; no await in any of them: each is one transaction)
+
+    @property
+    def _claims(self) -> MemoryClaims:
+        claims = self._claims_made
+        if claims is None:  # a local run never needs one: not made with every store
+            claims = self._claims_made = MemoryClaims(self._runs, self._rows, self._note)
+        return claims
 
     async def claim_attempts(self, worker: str, limit: int, lease: float) -> list[Lease]:
         return self._claims.claim(worker, limit, lease) if limit > 0 else []

@@ -33,4 +33,4 @@ def test_a_local_runs_batch_has_no_claims() -> None:
                                  at=1.0), [(None, {"n": 1})])
     assert batch
     assert not batch.claims
-    assert (batch.dispatch, batch.consumed, batch.withdrawn) == ([], [], [])
+    assert (batch.dispatch, batch.consumed, batch.withdrawn) == ((), (), ())
