@@ -19,8 +19,9 @@ Durability (``synchronous``; the database always runs in WAL mode):
 Threading: one dedicated thread owns the connection.  Reads are ONE hop to that thread
 running one job, never one hop per statement; the event loop never waits for a lock, a
 sync or a large read.  Writes (``write``, ``create_run``, ``claim_run``, ``heartbeat``,
-``release_run``, ``record_decision``, storing a new definition) are jobs of the store's
-group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
+``release_run``, ``record_decision``, storing a new definition, and the claims writes
+``claim_attempts``, ``extend_leases``, ``complete_attempts``, ``reap_expired`` of
+``sqlite_claims.py``) are jobs of the store's group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
 together are committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or
 error its own (``Database.commit_group``: a refused job is undone alone).
 
