@@ -495,9 +495,15 @@ async def test_extend_leases_keeps_only_the_workers_own(store: Store, driver: Dr
     assert await store.extend_leases("w1", [], LEASE) == set()
     [held] = await store.tickets(run_id)
     assert held.expires_at is not None and held.expires_at >= before + LEASE - SLACK
-    await asyncio.sleep(PAST_SHORT)  # past the first lease: extended, so not reaped
+    await driver.start(run_id, "b")
+    [lapsing] = await store.claim_attempts("w1", 1, SHORT)
+    await asyncio.sleep(PAST_SHORT)  # past both first leases: a's was extended
+    # b's lease ran out, but no reaper took it yet: still held, and extended
+    assert await store.extend_leases("w1", [lapsing.token], LEASE) == {lapsing.token}
     assert [r for r in await store.reap_expired() if r[0] == run_id] == []
-    assert await store.complete_attempts("w1", [(lease.token, ok(lease, 1))]) == [True]
+    assert await store.complete_attempts("w1", [(lease.token, ok(lease, 1)),
+                                                (lapsing.token, ok(lapsing, 2))]) == [
+        True, True]
 
 
 # ------------------------------------------------------------------ reaping
