@@ -21,9 +21,9 @@ running one job, never one hop per statement; the event loop never waits for a l
 sync or a large read.  Writes (``write``, ``create_run``, ``claim_run``, ``heartbeat``,
 ``release_run``, ``record_decision``, storing a new definition, and the claims writes
 ``claim_attempts``, ``extend_leases``, ``complete_attempts``, ``reap_expired`` of
-``sqlite_claims.py``) are jobs of the store's group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
-together are committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or
-error its own (``Database.commit_group``: a refused job is undone alone).
+``sqlite_claims.py``) are jobs of the store's group commit
+(``group_commit.GroupCommit``): the jobs of many runs that are ready together are
+committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or error its own (``Database.commit_group``: a refused job is undone alone).
 
 With ``synchronous=NORMAL`` a group is committed on the event loop's own thread (the
 one that opened the store), through a second connection whose busy timeout is zero,
