@@ -23,7 +23,8 @@ sync or a large read.  Writes (``write``, ``create_run``, ``claim_run``, ``heart
 ``claim_attempts``, ``extend_leases``, ``complete_attempts``, ``reap_expired`` of
 ``sqlite_claims.py``) are jobs of the store's group commit
 (``group_commit.GroupCommit``): the jobs of many runs that are ready together are
-committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or error its own (``Database.commit_group``: a refused job is undone alone).
+committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or error its own
+(``Database.commit_group``: a refused job is undone alone).
 
 With ``synchronous=NORMAL`` a group is committed on the event loop's own thread (the
 one that opened the store), through a second connection whose busy timeout is zero,
