@@ -92,18 +92,24 @@ def test_the_snapshot_file_is_current() -> None:
 
 def test_one_migration_at_a_time_with_data_between_gives_the_snapshot() -> None:
     conn = sqlite3.connect(":memory:", isolation_level=None)
+    with_tickets = 0  # versions at which the claims tables existed
     for version in range(1, latest_version() + 1):
         assert migrate(conn, ":memory:", version) == version
         assert schema_version(conn) == version
-        _add_rows(conn, version)
+        with_tickets += _add_rows(conn, version)
     assert schema_of(conn) == schema_of(snapshot())
     # the rows written at every version are still there
     assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == latest_version()
+    assert with_tickets > 0
+    assert conn.execute("SELECT count(*) FROM tickets").fetchone()[0] == with_tickets
+    assert conn.execute("SELECT count(*) FROM outcomes").fetchone()[0] == with_tickets
 
 
-def _add_rows(conn: sqlite3.Connection, version: int) -> None:
+def _add_rows(conn: sqlite3.Connection, version: int) -> bool:
     """A run with a step, an attempt and an event, as the schema of ``version`` has
-    them (extend when a migration changes these tables)."""
+    them (extend when a migration changes these tables), and a ticket and an inbox
+    outcome once the claims tables exist (True then).  Keyed on the tables, not on the
+    migration's number, so renumbering the migration changes nothing here."""
     run = conn.execute(
         "INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, "
         "created_at) VALUES (?, 'wf', 1, 'abcdef012345', 'running', '{\"n\": 1}', 1.0)",
@@ -114,6 +120,15 @@ def _add_rows(conn: sqlite3.Connection, version: int) -> None:
                  "started_at, start_seq) VALUES (?, 'a', 1, 0, 'running', 1.0, 1)", (run,))
     conn.execute("INSERT INTO events (run, seq, at, kind, step_id, source, target) "
                  "VALUES (?, 1, 1.0, 'step', 'a', 'pending', 'queued')", (run,))
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "tickets" not in tables:
+        return False
+    conn.execute("INSERT INTO tickets (run, step_id, attempt, fallback, priority, payload, "
+                 "created_at, token, claimed_by, expires_at) "
+                 "VALUES (?, 'a', 2, 0, 0.5, '{}', 1.0, ?, 'w1', 31.0)", (run, f"t{version}"))
+    conn.execute("INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, "
+                 "worker, at) VALUES (?, 'a', 1, 0, 'ok', '{\"x\": 1}', 'w1', 2.0)", (run,))
+    return True
 
 
 def test_migrating_an_up_to_date_database_changes_nothing() -> None:

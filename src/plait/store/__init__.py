@@ -5,16 +5,21 @@ from __future__ import annotations
 from .base import (
     AttemptRecord,
     EventRecord,
+    Lease,
+    Outcome,
     RunChange,
     RunFilter,
     RunRecord,
     StepRecord,
     Store,
+    Ticket,
+    TicketRecord,
     WorkflowRecord,
     WriteBatch,
 )
 from .memory import MemoryStore
 from .url import open_store
 
-__all__ = ["AttemptRecord", "EventRecord", "MemoryStore", "RunChange", "RunFilter",
-           "RunRecord", "StepRecord", "Store", "WorkflowRecord", "WriteBatch", "open_store"]
+__all__ = ["AttemptRecord", "EventRecord", "Lease", "MemoryStore", "Outcome", "RunChange",
+           "RunFilter", "RunRecord", "StepRecord", "Store", "Ticket", "TicketRecord",
+           "WorkflowRecord", "WriteBatch", "open_store"]

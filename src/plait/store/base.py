@@ -12,6 +12,45 @@ Contract highlights:
   the transaction that creates the run); ``last_fire`` tells a scheduler where a
   schedule stopped, recording its first sighting so that every scheduler starts from
   the same time.
+
+Claims (issue 11; ``docs/design/workers.md``): how the attempts of a run are executed by
+any number of processes while ONE process decides everything about the run.
+
+- A run is driven by one process, its **driver**: the holder of the run lease
+  (``claim_run`` / ``heartbeat`` / ``release_run``).  Only the driver writes the run's
+  step rows, and it decides every rule (trigger rules, retries, fallbacks, the run's end)
+  through the pure core.
+- On a cluster the driver does not call step functions.  In the transaction in which it
+  stores a step ``running`` with its attempt counted (an ordinary step change of a
+  ``WriteBatch``), it stores a **ticket** (``WriteBatch.dispatch``): a claimable attempt.
+- Any process claims tickets (``claim_attempts``), keeps its leases alive
+  (``extend_leases``) while it runs them, and completes them (``complete_attempts``) into
+  the run's **outcome inbox**.  A ticket whose lease runs out is turned into an
+  ``interrupted`` outcome by any process's reaper (``reap_expired``).
+- The driver reads the inbox (``outcomes``), applies each outcome through the core, and
+  deletes the inbox row in the same transaction that writes the changes it caused
+  (``WriteBatch.consumed``).  A crash before that commit leaves the outcome in the inbox
+  for the next driver; after it, the outcome is gone and its effects are stored: every
+  outcome is applied exactly once.
+- Fences: a ticket is keyed by (run, step, attempt, fallback) and, once claimed, carries
+  a random token.  A completion counts only while the ticket with that key and token
+  still exists (attempt n's token never completes attempt n + 1); an inbox row exists at
+  most once per key, so a late result and the reaper's ``interrupted`` never both count;
+  consuming an outcome that is not in the inbox refuses the whole batch, so two drivers
+  never both apply one outcome.
+- Invariant: a step stored ``running`` in a run driven on a cluster has a ticket or an
+  inbox outcome for its current attempt, from the transaction that started the attempt
+  until the one that applied its outcome.  The step stays ``running`` meanwhile (queued
+  as a ticket, claimed, or its outcome waiting in the inbox): "running with its attempt
+  counted before the function is called" (SPEC 6) holds as in a local run.
+- **Store time.**  Lease expiry and staleness are judged with the store's clock at the
+  moment of the transaction, never with a worker's: the memory and SQLite stores use
+  ``time.time()`` of the process running the transaction (one host), PostgreSQL uses
+  ``clock_timestamp()`` in SQL.  ``Lease.expires_at`` and ``TicketRecord.expires_at``
+  are in store time: a worker uses them for display, never to decide that it lost a
+  lease (``extend_leases`` tells it).
+- Every claims method is ONE transaction (one round trip on a server), atomic and safe
+  when many processes call it at once.
 """
 
 from __future__ import annotations
@@ -19,7 +58,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
@@ -122,18 +161,153 @@ class RunChange:
     error: str | None = None
 
 
+OutcomeKind = Literal["ok", "error", "interrupted", "cancelled"]
+OUTCOME_KINDS: frozenset[str] = frozenset({"ok", "error", "interrupted", "cancelled"})
+
+AttemptKey = tuple[str, int, bool]
+"""(step_id, attempt, fallback): one attempt of one step of a batch's run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ticket:
+    """A claimable attempt, stored by the driver with ``WriteBatch.dispatch`` in the
+    transaction that stores the step ``running`` with this attempt counted.
+
+    ``priority``: lower is claimed first (the driver combines the run's priority and the
+    step's critical-path rank into it); tickets of equal priority are claimed in the
+    order they were stored.  ``pool`` / ``pool_limit``: at most ``pool_limit`` tickets of
+    ``pool`` are claimed at once across the whole store (cluster-wide admission; no
+    pool, or no limit: unbounded).  ``payload``: what a worker needs to run the attempt;
+    opaque to the store, stored and returned as given (JSON)."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    fallback: bool = False
+    priority: float = 0.0
+    pool: str | None = None
+    pool_limit: int | None = None
+    payload: JSONDict = field(default_factory=dict)
+
+    @property
+    def key(self) -> AttemptKey:
+        return (self.step_id, self.attempt, self.fallback)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """A ticket claimed by a worker (``Store.claim_attempts``).  ``token`` fences the
+    claim: only a completion carrying it counts, and only while the ticket exists.
+    ``expires_at`` is in store time (see the module docstring): informative only."""
+
+    run_id: str
+    workflow: str
+    version: int
+    step_id: str
+    attempt: int
+    fallback: bool
+    token: str
+    payload: JSONDict
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TicketRecord:
+    """A stored ticket as ``Store.tickets`` reports it: what a driver taking a run over
+    needs to know is in flight.  ``claimed_by`` and ``expires_at`` (store time) are None
+    while nobody holds it.  The claim's token is not reported: it is the claimer's."""
+
+    ticket: Ticket
+    created_at: float  # store time
+    claimed_by: str | None = None
+    expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """How one attempt ended, as it waits in the run's inbox for the driver.
+
+    ``kind``: ``ok`` (``output`` is the step's return value), ``error`` (the attempt
+    failed: ``error`` describes it), ``interrupted`` (its worker stopped: a reaped lease
+    or a drained worker; it counts as a failed attempt that retries under the step's
+    policy), ``cancelled`` (the attempt obeyed a cancellation).  ``error``: a JSON
+    object such as ``{"type", "message", "retryable", "retry_after"}``.  ``worker``:
+    who ran the attempt; the store sets it (the completing worker, or for a reaped
+    ticket the one that held it): what a caller of ``complete_attempts`` puts there is
+    ignored.  ``at``: when it ended, by the completing worker's clock (store time for a
+    reaped ticket); history only, never compared."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    fallback: bool = False
+    kind: OutcomeKind
+    output: JSON = None
+    error: JSONDict | None = None
+    worker: str | None = None
+    at: float
+
+    @property
+    def key(self) -> AttemptKey:
+        return (self.step_id, self.attempt, self.fallback)
+
+
+def reaped_error(holder: str | None, step_id: str, attempt: int) -> JSONDict:
+    """The ``error`` of the ``interrupted`` outcome that ``reap_expired`` stores for an
+    expired lease (every backend stores this, so a driver reads one shape)."""
+    return {"type": "LeaseExpired",
+            "message": f"the worker {holder} stopped heartbeating: its lease on attempt "
+                       f"{attempt} of step {step_id!r} expired; the attempt counts as "
+                       f"failed and retries under the step's retry policy",
+            "retryable": True}
+
+
+def late_result_note(step_id: str, attempt: int, fallback: bool,
+                     worker: str) -> JSONDict:
+    """The history note a discarded completion leaves (``complete_attempts``)."""
+    return {"late_result_discarded": {"step": step_id, "attempt": attempt,
+                                      "fallback": fallback, "worker": worker}}
+
+
 @dataclass(slots=True)
 class WriteBatch:
-    """Everything that happened together in one run, committed in one transaction."""
+    """Everything that happened together in one run, committed in one transaction.
+
+    The claims lists (see the module docstring) are applied after the step and run
+    changes, in this order, and each can refuse the whole batch:
+
+    - ``consumed``: inbox outcomes of this run deleted, because this batch applies
+      them.  One that is not in the inbox refuses the batch (StaleWriteError): another
+      driver applied it already.
+    - ``withdrawn``: tickets of this run deleted whether claimed or not (the driver
+      cancelled the step): a worker holding one loses its lease (``extend_leases`` no
+      longer returns its token; its completion is discarded).  Absent ones are ignored.
+    - ``dispatch``: tickets stored, unclaimed, for this run (each ``run_id`` must be the
+      batch's and ``step_id`` one of the run's steps, else StoreError).  A ticket whose
+      key is already a ticket or an inbox outcome of the run refuses the batch
+      (StaleWriteError).
+    """
 
     run_id: str
     steps: list[StepChange] = field(default_factory=list)
     attempts: list[AttemptChange] = field(default_factory=list)
     run: RunChange | None = None
     notes: list[tuple[str | None, JSONDict]] = field(default_factory=list)
+    # Empty tuples by default, not lists: a local run's batches (the memory store's
+    # per-step cost) never carry these, and three lists each would cost a measurable
+    # share of it.  Give a list to build one up.
+    dispatch: Sequence[Ticket] = ()
+    consumed: Sequence[AttemptKey] = ()
+    withdrawn: Sequence[AttemptKey] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.steps or self.attempts or self.run or self.notes)
+        return bool(self.steps or self.attempts or self.run or self.notes or self.dispatch
+                    or self.consumed or self.withdrawn)
+
+    @property
+    def claims(self) -> bool:
+        """Whether the batch changes tickets or the inbox (a local run's never do)."""
+        return bool(self.dispatch or self.consumed or self.withdrawn)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -258,4 +432,65 @@ class Store(Protocol):
         concurrent first sightings one is recorded, and each call returns the time
         stored once its own transaction is done.  A scheduler fires only after what
         this returns, so nothing before a schedule was first seen is back-filled."""
+    # ------------------------------------------------------------------ claims
+    # See the module docstring for the model; "store time" is defined there.
+
+    async def claim_attempts(self, worker: str, limit: int, lease: float) -> list[Lease]:
+        """Claim up to ``limit`` unclaimed tickets (never more; none for ``limit <= 0``)
+        in priority order (lower first, then the order they were stored), skipping a
+        ticket whose pool already has ``pool_limit`` claimed tickets in the whole store.
+        Each claimed ticket gets a fresh random token (uuid4 hex), ``worker`` as its
+        holder and an expiry of store time + ``lease`` seconds; its step row's
+        ``worker`` becomes ``worker`` (history shows who ran it).  Returned in claim
+        order.  Two concurrent claimers never get the same ticket."""
+        ...
+
+    async def extend_leases(self, worker: str, tokens: Sequence[str],
+                            lease: float) -> set[str]:
+        """Push the expiry of the tickets ``worker`` still holds with these tokens to
+        store time + ``lease``; returns those tokens.  A token missing from the result
+        is a lost lease (reaped, withdrawn, or never ``worker``'s): abandon its
+        attempt.  A lease past its expiry that no reaper took yet is still held."""
+        ...
+
+    async def complete_attempts(self, worker: str,
+                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+        """For each (token, outcome), in order, in ONE transaction: when the ticket of
+        the outcome's (run, step, attempt, fallback) still exists, is held by ``worker``
+        and carries ``token``, the outcome goes to the run's inbox (its ``worker``: this
+        ``worker``) and the ticket is deleted -> True.  Otherwise nothing of it is
+        stored but a history note on the run (kind ``note``, the step's id,
+        ``{"late_result_discarded": {"step", "attempt", "fallback", "worker"}}``; none
+        when the run does not exist) -> False.  StoreError (and nothing stored) for an
+        outcome whose kind is unknown or whose values are not JSON."""
+        ...
+
+    async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
+        """Turn up to ``limit`` claimed tickets whose expiry is past in store time into
+        ``interrupted`` outcomes in their runs' inboxes (error ``{"type":
+        "LeaseExpired", "message": "the worker <holder> stopped heartbeating ...",
+        "retryable": true}``, ``worker``: the holder), deleting the tickets; returns
+        their (run_id, step_id, attempt).  Concurrent reapers reap each ticket exactly
+        once (an inbox key exists at most once).  Unclaimed tickets never expire."""
+        ...
+
+    async def outcomes(self, run_id: str) -> list[Outcome]:
+        """The run's inbox, oldest first (in the order the store received them).
+        Reading deletes nothing: ``WriteBatch.consumed`` does.  RunNotFound."""
+        ...
+
+    async def tickets(self, run_id: str) -> list[TicketRecord]:
+        """The run's tickets, claimed or not, in the order they were stored.
+        RunNotFound."""
+        ...
+
+    async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
+        """Up to ``limit`` ids of runs that need a driver, oldest (``created_at``)
+        first: ``pending`` or ``running`` runs that have no owner (never claimed, or
+        released by a driver that stopped), or whose owner's heartbeat is more than
+        ``lease`` seconds older than store time (``heartbeat_at`` is the ``now`` that
+        ``claim_run`` and ``heartbeat`` were given: drivers pass ``time.time()``, and on
+        a server the store's clock should write it too).  The caller then takes one
+        with ``claim_run`` (which may still lose it to another worker).  Runs that wait
+        for a person (``waiting``) or ended are never listed."""
         ...

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple
 
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import (
     STEP_TRANSITIONS,
+    RunStatus,
     StepStatus,
     check_run_transition,
     check_step_transition,
@@ -26,15 +27,21 @@ from ..errors import (
 from .base import (
     AttemptRecord,
     EventRecord,
+    Lease,
+    Outcome,
     RunChange,
     RunFilter,
     RunRecord,
     StepRecord,
+    TicketRecord,
     WorkflowRecord,
     WriteBatch,
 )
+from .json_copy import copy_json, owned_output
+from .memory_claims import MemoryClaims
 
 _PENDING = StepStatus.PENDING
+_DRIVEN = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # runs_to_drive
 
 
 class MemoryStore:
@@ -52,6 +59,7 @@ class MemoryStore:
         self._fires: dict[tuple[str, str], dict[float, str]] = {}
         self._last_fire: dict[tuple[str, str], float] = {}
         self._sightings: dict[tuple[str, str], float] = {}
+        self._claims_made: MemoryClaims | None = None  # made by the first claims call
 
     async def open(self) -> None:
         return None
@@ -142,8 +150,10 @@ class MemoryStore:
         # change), made before anything moves: a value that is not JSON refuses the
         # whole batch.  One copy a step, as SQLite stores one row a step.
         owned = {step: None if row.output is None
-                 else _owned_output(row.output, run_id, step)
+                 else owned_output(row.output, run_id, step)
                  for step, row in latest.items()}
+        plan = self._claims.check(batch, rows) \
+            if batch.dispatch or batch.consumed or batch.withdrawn else None
         # History keeps the (immutable) change records themselves, in order; a run's
         # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]
@@ -159,11 +169,13 @@ class MemoryStore:
             if rc.target == "running" and run.started_at is None:
                 run.started_at = rc.at
             if rc.target in ("completed", "failed", "cancelled"):
-                run.finished_at, run.output, run.error = rc.at, _copy(rc.output), rc.error
+                run.finished_at, run.output, run.error = rc.at, copy_json(rc.output), rc.error
             events.append(RunChange(source=rc.source, target=rc.target, at=rc.at,
                                     error=rc.error))  # history keeps no output
         for step_id, data in batch.notes:
-            events.append(_Note(step_id, _copy(data), time.time()))
+            events.append(_Note(step_id, copy_json(data), time.time()))
+        if plan is not None:
+            self._claims.apply(plan)
 
     async def get_run(self, run_id: str) -> RunRecord:
         run = self._runs.get(run_id)
@@ -187,7 +199,7 @@ class MemoryStore:
         out = []
         for sid, row in rows.items():
             rec = StepRecord.from_runtime(run_id, sid, row or StepRuntime())
-            rec.output = _copy(outputs.get(sid))
+            rec.output = copy_json(outputs.get(sid))
             out.append(rec)
         return out
 
@@ -230,13 +242,13 @@ class MemoryStore:
             raise StoreError(f"run {run_id!r} has no step {step_id!r}")
         for e in events:
             if isinstance(e, _Note) and e.step == step_id and "approval" in e.data:
-                raise DecisionTaken(run_id, step_id, _copy(e.data["approval"]))
+                raise DecisionTaken(run_id, step_id, copy_json(e.data["approval"]))
         row = rows[step_id]
         status = _PENDING if row is None else row.status
         if status is not StepStatus.WAITING:
             raise StaleWriteError(f"step {step_id!r} of run {run_id!r} is {status}, not "
                                   f"waiting for a decision")
-        events.append(_Note(step_id, {"approval": _copy(decision)}, time.time()))
+        events.append(_Note(step_id, {"approval": copy_json(decision)}, time.time()))
 
     async def request_cancel(self, run_id: str) -> None:
         run = self._runs.get(run_id)
@@ -297,6 +309,52 @@ class MemoryStore:
                  if t is not None]
         return max(times) if times else None
 
+    # ------------------------------------------------------------------ claims
+    # (memory_claims.py; no await in any of them: each is one transaction)
+
+    @property
+    def _claims(self) -> MemoryClaims:
+        claims = self._claims_made
+        if claims is None:  # a local run never needs one: not made with every store
+            claims = self._claims_made = MemoryClaims(self._runs, self._rows, self._note)
+        return claims
+
+    async def claim_attempts(self, worker: str, limit: int, lease: float) -> list[Lease]:
+        return self._claims.claim(worker, limit, lease) if limit > 0 else []
+
+    async def extend_leases(self, worker: str, tokens: Sequence[str],
+                            lease: float) -> set[str]:
+        return self._claims.extend(worker, tokens, lease)
+
+    async def complete_attempts(self, worker: str,
+                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+        return self._claims.complete(worker, results)
+
+    async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
+        return self._claims.reap(limit)
+
+    async def outcomes(self, run_id: str) -> list[Outcome]:
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        return self._claims.outcomes(run_id)
+
+    async def tickets(self, run_id: str) -> list[TicketRecord]:
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        return self._claims.tickets(run_id)
+
+    async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
+        stale_before = time.time() - lease
+        found = [run for run in self._runs.values()
+                 if run.status in _DRIVEN and (
+                     run.owner is None or (run.heartbeat_at is not None
+                                           and run.heartbeat_at < stale_before))]
+        found.sort(key=lambda run: run.created_at)  # stable: ties in creation order
+        return [run.run_id for run in found[:max(limit, 0)]]
+
+    def _note(self, run_id: str, step_id: str | None, data: JSONDict) -> None:
+        """A history note the store writes itself (data: the store's own)."""
+        self._events[run_id].append(_Note(step_id, data, time.time()))
 
 class _Created(NamedTuple):
     status: str
@@ -326,81 +384,14 @@ def _event(run_id: str, seq: int, e: _Event) -> EventRecord:
         return EventRecord(run_id=run_id, seq=seq, at=e.at, kind="run", step_id=None,
                            data={"from": None, "to": str(e.status)})
     return EventRecord(run_id=run_id, seq=seq, at=e.at, kind="note", step_id=e.step,
-                       data=_copy(e.data))
-
-
-_ENCODE = json.JSONEncoder(allow_nan=False).encode
-# an int of fewer bits has fewer than 4,300 digits: JSON text carries it back
-_INT_BOUND = 1 << 14_283
-_MAX_DEPTH = 256
-
-
-class _NotPlain(Exception):
-    """A value ``_plain_copy`` does not take: the JSON codec converts or refuses it."""
-
-
-def _plain_copy(value: Any, depth: int = 0) -> Any:
-    """A deep copy of plain JSON (dicts with str keys, lists, str, bounded int, finite
-    float, bool, None), equal to a round trip through JSON text at a fraction of its
-    cost; _NotPlain for anything else (tuples, subclasses, NaN, huge ints, deep nesting),
-    which the caller sends through the codec instead."""
-    kind = type(value)
-    if kind is dict:
-        if depth >= _MAX_DEPTH:
-            raise _NotPlain
-        out = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotPlain
-            kind = type(item)
-            if kind is str or kind is bool or item is None or (
-                    kind is int and -_INT_BOUND < item < _INT_BOUND):
-                out[key] = item
-            else:
-                out[key] = _plain_copy(item, depth + 1)
-        return out
-    if kind is list:
-        if depth >= _MAX_DEPTH:
-            raise _NotPlain
-        return [_plain_copy(item, depth + 1) for item in value]
-    if kind is str or kind is bool or value is None:
-        return value
-    if kind is int and -_INT_BOUND < value < _INT_BOUND:
-        return value
-    if kind is float and value - value == 0.0:  # not NaN, not infinite
-        return value
-    raise _NotPlain
-
-
-def _owned_output(value: JSON, run_id: str, step: str) -> JSON:
-    """The store's own copy of a step's output, as JSON text would give it back:
-    StoreError (as the SQLite store) when it is not JSON (the run loop checks outputs
-    first: this is the second line)."""
-    try:
-        return cast(JSON, _plain_copy(value))
-    except _NotPlain:
-        pass
-    try:
-        text = _ENCODE(value)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"run {run_id!r}, step {step!r}: the output to store is not "
-                         f"JSON ({exc})") from exc
-    return cast(JSON, json.loads(text))
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy, what a persistent store would give back (JSON text's round trip)."""
-    try:
-        return _plain_copy(value)
-    except _NotPlain:
-        return json.loads(json.dumps(value))
+                       data=copy_json(e.data))
 
 
 def _copy_run(run: RunRecord) -> RunRecord:
     # built field by field: dataclasses.replace costs several times more
     return RunRecord(run_id=run.run_id, workflow=run.workflow, version=run.version,
-                     fingerprint=run.fingerprint, status=run.status, input=_copy(run.input),
-                     created_at=run.created_at, output=_copy(run.output), error=run.error,
+                     fingerprint=run.fingerprint, status=run.status, input=copy_json(run.input),
+                     created_at=run.created_at, output=copy_json(run.output), error=run.error,
                      started_at=run.started_at, finished_at=run.finished_at,
                      retry_of=run.retry_of, parent_run_id=run.parent_run_id, sla=run.sla,
                      cancel_requested=run.cancel_requested, owner=run.owner,

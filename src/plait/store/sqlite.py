@@ -24,6 +24,12 @@ storing a new definition) are jobs of the store's
 group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
 together are committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or
 error its own (``Database.commit_group``: a refused job is undone alone).
+``release_run``, ``record_decision``, storing a new definition, and the claims writes
+``claim_attempts``, ``extend_leases``, ``complete_attempts``, ``reap_expired`` of
+``sqlite_claims.py``) are jobs of the store's group commit
+(``group_commit.GroupCommit``): the jobs of many runs that are ready together are
+committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or error its own
+(``Database.commit_group``: a refused job is undone alone).
 
 With ``synchronous=NORMAL`` a group is committed on the event loop's own thread (the
 one that opened the store), through a second connection whose busy timeout is zero,
@@ -76,13 +82,17 @@ from typing import Any
 
 from ..core.model import JSONDict
 from ..errors import StoreError
+from . import sqlite_claims
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
     EventRecord,
+    Lease,
+    Outcome,
     RunFilter,
     RunRecord,
     StepRecord,
+    TicketRecord,
     WorkflowRecord,
     WriteBatch,
 )
@@ -364,3 +374,31 @@ class SqliteStore:
         if found is not None or seen_at is None:
             return found
         return await self._write(schedules.record_sighting, workflow, schedule, seen_at)
+    # ------------------------------------------------------------------ claims
+    # (sqlite_claims.py) Writes are jobs of the group commit, as every write; reads
+    # take the store's thread.  Store time is read inside each job's transaction.
+
+    async def claim_attempts(self, worker: str, limit: int, lease: float) -> list[Lease]:
+        if limit <= 0:
+            return []
+        return await self._write(sqlite_claims.claim_attempts, worker, limit, lease)
+
+    async def extend_leases(self, worker: str, tokens: Sequence[str],
+                            lease: float) -> set[str]:
+        return await self._write(sqlite_claims.extend_leases, worker, list(tokens), lease)
+
+    async def complete_attempts(self, worker: str,
+                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+        return await self._write(sqlite_claims.complete_attempts, worker, list(results))
+
+    async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
+        return await self._write(sqlite_claims.reap_expired, limit)
+
+    async def outcomes(self, run_id: str) -> list[Outcome]:
+        return await self._run(sqlite_claims.outcomes, self._db, run_id)
+
+    async def tickets(self, run_id: str) -> list[TicketRecord]:
+        return await self._run(sqlite_claims.tickets, self._db, run_id)
+
+    async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
+        return await self._run(sqlite_claims.runs_to_drive, self._db, lease, limit)

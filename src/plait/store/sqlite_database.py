@@ -34,6 +34,7 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
+from . import sqlite_claims
 from .base import (
     AttemptRecord,
     EventRecord,
@@ -400,7 +401,7 @@ class Database:
             self._gate.release()
         return True
 
-    def _key(self, run_id: str) -> int:
+    def run_key(self, run_id: str) -> int:
         """The integer key of a run (RunNotFound when there is none)."""
         key = self._keys.get(run_id)
         if key is None:
@@ -498,7 +499,7 @@ class Database:
         """Inside a write transaction (a group commit's job).  The step updates double
         as the stale-write check (each expects the status its change moves from: fewer
         rows changed = Refused, which ``commit_group`` explains with ``_refusal``)."""
-        key = self._key(batch.run_id)
+        key = self.run_key(batch.run_id)
         if not batch:
             return
         if not rows.legal(batch):
@@ -510,6 +511,8 @@ class Database:
                 raise rows.Refused
             if batch.run is not None:
                 self._move_run(conn, key, batch)
+            if batch.claims:
+                sqlite_claims.apply_batch(conn, key, batch)
             last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
             events, attempts = rows.history(key, last, batch, notes)
             if attempts:
@@ -539,7 +542,7 @@ class Database:
         """Why a batch is refused: the memory store's checks, in its order, against the
         stored state (read inside the group's transaction, the batch rolled back)."""
         run_id = batch.run_id
-        key = self._key(run_id)
+        key = self.run_key(run_id)
         conn = self.conn
         try:
             expected: dict[str, str] = {}
@@ -585,21 +588,21 @@ class Database:
 
     def get_steps(self, run_id: str) -> list[StepRecord]:
         return rows.step_records(run_id, self.conn.execute(_Q["get_steps"],
-                                                           (self._key(run_id),)))
+                                                           (self.run_key(run_id),)))
 
     def get_attempts(self, run_id: str) -> list[AttemptRecord]:
         return rows.attempt_records(run_id, self.conn.execute(_Q["get_attempts"],
-                                                              (self._key(run_id),)))
+                                                              (self.run_key(run_id),)))
 
     def get_events(self, run_id: str, after: int) -> list[EventRecord]:
-        found = self.conn.execute(_Q["get_events"], (self._key(run_id), after))
+        found = self.conn.execute(_Q["get_events"], (self.run_key(run_id), after))
         return [rows.event_record(run_id, row) for row in found]
 
     def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
         """A compare-and-set inside a write transaction (a group commit's job, under
         the write lock): no other connection, of this process or another, stores a
         decision in between."""
-        key = self._key(run_id)
+        key = self.run_key(run_id)
         data = rows.json_text({"approval": decision},
                               f"the decision on step {step_id!r} of run {run_id!r}")
         conn = self.conn
@@ -622,7 +625,7 @@ class Database:
 
     def claim_run(self, run_id: str, owner: str, now: float, lease: float,
                   dead_owner: str | None) -> RunRecord | None:
-        self._key(run_id)  # RunNotFound
+        self.run_key(run_id)  # RunNotFound
         conn = self.conn  # inside a write transaction (a group commit's job)
         claimed = conn.execute(_Q["claim_run"], (owner, now, run_id, now - lease,
                                                  dead_owner))
@@ -631,7 +634,7 @@ class Database:
         return rows.run_record(conn.execute(_Q["get_run"], (run_id,)).fetchone())
 
     def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        self._key(run_id)  # RunNotFound
+        self.run_key(run_id)  # RunNotFound
         return self.conn.execute(_Q["heartbeat"], (now, run_id, owner)).rowcount == 1
 
     def release_run(self, run_id: str, owner: str) -> None:

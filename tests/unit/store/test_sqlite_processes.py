@@ -12,8 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+from plait.core.runstate import StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
-from plait.store import RunFilter
+from plait.store import RunFilter, RunRecord, WriteBatch
+from plait.store.base import Ticket
 from plait.store.sqlite import SqliteStore
 
 WORKER = Path(__file__).with_name("sqlite_worker.py")
@@ -127,3 +129,36 @@ def _completed(path: Path) -> int:
         return 0
     finally:
         conn.close()
+
+
+async def test_claimers_in_separate_processes_never_share_a_ticket(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/claims.db"
+    steps = [f"s{n}" for n in range(60)]
+    store = SqliteStore(url)
+    await store.open()
+    try:
+        await store.create_run(RunRecord(run_id="fan", workflow="wf", version=1,
+                                         fingerprint="0123456789ab",
+                                         status=RunStatus.PENDING, input={},
+                                         created_at=1.0), steps)
+        running = StepRuntime(StepStatus.RUNNING, attempts=1)
+        await store.write(WriteBatch(
+            "fan", steps=[StepChange(s, source, target, 1.0, running)
+                          for s in steps for source, target in (
+                              (StepStatus.PENDING, StepStatus.QUEUED),
+                              (StepStatus.QUEUED, StepStatus.RUNNING))],
+            dispatch=[Ticket(run_id="fan", step_id=s, attempt=1) for s in steps]))
+        go = tmp_path / "go"
+        claimers = [spawn("claimer", url, f"p{n}", str(go)) for n in range(4)]
+        time.sleep(0.5)  # let every process open the file: they start together
+        go.touch()
+        claimed = {f"p{n}": json.loads(finish(c, 120)) for n, c in enumerate(claimers)}
+        taken = [step for got in claimed.values() for _, step, _ in got]
+        assert sorted(taken) == sorted(steps)  # each exactly once, across processes
+        assert sum(1 for got in claimed.values() if got) > 1
+        by = {o.step_id: o.output for o in await store.outcomes("fan")}
+        assert by == {step: {"by": name} for name, got in claimed.items()
+                      for _, step, _ in got}
+        assert await store.tickets("fan") == []
+    finally:
+        await store.close()

@@ -202,3 +202,109 @@ SELECT max(at) FROM (
     SELECT max(fire_time) AS at FROM schedule_fires WHERE workflow = ?1 AND schedule = ?2
     UNION ALL
     SELECT first_seen FROM schedule_sightings WHERE workflow = ?1 AND schedule = ?2);
+-- ------------------------------------------------------------------------------------
+-- Claims (tickets and the outcome inbox; 0002_attempt_tickets.sql).  Every write below
+-- runs inside a group commit's transaction, under the write lock: a read followed by
+-- a write is a compare-and-set.  ``now`` is the store's time.time() in that
+-- transaction.
+
+-- insert_ticket --
+-- Store an unclaimed ticket when its attempt is neither a ticket nor an inbox outcome
+-- of the run already and the step exists; 0 rows: refused (see ticket_refusal).
+-- (run, step_id, attempt, fallback, priority, pool, pool_limit, payload, created_at)
+INSERT INTO tickets (run, step_id, attempt, fallback, priority, pool, pool_limit,
+                     payload, created_at)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9
+WHERE EXISTS (SELECT 1 FROM steps WHERE run = ?1 AND step_id = ?2)
+  AND NOT EXISTS (SELECT 1 FROM outcomes
+                  WHERE run = ?1 AND step_id = ?2 AND attempt = ?3 AND fallback = ?4)
+ON CONFLICT DO NOTHING;
+
+-- delete_ticket --
+-- Withdraw a ticket, claimed or not (absent: no effect).  (run, step_id, attempt,
+-- fallback)
+DELETE FROM tickets WHERE run = ? AND step_id = ? AND attempt = ? AND fallback = ?;
+
+-- delete_outcome --
+-- Consume an inbox outcome; 0 rows: it is not there (another driver applied it).
+-- (run, step_id, attempt, fallback)
+DELETE FROM outcomes WHERE run = ? AND step_id = ? AND attempt = ? AND fallback = ?;
+
+-- tickets_to_claim --
+-- Unclaimed tickets in claim order (through tickets_to_claim), read lazily: the claim
+-- stops at its limit.  ()
+SELECT rowid, pool, pool_limit FROM tickets WHERE token IS NULL ORDER BY priority, rowid;
+
+-- pool_claimed --
+-- How many tickets of a pool are claimed, in the whole store.  (pool)
+SELECT count(*) FROM tickets WHERE pool = ? AND token IS NOT NULL;
+
+-- take_ticket --
+-- Claim one ticket found unclaimed in the same transaction.
+-- (token, claimed_by, expires_at, rowid)
+UPDATE tickets SET token = ?, claimed_by = ?, expires_at = ? WHERE rowid = ?;
+
+-- taken_ticket --
+-- What a worker needs of a ticket it claimed.  (rowid)
+SELECT r.run_id, r.workflow, r.version, t.step_id, t.attempt, t.fallback, t.payload, t.run
+FROM tickets AS t JOIN runs AS r ON r.id = t.run WHERE t.rowid = ?;
+
+-- set_step_worker --
+-- The step row names the worker that claimed its attempt.  (worker, run, step_id)
+UPDATE steps SET worker = ? WHERE run = ? AND step_id = ?;
+
+-- extend_leases --
+-- Push the expiry of the leases a worker still holds.  (expires_at, worker,
+-- tokens: a JSON array)
+UPDATE tickets SET expires_at = ?1
+WHERE claimed_by = ?2 AND token IN (SELECT value FROM json_each(?3));
+
+-- held_tokens --
+-- Which of these tokens the worker holds.  (worker, tokens: a JSON array)
+SELECT token FROM tickets
+WHERE claimed_by = ?1 AND token IN (SELECT value FROM json_each(?2));
+
+-- complete_ticket --
+-- Delete the ticket of an attempt only while this worker holds it with this token;
+-- 1 row: the completion counts.  (run, step_id, attempt, fallback, token, worker)
+DELETE FROM tickets
+WHERE run = ? AND step_id = ? AND attempt = ? AND fallback = ? AND token = ?
+  AND claimed_by = ?;
+
+-- insert_outcome --
+-- An attempt's outcome enters the inbox (its ticket was deleted in the same
+-- transaction, so the key is free).
+-- (run, step_id, attempt, fallback, kind, output, error, worker, at)
+INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, error, worker, at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- expired_tickets --
+-- Claimed tickets whose lease ran out, soonest expired first (through
+-- tickets_by_expiry).  (now, limit)
+SELECT t.rowid, r.run_id, t.run, t.step_id, t.attempt, t.fallback, t.claimed_by
+FROM tickets AS t JOIN runs AS r ON r.id = t.run
+WHERE t.token IS NOT NULL AND t.expires_at < ?
+ORDER BY t.expires_at LIMIT ?;
+
+-- delete_ticket_by_rowid --
+-- Remove a reaped ticket.  (rowid)
+DELETE FROM tickets WHERE rowid = ?;
+
+-- get_outcomes --
+-- A run's inbox in arrival order.  (run)
+SELECT step_id, attempt, fallback, kind, output, error, worker, at
+FROM outcomes WHERE run = ? ORDER BY rowid;
+
+-- get_tickets --
+-- A run's tickets in the order they were stored.  (run)
+SELECT step_id, attempt, fallback, priority, pool, pool_limit, payload, created_at,
+       claimed_by, expires_at
+FROM tickets WHERE run = ? ORDER BY rowid;
+
+-- runs_to_drive --
+-- Unfinished runs without a live driver, oldest first (through runs_unfinished):
+-- no owner, or a heartbeat older than the lease.  (stale_before = now - lease, limit)
+SELECT run_id FROM runs
+WHERE (status = 'pending' OR status = 'running')
+  AND (owner IS NULL OR heartbeat_at < ?)
+ORDER BY created_at, id LIMIT ?;

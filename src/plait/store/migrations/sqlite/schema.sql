@@ -92,8 +92,50 @@ CREATE TABLE schedule_sightings (
     PRIMARY KEY (workflow, schedule)
 ) WITHOUT ROWID;
 
+CREATE TABLE tickets (
+    run        INTEGER NOT NULL REFERENCES runs (id),
+    step_id    TEXT    NOT NULL,
+    attempt    INTEGER NOT NULL,
+    fallback   INTEGER NOT NULL,
+    priority   REAL    NOT NULL,
+    pool       TEXT,
+    pool_limit INTEGER,
+    payload    TEXT    NOT NULL,
+    created_at REAL    NOT NULL,
+    token      TEXT,
+    claimed_by TEXT,
+    expires_at REAL,
+    PRIMARY KEY (run, step_id, attempt, fallback)
+);
+
+CREATE TABLE outcomes (
+    run      INTEGER NOT NULL REFERENCES runs (id),
+    step_id  TEXT    NOT NULL,
+    attempt  INTEGER NOT NULL,
+    fallback INTEGER NOT NULL,
+    kind     TEXT    NOT NULL
+             CHECK (kind = 'ok' OR kind = 'error' OR kind = 'interrupted'
+                    OR kind = 'cancelled'),
+    output   TEXT,
+    error    TEXT,
+    worker   TEXT,
+    at       REAL    NOT NULL,
+    PRIMARY KEY (run, step_id, attempt, fallback)
+);
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
 
-PRAGMA user_version = 2;
+CREATE UNIQUE INDEX tickets_by_token ON tickets (token) WHERE token IS NOT NULL;
+
+CREATE INDEX tickets_to_claim ON tickets (priority) WHERE token IS NULL;
+
+CREATE INDEX tickets_by_expiry ON tickets (expires_at) WHERE token IS NOT NULL;
+
+CREATE INDEX tickets_by_pool ON tickets (pool) WHERE token IS NOT NULL AND pool IS NOT NULL;
+
+CREATE INDEX runs_unfinished ON runs (created_at)
+    WHERE status = 'pending' OR status = 'running';
+
+PRAGMA user_version = 3;

@@ -1,0 +1,216 @@
+"""The SQLite store's claims: tickets and the outcome inbox (the contract is
+``store.base``'s docstring; the tables are ``migrations/sqlite/0002_attempt_tickets.sql``).
+
+Every function here is a job of ``Database``: the writes run inside a group commit's
+transaction (``BEGIN IMMEDIATE``: this process's and every other process's writers are
+locked out until it commits), so a read followed by a write is a compare-and-set and two
+claimers, completers or reapers can never interleave.  Store time is ``time.time()`` in
+that transaction.  A refusal is raised as a PlaitError, which the group commit undoes
+alone (its savepoint) and hands to its caller.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import RunNotFound, StaleWriteError, StoreError
+from .base import (
+    OUTCOME_KINDS,
+    Lease,
+    Outcome,
+    Ticket,
+    TicketRecord,
+    WriteBatch,
+    late_result_note,
+    reaped_error,
+)
+from .sql import queries
+from .sql import sqlite_rows as rows
+
+if TYPE_CHECKING:  # sqlite_database calls apply_batch
+    from .sqlite_database import Database
+
+_Q = queries("sqlite")
+
+
+# --------------------------------------------------------------- in write()
+
+
+def apply_batch(conn: sqlite3.Connection, key: int, batch: WriteBatch) -> None:
+    """The claims lists of a batch, in their order (consumed, withdrawn, dispatch),
+    after its step and run changes; raises what refuses it (the transaction, or the
+    job's savepoint, is then rolled back by the caller)."""
+    run_id = batch.run_id
+    for step_id, attempt, fallback in batch.consumed:
+        if conn.execute(_Q["delete_outcome"], (key, step_id, attempt, fallback)).rowcount != 1:
+            raise StaleWriteError(f"run {run_id!r}: no outcome of attempt {attempt} of "
+                                  f"step {step_id!r} (fallback {fallback}) is in the "
+                                  f"inbox; another driver applied it already")
+    if batch.withdrawn:
+        conn.executemany(_Q["delete_ticket"], [(key, *k) for k in batch.withdrawn])
+    now = time.time()
+    for ticket in batch.dispatch:
+        if conn.execute(_Q["insert_ticket"], _ticket_values(key, ticket, run_id, now)
+                        ).rowcount != 1:
+            raise _ticket_refusal(conn, key, ticket)
+
+
+def _ticket_values(key: int, ticket: Ticket, run_id: str, now: float) -> rows.Row:
+    if ticket.run_id != run_id:
+        raise StoreError(f"a batch of run {run_id!r} dispatches a ticket of run "
+                         f"{ticket.run_id!r}: a batch writes one run")
+    payload = rows.json_text(ticket.payload, f"the payload of the ticket of step "
+                                             f"{ticket.step_id!r} of run {run_id!r}")
+    return (key, ticket.step_id, ticket.attempt, ticket.fallback, ticket.priority,
+            ticket.pool, ticket.pool_limit, payload, now)
+
+
+def _ticket_refusal(conn: sqlite3.Connection, key: int, ticket: Ticket) -> StoreError:
+    if conn.execute(_Q["step_status"], (key, ticket.step_id)).fetchone() is None:
+        return StoreError(f"run {ticket.run_id!r} has no step {ticket.step_id!r} "
+                          f"(dispatched)")
+    return StaleWriteError(f"run {ticket.run_id!r}: attempt {ticket.attempt} of step "
+                           f"{ticket.step_id!r} (fallback {ticket.fallback}) is "
+                           f"dispatched already")
+
+
+# --------------------------------------------------------------- workers
+
+
+def claim_attempts(db: Database, worker: str, limit: int, lease: float) -> list[Lease]:
+    """Walk the unclaimed tickets in claim order, skipping those of a pool at its
+    limit, until ``limit`` are picked; then claim them.  (The walk reads to the end
+    only when pools hold back the queue's head.)"""
+    if limit <= 0:
+        return []
+    conn = db.conn
+    picked: list[int] = []
+    in_pool: dict[str, int] = {}  # claimed tickets per pool met, picks included
+    walk = conn.execute(_Q["tickets_to_claim"])
+    try:
+        for rowid, pool, cap in walk:
+            if pool is not None:
+                count = in_pool.get(pool)
+                if count is None:
+                    count = conn.execute(_Q["pool_claimed"], (pool,)).fetchone()[0]
+                if cap is not None and count >= cap:
+                    in_pool[pool] = count
+                    continue
+                in_pool[pool] = count + 1
+            picked.append(rowid)
+            if len(picked) == limit:
+                break
+    finally:
+        walk.close()  # before the rows it walks change
+    expires = time.time() + lease
+    return [_take(conn, rowid, worker, expires) for rowid in picked]
+
+
+def _take(conn: sqlite3.Connection, rowid: int, worker: str, expires: float) -> Lease:
+    token = uuid.uuid4().hex
+    conn.execute(_Q["take_ticket"], (token, worker, expires, rowid))
+    run_id, workflow, version, step_id, attempt, fallback, payload, key = conn.execute(
+        _Q["taken_ticket"], (rowid,)).fetchone()
+    conn.execute(_Q["set_step_worker"], (worker, key, step_id))
+    return Lease(run_id=run_id, workflow=workflow, version=version, step_id=step_id,
+                 attempt=attempt, fallback=bool(fallback), token=token,
+                 payload=rows.decode(payload), expires_at=expires)
+
+
+def extend_leases(db: Database, worker: str, tokens: Sequence[str],
+                  lease: float) -> set[str]:
+    if not tokens:
+        return set()
+    conn = db.conn
+    listed = json.dumps(list(tokens))
+    conn.execute(_Q["extend_leases"], (time.time() + lease, worker, listed))
+    return {row[0] for row in conn.execute(_Q["held_tokens"], (worker, listed))}
+
+
+def complete_attempts(db: Database, worker: str,
+                      results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+    conn = db.conn
+    values = [_outcome_values(outcome) for _, outcome in results]  # may refuse: first
+    done = []
+    for (token, outcome), (kind, output, error) in zip(results, values, strict=True):
+        key = _existing_key(db, outcome.run_id)
+        attempt = (outcome.step_id, outcome.attempt, outcome.fallback)
+        if key is None:
+            done.append(False)
+        elif conn.execute(_Q["complete_ticket"], (key, *attempt, token, worker)).rowcount:
+            conn.execute(_Q["insert_outcome"], (key, *attempt, kind, output, error,
+                                                worker, outcome.at))
+            done.append(True)
+        else:
+            _note(conn, key, outcome.step_id, late_result_note(*attempt, worker))
+            done.append(False)
+    return done
+
+
+def _outcome_values(outcome: Outcome) -> tuple[str, str | None, str | None]:
+    what = (f"the outcome of attempt {outcome.attempt} of step {outcome.step_id!r} of run "
+            f"{outcome.run_id!r}")
+    if outcome.kind not in OUTCOME_KINDS:
+        raise StoreError(f"{what}: unknown kind {outcome.kind!r} (known: "
+                         f"{', '.join(sorted(OUTCOME_KINDS))})")
+    return (outcome.kind, rows.json_or_null(outcome.output, f"{what}: its output"),
+            rows.json_or_null(outcome.error, f"{what}: its error"))
+
+
+def _existing_key(db: Database, run_id: str) -> int | None:
+    try:
+        return db.run_key(run_id)
+    except RunNotFound:
+        return None
+
+
+def _note(conn: sqlite3.Connection, key: int, step_id: str, data: dict[str, Any]) -> None:
+    last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
+    conn.execute(_Q["insert_event"], (key, last + 1, time.time(), "note", step_id, None,
+                                      None, None, rows.encode(data)))
+
+
+def reap_expired(db: Database, limit: int) -> list[tuple[str, str, int]]:
+    conn = db.conn
+    now = time.time()
+    reaped = []
+    for rowid, run_id, key, step_id, attempt, fallback, holder in conn.execute(
+            _Q["expired_tickets"], (now, max(limit, 0))).fetchall():
+        conn.execute(_Q["delete_ticket_by_rowid"], (rowid,))
+        error = rows.encode(reaped_error(holder, step_id, attempt))
+        conn.execute(_Q["insert_outcome"], (key, step_id, attempt, fallback, "interrupted",
+                                            None, error, holder, now))
+        reaped.append((run_id, step_id, attempt))
+    return reaped
+
+
+# --------------------------------------------------------------- reads
+
+
+def outcomes(db: Database, run_id: str) -> list[Outcome]:
+    found = db.conn.execute(_Q["get_outcomes"], (db.run_key(run_id),))
+    return [Outcome(run_id=run_id, step_id=step_id, attempt=attempt,
+                    fallback=bool(fallback), kind=kind,
+                    output=None if output is None else rows.decode(output),
+                    error=None if error is None else rows.decode(error), worker=worker,
+                    at=at)
+            for step_id, attempt, fallback, kind, output, error, worker, at in found]
+
+
+def tickets(db: Database, run_id: str) -> list[TicketRecord]:
+    found = db.conn.execute(_Q["get_tickets"], (db.run_key(run_id),))
+    return [TicketRecord(ticket=Ticket(run_id=run_id, step_id=r[0], attempt=r[1],
+                                       fallback=bool(r[2]), priority=r[3], pool=r[4],
+                                       pool_limit=r[5], payload=rows.decode(r[6])),
+                         created_at=r[7], claimed_by=r[8], expires_at=r[9])
+            for r in found]
+
+
+def runs_to_drive(db: Database, lease: float, limit: int) -> list[str]:
+    found = db.conn.execute(_Q["runs_to_drive"], (time.time() - lease, max(limit, 0)))
+    return [row[0] for row in found]
