@@ -12,6 +12,8 @@ What is shared, by URL:
 - ``sqlite:///path.db``: one store per file (the path made absolute, so
   ``sqlite:///x.db`` and ``sqlite:////abs/x.db`` are the same file) and ``synchronous``
   mode; read-only holders (``plait runs``...) share a read-only store of their own.
+- ``postgresql://...``: one store, so one connection pool, per URL as written (its
+  options included); read-only holders share a read-only one.
 - ``memory://name``: the named memory store of the process (as ``open_store``).
 - ``memory://``: private.  Each ``connect("memory://")`` is a store of its own, shared by
   the runs given that handle; each ``run_async(db="memory://")`` (or no ``db``) runs on a
@@ -35,6 +37,7 @@ from types import TracebackType
 
 from ..errors import StoreError
 from .base import Store
+from .postgres_url import is_postgres, parse_url
 from .url import open_store
 
 
@@ -65,6 +68,9 @@ def shared_key(url: str) -> str | None:
         return None
     if url.startswith("sqlite:"):
         return _sqlite_key(url, os.getcwd())
+    if is_postgres(url):
+        parse_url(url)  # a bad URL is refused here (psycopg is not loaded for it)
+        return url
     if not url.startswith("memory://"):
         open_store(url)  # an unsupported scheme: refused, naming the known ones
     return url
@@ -204,11 +210,13 @@ class StoreHandle:
 
 
 def connect(url: str) -> StoreHandle:
-    """The shared store of ``url`` (``memory://``, ``sqlite:///path.db``...), to hold
+    """The shared store of ``url`` (``memory://``, ``sqlite:///path.db``,
+    ``postgresql://...``), to hold
     with ``async with``: see this module's docstring."""
     if not isinstance(url, str):
         raise StoreError(f"plait.connect takes a store URL (memory://, "
-                         f"sqlite:///path.db), not {type(url).__name__}")
+                         f"sqlite:///path.db, postgresql://...), not "
+                         f"{type(url).__name__}")
     shared_key(url)  # a bad URL is refused here, not at the first run
     return StoreHandle(url)
 
