@@ -194,3 +194,62 @@ def connect_databases() -> Databases:
     except psycopg.OperationalError as exc:
         unreachable(f"PostgreSQL server at {redact(url)} did not answer: "
                     f"{' '.join(str(exc).split())}")
+
+
+# ---------------------------------------------------------------- a server that goes away
+
+
+class Proxy:
+    """A TCP proxy to the test server, run on the caller's event loop: ``url(db)``
+    reaches database ``db`` through it.  ``stop()`` cuts every connection and refuses
+    new ones (the server seems down, or crashed); ``start()`` lets connections through
+    again on the same port (it came back).  Lets tests take "the server" away without
+    stopping the shared one."""
+
+    def __init__(self, target_url: str) -> None:
+        parts = urlsplit(target_url)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+
+    def url(self, database_url_: str) -> str:
+        parts = urlsplit(database_url_)
+        user = f"{parts.username}@" if parts.username else ""
+        return urlunsplit((parts.scheme, f"{user}127.0.0.1:{self.port}", parts.path,
+                           parts.query, parts.fragment))
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        for writer in list(self._open):
+            writer.transport.abort()  # as a crash would: no goodbye
+        self._open.clear()
+        if server is not None:
+            await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._open.update((writer, up_writer))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self._open.discard(writer)
+            writer.transport.abort()

@@ -192,12 +192,13 @@ class Database:
                 state = exc.sqlstate or ""
                 if state.startswith("PL"):
                     raise ServerRefusal(state, _detail(exc)) from exc
-                again = state in _NOT_APPLIED or (idempotent and lost_connection(exc))
+                lost = lost_connection(exc)
+                if lost and not pool.closed:
+                    await pool.check()  # the other idle connections died with this one
+                again = state in _NOT_APPLIED or (idempotent and lost)
                 if not again or time.monotonic() + delay > deadline:
                     raise translate(exc, self.where) from exc
                 _log.warning("database %s: %s; trying again", self.where, _detail(exc))
-            if not pool.closed:
-                await pool.check()  # the other idle connections died with this one
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_DELAY_S)
 

@@ -38,7 +38,7 @@ from types import TracebackType
 from ..errors import StoreError
 from .base import Store
 from .postgres_url import is_postgres, parse_url
-from .url import open_store
+from .url import open_store, shown_url
 
 
 @dataclass(slots=True, eq=False)
@@ -163,9 +163,13 @@ class StoreHandle:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
+    @property
+    def _shown(self) -> str:
+        return shown_url(self.url)
+
     async def open(self) -> StoreHandle:
         if self._store is not None or self._closed:
-            raise StoreError(f"the handle of {self.url} was already "
+            raise StoreError(f"the handle of {self._shown} was already "
                              f"{'opened' if self._store is not None else 'closed'}: "
                              f"call plait.connect({self.url!r}) again for a new one")
         self._store = await acquire(self.url, read_only=self.read_only)
@@ -184,14 +188,14 @@ class StoreHandle:
         store = self._store
         if store is None:
             state = "closed" if self._closed else "not open yet"
-            raise StoreError(f"the store handle of {self.url} is {state}: use it inside "
+            raise StoreError(f"the store handle of {self._shown} is {state}: use it inside "
                              f"`async with plait.connect({self.url!r}) as db:`")
         try:
             current = asyncio.get_running_loop()
         except RuntimeError:
             current = None
         if current is not self._loop:
-            raise StoreError(f"the store handle of {self.url} belongs to the event loop "
+            raise StoreError(f"the store handle of {self._shown} belongs to the event loop "
                              f"that opened it and is used here from another one (for "
                              f"example through wf.run, which starts its own): pass the "
                              f"URL instead, or await wf.run_async in the handle's loop")
@@ -206,7 +210,7 @@ class StoreHandle:
 
     def __repr__(self) -> str:
         state = "open" if self._store is not None else "closed" if self._closed else "new"
-        return f"<StoreHandle {self.url} ({state})>"
+        return f"<StoreHandle {self._shown} ({state})>"
 
 
 def connect(url: str) -> StoreHandle:

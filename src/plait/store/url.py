@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import StoreError
 from .base import Store
 from .memory import MemoryStore
-from .postgres_url import is_postgres
+from .postgres_url import is_postgres, redact
 
 _MEMORY: dict[str, MemoryStore] = {}
 
@@ -33,3 +33,8 @@ def open_store(url: str, *, read_only: bool = False) -> Store:
     scheme = url.split(":", 1)[0]
     raise StoreError(f"unsupported store URL {url!r} (scheme {scheme!r}); "
                      f"use memory://, sqlite:///path.db or postgresql://user@host/dbname")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages may show it: a PostgreSQL password is replaced by ``***``."""
+    return redact(url) if is_postgres(url) else url
