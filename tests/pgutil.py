@@ -27,10 +27,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import socket
+import subprocess
+import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
@@ -253,3 +257,84 @@ class Proxy:
         finally:
             self._open.discard(writer)
             writer.transport.abort()
+
+
+class PrivateServer:
+    """A PostgreSQL cluster of the test's own (``initdb`` in a temporary directory,
+    trust authentication, on a free port), to restart or stop: what no test may do to
+    the shared server.  Needs the server's binaries (``pg_config --bindir``, or Debian's
+    /usr/lib/postgresql/*/bin); as root, its commands run as the ``postgres`` user.
+    ``PrivateServer.make()`` skips the test (fails it under CI) when that is not
+    possible."""
+
+    def __init__(self, bindir: Path, as_user: list[str]) -> None:
+        self.bindir = bindir
+        self._as_user = as_user
+        self.directory = Path(tempfile.mkdtemp(prefix="plait-pg-"))
+        self.data = self.directory / "data"
+        self.port = _free_port()
+
+    @classmethod
+    def make(cls) -> PrivateServer:
+        bindir = _bindir()
+        if bindir is None:
+            unreachable("no PostgreSQL server binaries (initdb, pg_ctl) to make a private "
+                        "server with")
+        as_user: list[str] = []
+        if os.geteuid() == 0:
+            if shutil.which("runuser") is None:
+                unreachable("running as root without runuser: initdb refuses root")
+            as_user = ["runuser", "-u", "postgres", "--"]
+        server = cls(bindir, as_user)
+        if as_user:
+            shutil.chown(server.directory, "postgres")
+        server._run("initdb", "-D", str(server.data), "-A", "trust", "-U", "postgres",
+                    "--no-sync")
+        return server
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run([*self._as_user, str(self.bindir / tool), *args], check=True,
+                       capture_output=True, timeout=120, cwd=self.directory)
+
+    def _ctl(self, action: str, *args: str) -> None:
+        self._run("pg_ctl", action, "-D", str(self.data), "-w", "-l",
+                  str(self.directory / "server.log"), *args)
+
+    def start(self) -> None:
+        self._ctl("start", "-o", f"-p {self.port} -k {self.directory} -c fsync=off "
+                  f"-c listen_addresses=127.0.0.1")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._ctl("stop", "-m", mode)
+
+    def restart(self, mode: str = "fast") -> None:
+        self._ctl("restart", "-m", mode)
+
+    def remove(self) -> None:
+        try:
+            self.stop("immediate")
+        except subprocess.CalledProcessError:
+            pass  # it was not running
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _bindir() -> Path | None:
+    config = shutil.which("pg_config")
+    candidates = []
+    if config is not None:
+        found = subprocess.run([config, "--bindir"], capture_output=True, text=True)
+        candidates.append(Path(found.stdout.strip()))
+    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+    for bindir in candidates:
+        if (bindir / "initdb").exists() and (bindir / "pg_ctl").exists():
+            return bindir
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg import AsyncConnection, errors
+
 from ...errors import SchemaVersionError, StoreError
 from . import check_version, migrations, queries
 
@@ -25,26 +27,31 @@ def latest_version() -> int:
     return migrations(BACKEND)[-1].version
 
 
-async def schema_version(conn: Any) -> int:
-    """The version of the database ``conn`` (autocommit) is connected to."""
-    from psycopg import errors
+Connection = AsyncConnection[Any]
 
+
+async def _value(conn: Connection, query: str) -> Any:
+    """The one value a query returns."""
+    row = await (await conn.execute(query)).fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def schema_version(conn: Connection) -> int:
+    """The version of the database ``conn`` (autocommit) is connected to."""
     try:
-        row = await (await conn.execute(_Q["schema_version"])).fetchone()
+        return int(await _value(conn, _Q["schema_version"]))
     except errors.UndefinedTable:
         return 0
-    return int(row[0])
 
 
-async def _version_in_transaction(conn: Any) -> int:
-    exists = await (await conn.execute(_Q["schema_exists"])).fetchone()
-    if not exists[0]:
+async def _version_in_transaction(conn: Connection) -> int:
+    if not await _value(conn, _Q["schema_exists"]):
         return 0
-    row = await (await conn.execute(_Q["schema_version"])).fetchone()
-    return int(row[0])
+    return int(await _value(conn, _Q["schema_version"]))
 
 
-async def _check_unclaimed(conn: Any, where: str) -> None:
+async def _check_unclaimed(conn: Connection, where: str) -> None:
     """Refuse to create plait's tables where tables of the same names exist already."""
     found = await (await conn.execute(_Q["taken_names"], {"names": list(TABLES)})).fetchall()
     if found:
@@ -55,7 +62,7 @@ async def _check_unclaimed(conn: Any, where: str) -> None:
             f"schema of its own with ?options=-csearch_path%3Dplait in the URL")
 
 
-async def migrate(conn: Any, where: str, target: int | None = None) -> int:
+async def migrate(conn: Connection, where: str, target: int | None = None) -> int:
     """Bring the database of ``conn`` (an autocommit psycopg AsyncConnection) up to
     schema ``target`` (default: the latest); returns the version reached.  A newer
     schema is refused (SchemaVersionError) before anything changes."""
@@ -77,7 +84,7 @@ async def migrate(conn: Any, where: str, target: int | None = None) -> int:
     return max(current, goal)
 
 
-async def check_current(conn: Any, where: str) -> None:
+async def check_current(conn: Connection, where: str) -> None:
     """For a connection that may not write: the schema must be this plait's already,
     since it cannot be migrated here."""
     current = await schema_version(conn)
