@@ -94,9 +94,9 @@ ORDER BY min(id) OVER (PARTITION BY name), version;
 
 -- create_run --
 -- A new run with every step pending (in definition order) and its creation event
--- (seq 1), in one statement.  A second run with the same public id violates
--- runs_run_id_key; repeated step ids violate steps_pkey.  owner_seen_at is the
--- database's time of the heartbeat given, if any (now() shifted, see claim_run).
+-- (seq 1), in one statement; changes nothing when a run with that public id exists
+-- (0 rows changed: the caller says so).  owner_seen_at is the database's time of the
+-- heartbeat given, if any (now() shifted, see claim_run).
 -- (run_id, workflow, version, fingerprint, status, input, output, error, created_at,
 --  started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
 --  heartbeat_at, shift, step_ids)
@@ -110,6 +110,7 @@ WITH run AS (
             %(started_at)s, %(finished_at)s, %(retry_of)s, %(parent_run_id)s, %(sla)s,
             %(cancel_requested)s, %(owner)s, %(heartbeat_at)s,
             now() + make_interval(secs => %(shift)s::double precision), 1)
+    ON CONFLICT (run_id) DO NOTHING
     RETURNING id),
 steps AS (
     INSERT INTO steps (run, step_id, position, status)
