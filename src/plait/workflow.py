@@ -30,12 +30,14 @@ from .core.model import (
     OnFailure,
     PoolSpec,
     RetryPolicy,
+    ScheduleSpec,
     StepSpec,
     Trigger,
     WorkflowSpec,
     new_step,
 )
 from .core.plan import Plan, make_plan
+from .core.schedule_check import parse_schedules
 from .core.serialize import workflow_to_dict
 from .core.source import check_data, parse_text
 from .core.steptypes import type_info
@@ -126,7 +128,8 @@ _STEP_OPTIONS = frozenset({"when", "trigger", "retry", "timeout", "fallback", "a
                            "else_"})
 _WORKFLOW_OPTIONS = frozenset({"concurrency", "on_failure", "timeout", "sla", "input",
                                "reducers", "pools", "output", "version", "description",
-                               "limits", "alerts"})
+                               "limits", "alerts", "schedules", "concurrency_key",
+                               "max_runs_per_key"})
 
 
 def _type_fields(step_type: str, fn: Callable[..., object] | None) -> frozenset[str] | None:
@@ -165,7 +168,13 @@ class Workflow:
                  pools: Mapping[str, Mapping[str, Any]] | None = None,
                  output: JSON = None, version: int | None = None,
                  description: str | None = None, limits: Limits | None = None,
-                 alerts: Sequence[str] = (), **unknown: Never) -> None:
+                 alerts: Sequence[str] = (),
+                 schedules: Sequence[Mapping[str, Any] | ScheduleSpec] = (),
+                 concurrency_key: str | None = None, max_runs_per_key: int | None = None,
+                 **unknown: Never) -> None:
+        """Options as in a definition file (SPEC 1.1, 7); ``schedules`` are mappings
+        ``{"cron": "*/5 * * * *", "timezone": "UTC", "input": {...}, "catch_up":
+        "skip"}`` (or ScheduleSpec values), checked with the rest by ``validate()``."""
         if unknown:
             _refuse_unknown(unknown, _WORKFLOW_OPTIONS, f"Workflow({name!r})", "")
         self.name = name
@@ -174,7 +183,9 @@ class Workflow:
             "timeout": _seconds(timeout), "sla": _seconds(sla),
             "input_schema": input, "reducers": dict(reducers or {}), "output": output,
             "version": version, "description": description, "limits": limits or Limits(),
-            "alerts": tuple(alerts)}
+            "alerts": tuple(alerts), "concurrency_key": concurrency_key,
+            "max_runs_per_key": max_runs_per_key}
+        self._schedules = [_schedule_dict(s) for s in schedules]
         self._pools = {k: dict(v) for k, v in (pools or {}).items()}
         self._pending: list[_Pending] = []
         self._spec: WorkflowSpec | None = None  # set when loaded from a definition
@@ -358,7 +369,10 @@ class Workflow:
             sink += [Problem(location=f"output{found.short_path}",
                              message=f"value {found.problem}")
                      for found in find_problems(opts["output"])]
-        return WorkflowSpec(name=self.name, steps=tuple(steps), pools=pools, **opts)
+        schedules, found = parse_schedules(cast(JSON, self._schedules) or None)
+        sink += found
+        return WorkflowSpec(name=self.name, steps=tuple(steps), pools=pools,
+                            schedules=schedules, **opts)
 
     def to_dict(self) -> JSONDict:
         return workflow_to_dict(self.spec)
@@ -422,6 +436,15 @@ async def _run_on(store: Store, checked: CheckedWorkflow, value: JSON,
         return await engine.run(checked, value, run_id=run_id)
     finally:
         engine.close()
+
+
+def _schedule_dict(schedule: Mapping[str, Any] | ScheduleSpec) -> object:
+    """A schedule as a definition file states it (read by ``parse_schedules``, which
+    reports anything that is not a mapping)."""
+    if isinstance(schedule, ScheduleSpec):
+        return {"cron": schedule.cron, "timezone": schedule.timezone,
+                "input": schedule.input, "catch_up": schedule.catch_up}
+    return dict(schedule) if isinstance(schedule, Mapping) else schedule
 
 
 def _pool(name: str, body: Mapping[str, Any], problems: list[Problem]) -> PoolSpec:

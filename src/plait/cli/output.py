@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
-from ..core.model import JSON
+from ..core.model import JSON, WorkflowSpec
 from ..core.plan import Plan
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError
@@ -92,7 +94,25 @@ def valid_text(target: str, checked: CheckedWorkflow) -> Text:
     text.append(": valid", "green")
     text.append(f" (workflow {checked.name!r}, {steps} step{'s' if steps != 1 else ''}, "
                 f"fingerprint {checked.fingerprint})\n")
+    _schedules_text(text, checked.spec, time.time())
     return text
+
+
+def _schedules_text(text: Text, spec: WorkflowSpec, now: float) -> None:
+    """A line per schedule with its next fire (to check what a cron expression means),
+    and the concurrency key."""
+    from ..core.concurrency_key import runs_per_key
+    from ..core.schedule import due
+
+    for schedule in spec.schedules:
+        next_fire = due(schedule, None, now).next_fire
+        when = "never" if next_fire is None else datetime.fromtimestamp(
+            next_fire, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        text.append(f"  schedule {schedule.cron!r} ({schedule.timezone}, catch_up "
+                    f"{schedule.catch_up}): next fire {when}\n")
+    if spec.concurrency_key is not None:
+        text.append(f"  concurrency key {spec.concurrency_key!r}: at most "
+                    f"{runs_per_key(spec)} running run(s) per key\n")
 
 
 # ------------------------------------------------------------------ plans

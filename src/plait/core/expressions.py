@@ -23,19 +23,21 @@ if TYPE_CHECKING:
         Compiled,
         TemplateSyntaxError,
         compile_template,
+        names_read,
         render,
         syntax_problem,
     )
 
 __all__ = ["MAX_SECONDS", "MAX_SIZE", "OUTPUT_OWNERS", "Compiled", "RenderError", "Stop",
-           "SyntaxProblem", "compile_template", "is_cheap", "is_template", "render",
+           "SyntaxProblem", "compile_template", "is_cheap", "is_template", "names_read",
+           "render",
            "render_value", "syntax_problem", "templates_in", "truthy"]
 
 # What compiles and renders templates lives in ``templates`` with Jinja2 (about 30 ms to
 # import).  Its names are bound here with the first template met (``_load_jinja``), so a
 # definition without templates never imports Jinja2.
-_FROM_TEMPLATES = ("Compiled", "TemplateSyntaxError", "compile_template", "render",
-                   "syntax_problem")
+_FROM_TEMPLATES = ("Compiled", "TemplateSyntaxError", "compile_template", "names_read",
+                   "render", "syntax_problem")
 _jinja_loaded = False
 
 

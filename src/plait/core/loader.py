@@ -33,6 +33,7 @@ from .model import (
     new_step,
 )
 from .reducers import reducer_hint, unknown_reducer
+from .schedule_check import parse_schedules
 from .sizes import parse_size
 from .steptypes import known_types, type_info
 from .suggest import did_you_mean
@@ -42,7 +43,7 @@ STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 TOP_FIELDS = ("name", "version", "description", "input", "concurrency", "on_failure",
               "timeout", "sla", "defaults", "pools", "output", "steps", "reducers",
-              "limits", "alerts")
+              "limits", "alerts", "schedules", "concurrency_key", "max_runs_per_key")
 STEP_FIELDS = ("id", "type", "depends_on", "when", "trigger", "retry", "timeout",
                "fallback", "allow_failure", "outputs", "circuit_breaker", "pool",
                "description")
@@ -170,6 +171,8 @@ def parse_definition(raw: object) -> tuple[WorkflowSpec | None, list[Problem]]:
         defaults = {}
     _unknown_fields(c, "defaults", defaults, DEFAULTABLE, "defaults")
     steps = tuple(_parse_step(c, i, s, defaults) for i, s in enumerate(raw_steps))
+    schedules, problems = parse_schedules(data.get("schedules"))
+    c.problems += problems
     spec = WorkflowSpec(
         name=name,
         steps=steps,
@@ -187,6 +190,10 @@ def parse_definition(raw: object) -> tuple[WorkflowSpec | None, list[Problem]]:
         output=data.get("output"),
         limits=_limits(c, data.get("limits") or {}),
         alerts=c.get("alerts", data.get("alerts") or [], _names, ()),
+        schedules=schedules,
+        concurrency_key=_opt_str(c, "concurrency_key", data.get("concurrency_key")),
+        max_runs_per_key=c.get("max_runs_per_key", data["max_runs_per_key"], _int(1), None)
+        if data.get("max_runs_per_key") is not None else None,
     )
     return spec, c.problems
 

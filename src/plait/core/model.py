@@ -12,6 +12,8 @@ JSONDict: TypeAlias = dict[str, JSON]
 Trigger = Literal["default", "all_success", "none_failed", "all_done", "one_failed"]
 TRIGGERS: tuple[str, ...] = ("default", "all_success", "none_failed", "all_done", "one_failed")
 OnFailure = Literal["continue", "fail_fast"]
+CatchUp = Literal["skip", "all"]
+CATCH_UP: tuple[str, ...] = ("skip", "all")
 REDUCERS: tuple[str, ...] = ("append", "extend", "merge", "sum", "max", "min", "replace_last")
 
 DEFAULT_CONCURRENCY = 16
@@ -80,6 +82,19 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleSpec:
+    """One entry of ``schedules:`` (SPEC 7): start a run with ``input`` at every time
+    ``cron`` (five fields, or an ``@hourly``-style alias) names in ``timezone``.
+    ``catch_up`` says which fires missed while no scheduler ran are started: only the
+    latest (``skip``) or each of them (``all``, bounded: ``core.schedule``)."""
+
+    cron: str
+    timezone: str = "UTC"
+    input: JSON = field(default_factory=dict)
+    catch_up: CatchUp = "skip"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepSpec:
     """One step.  ``config`` holds the fields of the step's type (``call``, ``with``,
     ``url``...) as JSON; ``func`` is the callable of a step built in Python."""
@@ -119,6 +134,11 @@ class WorkflowSpec:
     output: JSON = None
     limits: Limits = Limits()
     alerts: tuple[str, ...] = ()
+    schedules: tuple[ScheduleSpec, ...] = ()
+    # A template over `input` naming the run's key, and how many runs of one key may
+    # run at once (None: not stated, which means 1 when there is a key).
+    concurrency_key: str | None = None
+    max_runs_per_key: int | None = None
 
 
 class _StepDraft:

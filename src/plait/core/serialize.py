@@ -6,7 +6,16 @@ import hashlib
 import json
 from dataclasses import fields
 
-from .model import DEFAULT_RETRY, JSON, JSONDict, Limits, RetryPolicy, StepSpec, WorkflowSpec
+from .model import (
+    DEFAULT_RETRY,
+    JSON,
+    JSONDict,
+    Limits,
+    RetryPolicy,
+    ScheduleSpec,
+    StepSpec,
+    WorkflowSpec,
+)
 
 _RETRY_DEFAULT = DEFAULT_RETRY
 _LIMITS_DEFAULT = Limits()
@@ -95,7 +104,24 @@ def workflow_to_dict(spec: WorkflowSpec) -> JSONDict:
         out["limits"] = dict(limits)
     if spec.alerts:
         out["alerts"] = list(spec.alerts)
+    if spec.schedules:
+        out["schedules"] = [_schedule_to_dict(s) for s in spec.schedules]
+    if spec.concurrency_key is not None:
+        out["concurrency_key"] = spec.concurrency_key
+    if spec.max_runs_per_key is not None:
+        out["max_runs_per_key"] = spec.max_runs_per_key
     out["steps"] = [step_to_dict(s) for s in spec.steps]
+    return out
+
+
+def _schedule_to_dict(schedule: ScheduleSpec) -> JSONDict:
+    out: JSONDict = {"cron": schedule.cron}
+    if schedule.timezone != "UTC":
+        out["timezone"] = schedule.timezone
+    if schedule.input != {}:
+        out["input"] = schedule.input
+    if schedule.catch_up != "skip":
+        out["catch_up"] = schedule.catch_up
     return out
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
-from jinja2 import TemplateSyntaxError, Undefined, nodes
+from jinja2 import TemplateSyntaxError, Undefined, meta, nodes
 from jinja2.environment import TemplateExpression
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
@@ -26,7 +26,7 @@ from .expressions import RenderError, SyntaxProblem
 from .model import JSON
 from .sandbox import ENV, BoundExceeded
 
-__all__ = ["Compiled", "TemplateSyntaxError", "compile_template", "render",
+__all__ = ["Compiled", "TemplateSyntaxError", "compile_template", "names_read", "render",
            "syntax_problem"]
 
 _LONE = re.compile(r"^\s*\{\{(?P<expr>.*)\}\}\s*$", re.DOTALL)
@@ -112,6 +112,12 @@ def _steps_read(ast: nodes.Template) -> frozenset[str]:
             if isinstance(arg, nodes.Const) and isinstance(arg.value, str):
                 found.add(arg.value)
     return frozenset(found)
+
+
+def names_read(source: str) -> frozenset[str]:
+    """The context names ``source`` reads (``input``, ``state``, ``steps``...), not
+    counting names it assigns itself; TemplateSyntaxError on bad syntax."""
+    return frozenset(meta.find_undeclared_variables(ENV.parse(source)))
 
 
 def _is_steps(node: nodes.Node) -> bool:

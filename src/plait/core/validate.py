@@ -17,11 +17,13 @@ from typing import Protocol, TypeVar, cast
 
 from ..errors import DefinitionError, Problem
 from . import expressions
+from .concurrency_key import key_problems
 from .graph import Graph, condensed, find_cycles, graph_and_depths, heights
 from .loader import STEP_ID, WORKFLOW_NAME
 from .model import JSON, REDUCERS, JSONDict, StepSpec, WorkflowSpec
 from .reducers import reducer_hint, unknown_reducer
 from .retry import is_exception_name, policies_naming_exceptions
+from .schedule_check import schedule_problems
 from .serialize import fingerprint_of, workflow_to_dict
 from .steptypes import known_types, type_info, unavailable_reason, unavailable_types
 from .suggest import did_you_mean
@@ -105,6 +107,7 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
         add("steps", f"{len(spec.steps)} steps exceed limits.max_steps "
             f"({spec.limits.max_steps})", "raise limits.max_steps in the definition")
     _check_schema(spec, add)
+    problems += schedule_problems(spec, problems) + key_problems(spec, problems)
     _check_reducers(spec, add)
     _check_retry_names(spec, add)
     steps = spec.steps

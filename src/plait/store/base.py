@@ -7,6 +7,11 @@ Contract highlights:
   a change whose source is not the stored status, and (TransitionError) one the
   transition table forbids.  This is how persist-before-execute and fencing hold.
 - Stored values are JSON only.
+- Schedules (SPEC 7): ``claim_fire`` creates the run of one fire of a schedule exactly
+  once across every process sharing the store (the fire is a unique row, recorded in
+  the transaction that creates the run); ``last_fire`` tells a scheduler where a
+  schedule stopped, recording its first sighting so that every scheduler starts from
+  the same time.
 """
 
 from __future__ import annotations
@@ -222,4 +227,38 @@ class Store(Protocol):
 
     async def release_run(self, run_id: str, owner: str) -> None:
         """Give up ownership (no effect when ``owner`` does not hold the run)."""
+        ...
+
+    async def claim_fire(self, workflow: str, schedule: str, fire_time: float,
+                         run: RunRecord, step_ids: Sequence[str]) -> bool:
+        """Create the run of one fire of a schedule, once across every process.
+
+        A fire is ``(workflow, schedule, fire_time)``: the workflow's name, the
+        schedule's key within it (``core.schedule.schedule_key``: 1 to 64 of
+        ``[A-Za-z0-9_-]``) and the fire time in seconds since the epoch, compared
+        exactly (plait's fire times are whole seconds; store them losslessly: REAL,
+        double precision).  In ONE transaction: record the fire, unique, with
+        ``run.run_id``; create ``run`` exactly as ``create_run(run, step_ids)`` does;
+        and append to the run's history, right after its creation event, a note (no
+        step) ``{"schedule": {"key": schedule, "fire_time": fire_time}}`` at
+        ``run.created_at``.
+
+        Returns True when this call recorded the fire; False, storing nothing, when the
+        fire is recorded already (by any process, at any time before).  Of concurrent
+        calls for one fire, exactly one returns True and one run exists.  Raises
+        StoreError, storing nothing, when ``run.workflow`` is not ``workflow`` or
+        ``create_run`` would refuse the run (its id exists)."""
+        ...
+
+    async def last_fire(self, workflow: str, schedule: str, *,
+                        seen_at: float | None = None) -> float | None:
+        """Where a schedule stands: the latest of its recorded fire times and its first
+        sighting, or None when neither is recorded.
+
+        With ``seen_at``: a schedule that has no first sighting recorded gets one at
+        ``seen_at`` (one row per schedule, unique on ``(workflow, schedule)``: a later
+        call never moves it), and the latest time is returned, so never None.  Of
+        concurrent first sightings one is recorded, and each call returns the time
+        stored once its own transaction is done.  A scheduler fires only after what
+        this returns, so nothing before a schedule was first seen is back-filled."""
         ...

@@ -47,6 +47,11 @@ class MemoryStore:
         # step outputs: the store's own copies (callers' objects may change)
         self._outputs: dict[str, dict[str, JSON]] = {}  # None: no output
         self._events: dict[str, list[_Event]] = {}
+        # schedules: (workflow, schedule key) -> its fires (time -> run id), its latest
+        # fire, its first sighting
+        self._fires: dict[tuple[str, str], dict[float, str]] = {}
+        self._last_fire: dict[tuple[str, str], float] = {}
+        self._sightings: dict[tuple[str, str], float] = {}
 
     async def open(self) -> None:
         return None
@@ -89,6 +94,9 @@ class MemoryStore:
         return [_copy_workflow(v) for versions in self._workflows.values() for v in versions]
 
     async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
+        self._insert_run(run, step_ids)
+
+    def _insert_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
         if run.run_id in self._runs:
             raise StoreError(f"run {run.run_id!r} already exists")
         self._runs[run.run_id] = _copy_run(run)  # the store owns its copy
@@ -262,6 +270,33 @@ class MemoryStore:
         run = self._runs.get(run_id)
         if run is not None and run.owner == owner:
             run.owner = None
+
+    async def claim_fire(self, workflow: str, schedule: str, fire_time: float,
+                         run: RunRecord, step_ids: Sequence[str]) -> bool:
+        # no await in here: the check, the run and the fire are one atomic step
+        if run.workflow != workflow:
+            raise StoreError(f"claim_fire: run {run.run_id!r} is of workflow "
+                             f"{run.workflow!r}, not {workflow!r}")
+        key = (workflow, schedule)
+        fires = self._fires.setdefault(key, {})
+        if fire_time in fires:
+            return False
+        self._insert_run(run, step_ids)
+        fires[fire_time] = run.run_id
+        self._last_fire[key] = max(fire_time, self._last_fire.get(key, fire_time))
+        self._events[run.run_id].append(_Note(None, {"schedule": {
+            "key": schedule, "fire_time": fire_time}}, run.created_at))
+        return True
+
+    async def last_fire(self, workflow: str, schedule: str, *,
+                        seen_at: float | None = None) -> float | None:
+        key = (workflow, schedule)
+        if seen_at is not None:
+            self._sightings.setdefault(key, seen_at)
+        times = [t for t in (self._last_fire.get(key), self._sightings.get(key))
+                 if t is not None]
+        return max(times) if times else None
+
 
 class _Created(NamedTuple):
     status: str

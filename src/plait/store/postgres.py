@@ -86,6 +86,17 @@ RUN_NOT_FOUND = "PL001"  # the SQLSTATEs of plait's functions (0001_initial.sql)
 SAVE_ATTEMPTS = 8  # stores of a new version that met another process's, before giving up
 
 
+def _check_new_run(run: RunRecord, step_ids: Sequence[str]) -> None:
+    check_id("run id", run.run_id)
+    check_id("workflow name", run.workflow)
+    check_id("run id (retry_of)", run.retry_of)
+    check_id("run id (parent_run_id)", run.parent_run_id)
+    for step_id in step_ids:
+        check_id("step id", step_id)
+    if len(set(step_ids)) != len(step_ids):
+        raise StoreError(f"run {run.run_id!r}: step ids are not unique")
+
+
 class PostgresStore:
     """The Store protocol on one PostgreSQL database (see the module docstring)."""
 
@@ -153,14 +164,7 @@ class PostgresStore:
     # ----------------------------------------------------------------------- runs
 
     async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
-        check_id("run id", run.run_id)
-        check_id("workflow name", run.workflow)
-        check_id("run id (retry_of)", run.retry_of)
-        check_id("run id (parent_run_id)", run.parent_run_id)
-        for step_id in step_ids:
-            check_id("step id", step_id)
-        if len(set(step_ids)) != len(step_ids):
-            raise StoreError(f"run {run.run_id!r}: step ids are not unique")
+        _check_new_run(run, step_ids)
         created = await self._db.execute(_Q["create_run"], run_params(run, list(step_ids)),
                                          idempotent=False)
         if created != 1:
@@ -305,3 +309,49 @@ class PostgresStore:
         if valid_id(run_id):
             await self._db.execute(_Q["release_run"], {"run_id": run_id,
                                                        "owner": text(owner)})
+
+    # ------------------------------------------------------------------ schedules
+
+    async def claim_fire(self, workflow: str, schedule: str, fire_time: float,
+                         run: RunRecord, step_ids: Sequence[str]) -> bool:
+        """ONE statement: the fire's row (its primary key decides between concurrent
+        claims, the losers' inserts doing nothing) and, only if it was inserted, the
+        run, its steps, its creation event and the schedule note."""
+        check_id("workflow name", workflow)
+        check_id("schedule key", schedule)
+        if run.workflow != workflow:
+            raise StoreError(f"claim_fire: run {run.run_id!r} is of workflow "
+                             f"{run.workflow!r}, not {workflow!r}")
+        _check_new_run(run, step_ids)
+        params = run_params(run, list(step_ids))
+        params.update(schedule=schedule, fire_time=fire_time, note=rows.json_text(
+            {"schedule": {"key": schedule, "fire_time": fire_time}},
+            f"the schedule note of run {run.run_id!r}"))
+        try:
+            row = await self._db.fetchone(_Q["claim_fire"], params, idempotent=False)
+        except ServerRefusal as exc:  # the run's id is taken: nothing was stored
+            raise StoreError(f"run {run.run_id!r} already exists") from exc
+        return bool(row and row[0])
+
+    async def last_fire(self, workflow: str, schedule: str, *,
+                        seen_at: float | None = None) -> float | None:
+        if seen_at is not None:
+            check_id("workflow name", workflow)
+            check_id("schedule key", schedule)
+        elif not (valid_id(workflow) and valid_id(schedule)):
+            return None
+        found = await self._latest(workflow, schedule)
+        if found is not None or seen_at is None:
+            return found
+        # first seen: record it unless a concurrent caller did; either way it is
+        # committed once the insert returns, so the next read sees it
+        await self._db.execute(_Q["record_sighting"], {
+            "workflow": workflow, "schedule": schedule, "first_seen": seen_at})
+        found = await self._latest(workflow, schedule)
+        assert found is not None
+        return found
+
+    async def _latest(self, workflow: str, schedule: str) -> float | None:
+        row = await self._db.fetchone(_Q["last_fire"], {"workflow": workflow,
+                                                        "schedule": schedule})
+        return None if row is None or row[0] is None else float(row[0])

@@ -31,16 +31,19 @@ RETRY_MAX_DELAY_S = 1.0
 # run again: rolled back (serialization failure, deadlock), or its connection was ended
 # by the server before it ran or while it ran (shutdown, restart, pg_terminate_backend)
 _NOT_APPLIED = frozenset({"40001", "40P01", "57P01", "57P03"})
+UNIQUE_VIOLATION = "23505"
 _log = logging.getLogger("plait.store.postgres")
 
 
 class ServerRefusal(Exception):
-    """A plait function refused a change (SQLSTATE class ``PL``, raised by the functions
-    of ``migrations/postgres``): the store says why."""
+    """The server refused a change in a way the store explains: a plait function's
+    refusal (SQLSTATE class ``PL``, raised by the functions of
+    ``migrations/postgres``), or a unique key violated (``constraint`` names it)."""
 
-    def __init__(self, sqlstate: str, message: str) -> None:
+    def __init__(self, sqlstate: str, message: str, constraint: str | None = None) -> None:
         super().__init__(message)
         self.sqlstate = sqlstate
+        self.constraint = constraint
 
 
 # ----------------------------------------------------------------- driver errors
@@ -175,7 +178,8 @@ class Database:
         runs again, with backoff, for up to ``retry_for`` seconds: always when it only
         reads or repeating it changes nothing (``idempotent``), otherwise only when
         the error proves it took no effect (``_NOT_APPLIED``).  A refusal of plait's
-        functions is raised as ServerRefusal; any other driver error as StoreError."""
+        functions or a unique key violated is raised as ServerRefusal; any other driver error
+        as StoreError."""
         pool = self._open_pool()
         deadline = time.monotonic() + self.url.retry_for
         delay = RETRY_FIRST_DELAY_S
@@ -190,8 +194,9 @@ class Database:
                 raise _unicode_error(exc) from exc
             except psycopg.Error as exc:
                 state = exc.sqlstate or ""
-                if state.startswith("PL"):
-                    raise ServerRefusal(state, _detail(exc)) from exc
+                if state.startswith("PL") or state == UNIQUE_VIOLATION:
+                    raise ServerRefusal(state, _detail(exc), exc.diag.constraint_name) \
+                        from exc
                 lost = lost_connection(exc)
                 if lost and not pool.closed:
                     await pool.check()  # the other idle connections died with this one

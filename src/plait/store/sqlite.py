@@ -19,7 +19,8 @@ Durability (``synchronous``; the database always runs in WAL mode):
 Threading: one dedicated thread owns the connection.  Reads are ONE hop to that thread
 running one job, never one hop per statement; the event loop never waits for a lock, a
 sync or a large read.  Writes (``write``, ``create_run``, ``claim_run``, ``heartbeat``,
-``release_run``, ``record_decision``, storing a new definition) are jobs of the store's
+``release_run``, ``record_decision``, ``claim_fire``, a schedule's first sighting,
+storing a new definition) are jobs of the store's
 group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
 together are committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or
 error its own (``Database.commit_group``: a refused job is undone alone).
@@ -75,6 +76,7 @@ from typing import Any
 
 from ..core.model import JSONDict
 from ..errors import StoreError
+from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
     EventRecord,
@@ -347,3 +349,18 @@ class SqliteStore:
 
     async def release_run(self, run_id: str, owner: str) -> None:
         await self._write(Database.release_run, run_id, owner)
+
+    async def claim_fire(self, workflow: str, schedule: str, fire_time: float,
+                         run: RunRecord, step_ids: Sequence[str]) -> bool:
+        return await self._write(schedules.claim_fire, workflow, schedule, fire_time, run,
+                                 list(step_ids))
+
+    async def last_fire(self, workflow: str, schedule: str, *,
+                        seen_at: float | None = None) -> float | None:
+        # a schedule seen before (every tick but its first): a read, without the lock
+        found = self._read_here(schedules.last_fire, workflow, schedule)
+        if found is None:
+            found = await self._run(schedules.last_fire, self._db, workflow, schedule)
+        if found is not None or seen_at is None:
+            return found
+        return await self._write(schedules.record_sighting, workflow, schedule, seen_at)

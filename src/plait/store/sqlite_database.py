@@ -452,8 +452,8 @@ class Database:
 
     # ----------------------------------------------------------------------- runs
 
-    def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
-        """Inside a write transaction (a group commit's job)."""
+    def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> int:
+        """Inside a write transaction (a group commit's job).  Returns the run's key."""
         _check_id("run id", run.run_id)
         _check_id("workflow name", run.workflow)
         _check_id("run id (retry_of)", run.retry_of)
@@ -477,6 +477,7 @@ class Database:
         conn.execute(_Q["insert_event"], (key, 1, run.created_at, "run", None, None,
                                           rows.TEXT[run.status], None, None))
         self._keys[run.run_id] = key  # forgotten if the group's transaction fails
+        return key
 
     def write(self, batch: WriteBatch) -> None:
         """Inside a write transaction (a group commit's job).  The step updates double

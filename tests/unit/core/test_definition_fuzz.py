@@ -20,6 +20,9 @@ VALID: dict[str, Any] = {
     "timeout": "5m", "input": {"type": "object"},
     "defaults": {"retry": {"max_retries": 1, "initial_delay": "1s"}, "timeout": 10},
     "limits": {"max_steps": 100, "max_output_bytes": "1MiB"},
+    "schedules": [{"cron": "*/5 * * * *", "timezone": "Europe/Paris", "catch_up": "all",
+                   "input": {"c": 1}}, {"cron": "@daily", "input": {"c": "x"}}],
+    "concurrency_key": "{{ input.c }}", "max_runs_per_key": 2,
     "steps": [
         {"id": "a", "type": "python", "call": "json:dumps", "with": {"obj": "{{ input }}"},
          "outputs": ["x"]},
@@ -85,6 +88,14 @@ def test_any_structure_loads_or_raises_definition_error(data: object) -> None:
 def test_a_mutated_valid_definition_loads_or_raises_definition_error(
         path: list[str | int], new: object) -> None:
     loads_or_refuses(mutate(VALID, path, new))
+
+
+@SETTINGS
+@given(st.text(max_size=30) | st.sampled_from(["*/5 * * * *", "@daily", "0 0 * * MON"]),
+       st.text(max_size=30) | st.sampled_from(["UTC", "Europe/Paris", "/etc/passwd",
+                                              "../UTC", "Europe/Paris\x00"]))
+def test_any_cron_and_time_zone_load_or_raise_definition_error(cron: str, zone: str) -> None:
+    loads_or_refuses({**VALID, "schedules": [{"cron": cron, "timezone": zone}]})
 
 
 @SETTINGS

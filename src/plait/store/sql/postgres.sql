@@ -250,3 +250,53 @@ SELECT EXISTS (SELECT FROM runs WHERE run_id = %(run_id)s), EXISTS (SELECT FROM 
 -- release_run --
 -- Give up ownership; no effect unless the owner holds the run.  (run_id, owner)
 UPDATE runs SET owner = NULL WHERE run_id = %(run_id)s AND owner = %(owner)s;
+
+-- claim_fire --
+-- Record one fire of a schedule and create its run (as create_run, plus the note
+-- {"schedule": ...} at seq 2), in one statement; nothing when the fire is recorded
+-- already (returns false).  A run id that exists violates runs_run_id_key, and the
+-- whole statement (the fire included) is undone.
+-- (create_run's parameters, schedule, fire_time, note)
+WITH fire AS (
+    INSERT INTO schedule_fires (workflow, schedule, fire_time, run_id)
+    VALUES (%(workflow)s, %(schedule)s, %(fire_time)s, %(run_id)s)
+    ON CONFLICT (workflow, schedule, fire_time) DO NOTHING
+    RETURNING run_id),
+run AS (
+    INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, output,
+                      error, created_at, started_at, finished_at, retry_of,
+                      parent_run_id, sla, cancel_requested, owner, heartbeat_at,
+                      owner_seen_at, last_seq)
+    SELECT %(run_id)s, %(workflow)s, %(version)s, %(fingerprint)s, %(status)s,
+           %(input)s::json, %(output)s::json, %(error)s, %(created_at)s,
+           %(started_at)s, %(finished_at)s, %(retry_of)s, %(parent_run_id)s, %(sla)s,
+           %(cancel_requested)s, %(owner)s, %(heartbeat_at)s,
+           now() + make_interval(secs => %(shift)s::double precision), 2
+    FROM fire
+    RETURNING id),
+steps AS (
+    INSERT INTO steps (run, step_id, position, status)
+    SELECT run.id, s.step_id, s.position - 1, 'pending'
+    FROM run, unnest(%(step_ids)s::text[]) WITH ORDINALITY AS s (step_id, position)),
+history AS (
+    INSERT INTO events (run, seq, at, kind, target, data)
+    SELECT id, 1, %(created_at)s, 'run', %(status)s, NULL FROM run
+    UNION ALL
+    SELECT id, 2, %(created_at)s, 'note', NULL, %(note)s::json FROM run)
+SELECT EXISTS (SELECT FROM fire);
+
+-- last_fire --
+-- The latest of a schedule's fire times and its first sighting (NULL: neither).
+-- (workflow, schedule)
+SELECT greatest(
+    (SELECT max(fire_time) FROM schedule_fires
+     WHERE workflow = %(workflow)s AND schedule = %(schedule)s),
+    (SELECT first_seen FROM schedule_sightings
+     WHERE workflow = %(workflow)s AND schedule = %(schedule)s));
+
+-- record_sighting --
+-- A schedule's first sighting; no effect when one is recorded.  Returns whether this
+-- statement recorded it.  (workflow, schedule, first_seen)
+INSERT INTO schedule_sightings (workflow, schedule, first_seen)
+VALUES (%(workflow)s, %(schedule)s, %(first_seen)s)
+ON CONFLICT (workflow, schedule) DO NOTHING;

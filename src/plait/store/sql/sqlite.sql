@@ -177,3 +177,28 @@ SELECT data FROM events
 WHERE run = ? AND kind = 'note' AND step_id = ?
   AND json_extract(data, '$.approval') IS NOT NULL
 ORDER BY seq LIMIT 1;
+
+-- fire_taken --
+-- Whether a fire of a schedule is recorded already (read under the write lock by
+-- claim_fire, so the check and the insert below are one compare-and-set).
+-- (workflow, schedule, fire_time)
+SELECT 1 FROM schedule_fires WHERE workflow = ? AND schedule = ? AND fire_time = ?;
+
+-- insert_fire --
+-- Record a fire with the run it started; the primary key refuses a second one.
+-- (workflow, schedule, fire_time, run)
+INSERT INTO schedule_fires (workflow, schedule, fire_time, run) VALUES (?, ?, ?, ?);
+
+-- insert_sighting --
+-- A schedule's first sighting; no effect when one is recorded.
+-- (workflow, schedule, first_seen)
+INSERT INTO schedule_sightings (workflow, schedule, first_seen) VALUES (?, ?, ?)
+ON CONFLICT (workflow, schedule) DO NOTHING;
+
+-- last_fire --
+-- The latest of a schedule's fire times and its first sighting (NULL: neither).
+-- (workflow, schedule)
+SELECT max(at) FROM (
+    SELECT max(fire_time) AS at FROM schedule_fires WHERE workflow = ?1 AND schedule = ?2
+    UNION ALL
+    SELECT first_seen FROM schedule_sightings WHERE workflow = ?1 AND schedule = ?2);

@@ -95,6 +95,22 @@ CREATE TABLE events (
     CONSTRAINT events_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'attempt'::text, 'run'::text, 'note'::text])))
 );
 
+CREATE TABLE schedule_fires (
+    workflow text NOT NULL,
+    schedule text NOT NULL,
+    fire_time double precision NOT NULL,
+    run_id text NOT NULL,
+    CONSTRAINT schedule_fires_pkey PRIMARY KEY (workflow, schedule, fire_time),
+    CONSTRAINT schedule_fires_run_id_fkey FOREIGN KEY (run_id) REFERENCES runs(run_id)
+);
+
+CREATE TABLE schedule_sightings (
+    workflow text NOT NULL,
+    schedule text NOT NULL,
+    first_seen double precision NOT NULL,
+    CONSTRAINT schedule_sightings_pkey PRIMARY KEY (workflow, schedule)
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -206,3 +222,4 @@ END
 $function$;
 
 INSERT INTO plait_migrations (version, name) VALUES (1, '0001_initial.sql');
+INSERT INTO plait_migrations (version, name) VALUES (2, '0002_schedule_fires.sql');

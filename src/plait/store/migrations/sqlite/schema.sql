@@ -77,8 +77,23 @@ CREATE TABLE events (
     PRIMARY KEY (run, seq)
 ) WITHOUT ROWID;
 
+CREATE TABLE schedule_fires (
+    workflow  TEXT    NOT NULL,
+    schedule  TEXT    NOT NULL,
+    fire_time REAL    NOT NULL,
+    run       INTEGER NOT NULL REFERENCES runs (id),
+    PRIMARY KEY (workflow, schedule, fire_time)
+) WITHOUT ROWID;
+
+CREATE TABLE schedule_sightings (
+    workflow   TEXT NOT NULL,
+    schedule   TEXT NOT NULL,
+    first_seen REAL NOT NULL,
+    PRIMARY KEY (workflow, schedule)
+) WITHOUT ROWID;
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
 
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
