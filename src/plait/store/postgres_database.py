@@ -150,11 +150,13 @@ class Database:
             name=f"plait {self.where}", timeout=max(self.url.retry_for, 1.0))
         try:
             await pool.open(wait=self.url.pool_min > 0, timeout=self.url.retry_for or 1.0)
-        except PoolTimeout as exc:
+        except BaseException as exc:  # cancelled too: the pool's tasks must not leak
             await pool.close()
-            raise StoreError(f"PostgreSQL at {self.where} accepted one connection but "
-                             f"the pool could not open {self.url.pool_min} within "
-                             f"{self.url.retry_for:g}s") from exc
+            if isinstance(exc, PoolTimeout):
+                raise StoreError(f"PostgreSQL at {self.where} accepted one connection but "
+                                 f"the pool could not open {self.url.pool_min} within "
+                                 f"{self.url.retry_for:g}s") from exc
+            raise
         self._pool, self._loop = pool, asyncio.get_running_loop()
 
     async def close(self) -> None:
