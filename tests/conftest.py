@@ -1,4 +1,7 @@
-"""Settings shared by every test directory.
+"""Settings and fixtures shared by every test directory.
+
+PostgreSQL: ``pg_database`` is the URL of a database of the test module's own, with
+plait's schema (see pgutil.py); ``pg_empty_database`` one without (each test its own).
 
 Hypothesis profiles: ``default`` keeps the property tests quick enough for every run of
 the suite; ``thorough`` (``HYPOTHESIS_PROFILE=thorough``) explores much further.
@@ -7,10 +10,13 @@ the suite; ``thorough`` (``HYPOTHESIS_PROFILE=thorough``) explores much further.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+import pgutil
 
 settings.register_profile(
     "default",
@@ -25,6 +31,40 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+
+@pytest.fixture(scope="session")
+def pg_databases() -> Iterator[pgutil.Databases]:
+    """The test server's database maker; skips (fails under CI=true) when it is down."""
+    databases = pgutil.connect_databases()
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
+@pytest.fixture(scope="module")
+def pg_database(pg_databases: pgutil.Databases) -> Iterator[str]:
+    """The URL of a fresh database with plait's schema, for the test module; dropped
+    after it."""
+    url = pg_databases.create()
+    try:
+        yield url
+    finally:
+        pg_databases.drop(url)
+
+
+@pytest.fixture
+def pg_empty_database(pg_databases: pgutil.Databases) -> Iterator[str]:
+    """The URL of a fresh database without any table, for the test; dropped after it."""
+    url = pg_databases.create(migrated=False)
+    try:
+        yield url
+    finally:
+        pg_databases.drop(url)
 
 
 # ---------------------------------------------------------------- a step type plugin

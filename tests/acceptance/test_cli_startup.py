@@ -28,7 +28,8 @@ FUNCTIONS = """
     def double(make):
         return {"n": make["n"] * 2}
 """
-NEVER_WITHOUT_NEED = ("jinja2", "httpx", "httpcore", "jsonschema", "pydantic", "rich.live")
+NEVER_WITHOUT_NEED = ("jinja2", "httpx", "httpcore", "jsonschema", "pydantic", "rich.live",
+                      "psycopg", "psycopg_pool")  # PostgreSQL: only for its URLs
 TIMEOUT_S = 30
 Imported = Callable[..., tuple[subprocess.CompletedProcess[str], set[str]]]
 

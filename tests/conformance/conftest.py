@@ -8,10 +8,13 @@ suite must pass.
 
 Servers (PostgreSQL): when the backend exists but the server does not answer, the test
 is skipped on a laptop and FAILS under ``CI=true`` (CI must never silently skip the
-database it is meant to test).  The server URL comes from ``PLAIT_TEST_DATABASE_URL``.
+database it is meant to test).  The server URL comes from ``PLAIT_TEST_DATABASE_URL``;
+each test module runs on a database of its own (the backend's ``database`` fixture,
+``pg_database``: cloned from a migrated template, dropped after the module; see
+tests/pgutil.py).
 
 Tests never rely on a fresh database: every name and run id they use is unique (see the
-``uid`` fixture), so a shared PostgreSQL database works without truncation.
+``uid`` fixture), so the tests of a module share its database without truncation.
 """
 
 from __future__ import annotations
@@ -24,34 +27,32 @@ from pathlib import Path
 
 import pytest
 
+from pgutil import DEFAULT_URL as DEFAULT_POSTGRES_URL
+from pgutil import in_ci
 from plait.errors import StoreError
 from plait.store import Store, open_store
-
-DEFAULT_POSTGRES_URL = "postgresql://127.0.0.1:5432/test"
 
 
 @dataclass(frozen=True)
 class Backend:
     name: str
-    url: Callable[[Path], str]
+    url: Callable[[Path], str]  # the server's URL, for a backend with a ``database``
     needs_server: bool = False
+    database: str | None = None  # the fixture giving the URL of a database per module
 
 
 POSTGRES = Backend("postgresql",
                    lambda tmp: os.environ.get("PLAIT_TEST_DATABASE_URL", DEFAULT_POSTGRES_URL),
-                   needs_server=True)
+                   needs_server=True, database="pg_database")
 
-# POSTGRES joins this list together with its backend (one entry, no other edit).
-# Listing it before the backend exists would make every CI run skip it, and under
-# CI=true a skipped database test is a failure.
+# A backend joins this list together with its implementation.  Listing it before the
+# backend exists would make every CI run skip it, and under CI=true a skipped database
+# test is a failure.
 BACKENDS = [
     Backend("memory", lambda tmp: "memory://"),
     Backend("sqlite", lambda tmp: f"sqlite:///{tmp}/x.db"),
+    POSTGRES,
 ]
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() == "true"
 
 
 def _unsupported(exc: StoreError) -> bool:
@@ -91,7 +92,9 @@ async def open_backend(backend: Backend, url: str,
 @pytest.fixture(params=_params())
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     backend: Backend = request.param
-    opened = await open_backend(backend, backend.url(tmp_path))
+    url = request.getfixturevalue(backend.database) if backend.database \
+        else backend.url(tmp_path)
+    opened = await open_backend(backend, url)
     try:
         yield opened
     finally:

@@ -74,7 +74,9 @@ async def show_graph(target: str, *, fmt: str, db: str) -> ExitCode:
         err.print(output.problems_text(exc, target), end="")
         return ExitCode.USAGE
     except StoreError as exc:
-        err.print(output.error_text(f"store {db}: {exc}"))
+        from ..store.url import shown_url
+
+        err.print(output.error_text(f"store {shown_url(db)}: {exc}"))
         return ExitCode.USAGE
     from ..observe.graph import dot, mermaid
 

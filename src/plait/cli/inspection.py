@@ -16,6 +16,7 @@ from ..errors import DefinitionError, PlaitError
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
 from ..store.base import RunFilter, Store
+from ..store.url import shown_url
 from . import output, records
 from .session import Refusal, guarded
 from .settings import ExitCode
@@ -35,7 +36,8 @@ async def runs_command(*, db: str, workflow: str | None, status: str | None, lim
             return ExitCode.OK
         console = output.console()
         if not summaries:
-            console.print(f"no runs in {db}" + _filters(workflow, status), markup=False)
+            console.print(f"no runs in {shown_url(db)}" + _filters(workflow, status),
+                          markup=False)
             return ExitCode.OK
         records.print_table(console, records.RUNS_HEADERS,
                             records.runs_rows(summaries, time.time()), status_column=2)

@@ -60,6 +60,8 @@ async def load_target(target: str, store: Store) -> Workflow:
     try:
         record = await store.get_workflow(name, version)
     except WorkflowNotFound as exc:
+        from ..store.url import shown_url
+
         if exc.versions:  # the workflow is stored, that version is not
             raise DefinitionError([Problem(
                 location="", message=str(exc),
@@ -68,6 +70,6 @@ async def load_target(target: str, store: Store) -> Workflow:
         raise DefinitionError([Problem(
             location="", message=f"no such file, and {exc}",
             hint=f"give the path of a YAML or JSON definition, or run it once so "
-            f"{name!r} is stored in {store.url}")], source=target) from None
+            f"{name!r} is stored in {shown_url(store.url)}")], source=target) from None
     add_import_paths(None)
     return Workflow.from_dict(record.definition, source=f"{record.name}@{record.version}")

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from ..core.model import JSON
     from .views import RunView
 
-_DB_HELP = f"Store URL (memory://, sqlite:///path.db). Default: ${DB_ENV}, else {DEFAULT_DB}."
+_DB_HELP = (f"Store URL (memory://, sqlite:///path.db, postgresql://user@host/db). "
+            f"Default: ${DB_ENV}, else {DEFAULT_DB}.")
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # RunStatus's values, spelled out so that parsing arguments does not load the core (a
 # unit test checks that they match)
@@ -141,9 +142,11 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
     from .detach import detachable
 
     if detach and not detachable(db):
+        from ..store.postgres_url import redact
+
         raise click.UsageError(f"--detach needs a store another process can open, such "
-                               f"as sqlite:///path.db (the default); with {db} nothing "
-                               f"could continue the run")
+                               f"as sqlite:///path.db (the default); with {redact(db)} "
+                               f"nothing could continue the run")
     value = read_input(input_text, input_file)
     from .session import run_command
 

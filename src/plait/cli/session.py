@@ -34,6 +34,7 @@ from ..runtime.results import RunResult
 from ..store.base import RunRecord, StepRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from ..store.shared import StoreHandle
+from ..store.url import shown_url
 from . import output
 from .loading import add_import_path, add_import_paths, load_target, stored_reference
 from .settings import DB_ENV, ExitCode, exit_code_for
@@ -110,9 +111,10 @@ def _failure(exc: Refusal | PlaitError, db: str) -> tuple[Text, ExitCode]:
         message = exc.message
         return output.error_text(message) if isinstance(message, str) else message, exc.code
     if isinstance(exc, RunNotFound):
-        return output.error_text(f"{exc} in {db}{_missing_hint(db)}"), ExitCode.USAGE
+        return output.error_text(f"{exc} in {shown_url(db)}{_missing_hint(db)}"), \
+            ExitCode.USAGE
     if isinstance(exc, StoreError):
-        return output.error_text(f"store {db}: {exc}"), ExitCode.USAGE
+        return output.error_text(f"store {shown_url(db)}: {exc}"), ExitCode.USAGE
     if isinstance(exc, DefinitionError):  # a stored definition this plait cannot load
         return output.problems_text(exc, "stored definition"), ExitCode.USAGE
     return output.error_text(str(exc)), ExitCode.FAILED

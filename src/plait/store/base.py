@@ -389,7 +389,10 @@ class Store(Protocol):
         no owner, is already ``owner``'s, is still ``dead_owner``'s (a process the
         caller knows has exited: taken over without waiting for its lease), or its
         owner's heartbeat is older than ``lease`` seconds; returns None when another
-        live owner holds it.  The heartbeat becomes ``now``.  Atomic."""
+        live owner holds it.  The heartbeat becomes ``now``.  Atomic.  A store shared by
+        hosts (PostgreSQL) judges the lease on the database's clock and reads ``now`` as
+        a distance from the caller's present (``PostgresStore.claim_run``), so hosts
+        whose clocks disagree agree on when a lease ran out."""
         ...
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:

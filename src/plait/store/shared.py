@@ -12,6 +12,8 @@ What is shared, by URL:
 - ``sqlite:///path.db``: one store per file (the path made absolute, so
   ``sqlite:///x.db`` and ``sqlite:////abs/x.db`` are the same file) and ``synchronous``
   mode; read-only holders (``plait runs``...) share a read-only store of their own.
+- ``postgresql://...``: one store, so one connection pool, per URL as written (its
+  options included); read-only holders share a read-only one.
 - ``memory://name``: the named memory store of the process (as ``open_store``).
 - ``memory://``: private.  Each ``connect("memory://")`` is a store of its own, shared by
   the runs given that handle; each ``run_async(db="memory://")`` (or no ``db``) runs on a
@@ -35,7 +37,8 @@ from types import TracebackType
 
 from ..errors import StoreError
 from .base import Store
-from .url import open_store
+from .postgres_url import is_postgres, parse_url
+from .url import open_store, shown_url
 
 
 @dataclass(slots=True, eq=False)
@@ -65,6 +68,9 @@ def shared_key(url: str) -> str | None:
         return None
     if url.startswith("sqlite:"):
         return _sqlite_key(url, os.getcwd())
+    if is_postgres(url):
+        parse_url(url)  # a bad URL is refused here (psycopg is not loaded for it)
+        return url
     if not url.startswith("memory://"):
         open_store(url)  # an unsupported scheme: refused, naming the known ones
     return url
@@ -157,9 +163,13 @@ class StoreHandle:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
+    @property
+    def _shown(self) -> str:
+        return shown_url(self.url)
+
     async def open(self) -> StoreHandle:
         if self._store is not None or self._closed:
-            raise StoreError(f"the handle of {self.url} was already "
+            raise StoreError(f"the handle of {self._shown} was already "
                              f"{'opened' if self._store is not None else 'closed'}: "
                              f"call plait.connect({self.url!r}) again for a new one")
         self._store = await acquire(self.url, read_only=self.read_only)
@@ -178,14 +188,14 @@ class StoreHandle:
         store = self._store
         if store is None:
             state = "closed" if self._closed else "not open yet"
-            raise StoreError(f"the store handle of {self.url} is {state}: use it inside "
+            raise StoreError(f"the store handle of {self._shown} is {state}: use it inside "
                              f"`async with plait.connect({self.url!r}) as db:`")
         try:
             current = asyncio.get_running_loop()
         except RuntimeError:
             current = None
         if current is not self._loop:
-            raise StoreError(f"the store handle of {self.url} belongs to the event loop "
+            raise StoreError(f"the store handle of {self._shown} belongs to the event loop "
                              f"that opened it and is used here from another one (for "
                              f"example through wf.run, which starts its own): pass the "
                              f"URL instead, or await wf.run_async in the handle's loop")
@@ -200,15 +210,17 @@ class StoreHandle:
 
     def __repr__(self) -> str:
         state = "open" if self._store is not None else "closed" if self._closed else "new"
-        return f"<StoreHandle {self.url} ({state})>"
+        return f"<StoreHandle {self._shown} ({state})>"
 
 
 def connect(url: str) -> StoreHandle:
-    """The shared store of ``url`` (``memory://``, ``sqlite:///path.db``...), to hold
+    """The shared store of ``url`` (``memory://``, ``sqlite:///path.db``,
+    ``postgresql://...``), to hold
     with ``async with``: see this module's docstring."""
     if not isinstance(url, str):
         raise StoreError(f"plait.connect takes a store URL (memory://, "
-                         f"sqlite:///path.db), not {type(url).__name__}")
+                         f"sqlite:///path.db, postgresql://...), not "
+                         f"{type(url).__name__}")
     shared_key(url)  # a bad URL is refused here, not at the first run
     return StoreHandle(url)
 

@@ -30,7 +30,7 @@ from .base import (
     reaped_error,
 )
 from .sql import queries
-from .sql import sqlite_rows as rows
+from .sql import rows
 
 if TYPE_CHECKING:  # sqlite_database calls apply_batch
     from .sqlite_database import Database

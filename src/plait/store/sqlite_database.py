@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sqlite3
 import threading
 import time
@@ -18,11 +17,8 @@ from urllib.parse import parse_qsl
 
 from ..core.model import JSONDict
 from ..core.states import (
-    STEP_TRANSITIONS,
     RunStatus,
     StepStatus,
-    check_run_transition,
-    check_step_transition,
 )
 from ..errors import (
     DecisionTaken,
@@ -45,8 +41,9 @@ from .base import (
     WriteBatch,
 )
 from .group_commit import WriteJob
-from .sql import queries
-from .sql import sqlite_rows as rows
+from .sql import queries, rows, sqlite_rows
+from .sql.rows import check_id as _check_id
+from .sql.rows import valid_id
 from .sql.sqlite_schema import (
     check_plait_file,
     check_version,
@@ -63,7 +60,6 @@ BUSY_RETRIES = 3  # jobs that met SQLITE_BUSY without waiting that long run agai
 CHECKPOINT_AFTER_JOBS = 256  # write jobs committed on the loop's thread between checkpoints
 INLINE_AUTOCHECKPOINT = 4000  # pages: the loop's connection checkpoints only past this
 SYNCHRONOUS_MODES = ("NORMAL", "FULL")
-_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # hyphenated UUIDs (36 characters) included
 _Q = queries("sqlite")
 BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _log = logging.getLogger("plait.store.sqlite")
@@ -91,17 +87,6 @@ def parse_url(url: str) -> tuple[Path, str]:
                              f"not {value!r}")
         synchronous = value.upper()
     return Path(location), synchronous
-
-
-def valid_id(value: object) -> bool:
-    """Run ids, workflow names and step ids: 1-64 of ``[A-Za-z0-9_-]`` (UUIDs too)."""
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
-
-
-def _check_id(kind: str, value: str | None) -> None:
-    if value is not None and not valid_id(value):
-        raise StoreError(f"invalid {kind} {value!r}: an id is 1 to 64 letters, digits, "
-                         f"'_' or '-'")
 
 
 # ----------------------------------------------------------------- driver errors
@@ -476,7 +461,7 @@ class Database:
         _check_id("run id (parent_run_id)", run.parent_run_id)
         for step_id in step_ids:
             _check_id("step id", step_id)
-        values = rows.run_values(run)
+        values = sqlite_rows.run_values(run)
         pending = StepStatus.PENDING.value
         conn = self.conn
         try:
@@ -504,7 +489,7 @@ class Database:
             return
         if not rows.legal(batch):
             raise rows.Refused
-        steps, notes = rows.step_updates(key, batch)
+        steps, notes = sqlite_rows.step_updates(key, batch)
         conn = self.conn
         try:
             if steps and conn.executemany(_Q["update_step"], steps).rowcount != len(steps):
@@ -514,7 +499,7 @@ class Database:
             if batch.claims:
                 sqlite_claims.apply_batch(conn, key, batch)
             last = conn.execute(_Q["last_seq"], (key,)).fetchone()[0]
-            events, attempts = rows.history(key, last, batch, notes)
+            events, attempts = sqlite_rows.history(key, last, batch, notes)
             if attempts:
                 conn.executemany(_Q["upsert_attempt"], attempts)
             conn.executemany(_Q["insert_event"], events)
@@ -539,37 +524,19 @@ class Database:
             conn.execute(_Q["move_run"], (rows.TEXT[target], first, key))
 
     def _refusal(self, batch: WriteBatch) -> StoreError:
-        """Why a batch is refused: the memory store's checks, in its order, against the
-        stored state (read inside the group's transaction, the batch rolled back)."""
-        run_id = batch.run_id
-        key = self.run_key(run_id)
+        """Why a batch is refused (``rows.refusal``), read inside the group's
+        transaction, the batch rolled back."""
+        key = self.run_key(batch.run_id)
         conn = self.conn
-        try:
-            expected: dict[str, str] = {}
-            for ch in batch.steps:
-                current = expected.get(ch.step)
-                if current is None:
-                    row = conn.execute(_Q["step_status"], (key, ch.step)).fetchone()
-                    if row is None:
-                        return StoreError(f"run {run_id!r} has no step {ch.step!r}")
-                    current = row[0]
-                if current != ch.source:
-                    return StaleWriteError(f"step {ch.step!r} of run {run_id!r} is "
-                                           f"{current}, not {ch.source}")
-                if ch.target not in STEP_TRANSITIONS[ch.source]:
-                    check_step_transition(ch.step, ch.source, ch.target)
-                expected[ch.step] = ch.target
-            change = batch.run
-            if change is not None:
-                stored = conn.execute(_Q["run_status"], (key,)).fetchone()[0]
-                if stored != change.source:
-                    return StaleWriteError(f"run {run_id!r} is {stored}, not "
-                                           f"{change.source}")
-                check_run_transition(run_id, change.source, change.target)
-        except StoreError as exc:  # the TransitionError of a check above
-            return exc
-        return StaleWriteError(f"run {run_id!r} changed while this batch was written; "
-                               f"read it again")
+
+        def step_status(step: str) -> str | None:
+            row = conn.execute(_Q["step_status"], (key, step)).fetchone()
+            return None if row is None else str(row[0])
+
+        def run_status() -> str:
+            return str(conn.execute(_Q["run_status"], (key,)).fetchone()[0])
+
+        return rows.refusal(batch, step_status, run_status)
 
     def get_run(self, run_id: str) -> RunRecord:
         row = self.conn.execute(_Q["get_run"], (run_id,)).fetchone() \

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from ..errors import StoreError
 from .base import RunRecord
-from .sql import queries
-from .sql import sqlite_rows as rows
-from .sqlite_database import Database, valid_id
+from .sql import queries, rows
+from .sql.rows import valid_id
+from .sqlite_database import Database
 
 _Q = queries("sqlite")
 

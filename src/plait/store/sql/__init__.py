@@ -8,9 +8,10 @@ Migrations live in ``plait/store/migrations/<backend>/NNNN_what.sql``, numbered 
 0001 without gaps; ``migrations(backend)`` returns them in order.  Their effect is
 pinned by ``schema.sql`` in the same directory (checked by tests/migration).
 
-The modules beside this one hold what the SQLite store needs besides its connection:
-``sqlite_schema`` (applying migrations) and ``sqlite_rows`` (batches to statement
-parameters, rows to records).
+The modules beside this one hold what the SQL stores need besides their connections:
+``rows`` (what both share: JSON values, the batch checks, rows to records), and per
+backend ``<backend>_schema`` (applying migrations) and ``<backend>_rows`` (batches to
+statement parameters).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from ...errors import StoreError
+from ...errors import SchemaVersionError, StoreError
 
 _HEADER = re.compile(r"^-- ([a-z_][a-z0-9_]*) --$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -65,6 +66,14 @@ def migrations(backend: str) -> tuple[Migration, ...]:
             raise StoreError(f"migrations/{backend}: expected migration {expected:04d}, "
                              f"found {migration.name}")
     return tuple(found)
+
+
+def check_version(current: int, latest: int, where: str) -> None:
+    """Refuse a database whose schema is newer than this plait knows (``latest``)."""
+    if current > latest:
+        raise SchemaVersionError(
+            f"database {where} has schema version {current}, written by a newer plait; "
+            f"this plait knows schema versions up to {latest}: upgrade plait to use it")
 
 
 def schema_snapshot(backend: str) -> str:

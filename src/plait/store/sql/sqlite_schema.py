@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...errors import SchemaVersionError, StoreError
+from ...errors import StoreError
+from . import check_version as check_newer
 from . import migrations, statements
 
 BACKEND = "sqlite"
@@ -22,11 +23,7 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 def check_version(current: int, where: str) -> None:
     """Refuse a database whose schema is newer than this plait knows."""
-    latest = latest_version()
-    if current > latest:
-        raise SchemaVersionError(
-            f"database {where} has schema version {current}, written by a newer plait; "
-            f"this plait knows schema versions up to {latest}: upgrade plait to use it")
+    check_newer(current, latest_version(), where)
 
 
 def check_plait_file(conn: sqlite3.Connection, where: str) -> None:

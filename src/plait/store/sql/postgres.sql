@@ -1,0 +1,302 @@
+-- The PostgreSQL store's queries (plait.store.postgres), one named block each.
+--
+-- A block starts with a line ``-- name --``; the comment lines under it say what the
+-- query does and list its parameters.  Parameters are named (``%(name)s``, bound by
+-- psycopg on the server: nothing a user types is ever spliced into SQL) and cast where
+-- the server could not tell their type (a NULL, an array).  JSON columns hold the exact
+-- json.dumps text (type json), SQL NULL meaning JSON null; see
+-- migrations/postgres/0001_initial.sql, which also holds the two functions that write a
+-- run's changes (plait_write_batch, plait_record_decision).
+--
+-- Every Store method is one of these statements: one round trip, and (autocommit) one
+-- transaction.
+
+-- schema_version --
+-- The schema version: the highest migration applied.  Fails with undefined_table on a
+-- database plait never migrated (version 0).  ()
+SELECT coalesce(max(version), 0) FROM plait_migrations;
+
+-- schema_exists --
+-- Whether the migrations table exists in the search path (inside the migration's
+-- transaction, where an error would abort it).  ()
+SELECT to_regclass('plait_migrations') IS NOT NULL;
+
+-- taken_names --
+-- Which of plait's table names exist already in the schema plait creates its tables
+-- in (the first of the search path).  (names)
+SELECT relname FROM pg_class
+WHERE relnamespace = current_schema()::regnamespace AND relname = ANY (%(names)s::text[])
+ORDER BY relname;
+
+-- migration_lock --
+-- The advisory lock every process migrating a database takes first (released at the
+-- end of the migration's transaction), so a migration is applied once.  (key)
+SELECT pg_advisory_xact_lock(%(key)s);
+
+-- record_migration --
+-- A migration was applied (inside its transaction).  (version, name)
+INSERT INTO plait_migrations (version, name) VALUES (%(version)s, %(name)s);
+
+-- get_workflow --
+-- One stored version of a workflow, or its latest when version is NULL.
+-- (name, version)
+SELECT name, version, fingerprint, definition, created_at
+FROM workflows
+WHERE name = %(name)s AND (%(version)s::integer IS NULL OR version = %(version)s::integer)
+ORDER BY version DESC LIMIT 1;
+
+-- workflow_versions --
+-- The stored versions of a workflow, ascending (to say which exist).  (name)
+SELECT version FROM workflows WHERE name = %(name)s ORDER BY version;
+
+-- add_next_workflow --
+-- Store a definition as the next version of its workflow unless the latest version
+-- has its fingerprint already; returns the stored row either way.  No row: another
+-- process stored that version number meanwhile (run it again).
+-- (name, fingerprint, definition, created_at)
+WITH latest AS (
+    SELECT version, fingerprint FROM workflows WHERE name = %(name)s
+    ORDER BY version DESC LIMIT 1),
+added AS (
+    INSERT INTO workflows (name, version, fingerprint, definition, created_at)
+    SELECT %(name)s, coalesce((SELECT version FROM latest), 0) + 1, %(fingerprint)s,
+           %(definition)s::json, %(created_at)s
+    WHERE NOT EXISTS (SELECT 1 FROM latest WHERE fingerprint = %(fingerprint)s)
+    ON CONFLICT (name, version) DO NOTHING
+    RETURNING name, version, fingerprint, definition, created_at)
+SELECT name, version, fingerprint, definition, created_at FROM added
+UNION ALL
+SELECT name, version, fingerprint, definition, created_at FROM workflows
+WHERE name = %(name)s AND fingerprint = %(fingerprint)s
+  AND version = (SELECT version FROM latest);
+
+-- add_workflow_version --
+-- Store a definition as the given version unless that version is stored; returns the
+-- stored row either way (the caller compares fingerprints).  No row: another process
+-- stored that version meanwhile (run it again).
+-- (name, version, fingerprint, definition, created_at)
+WITH added AS (
+    INSERT INTO workflows (name, version, fingerprint, definition, created_at)
+    VALUES (%(name)s, %(version)s, %(fingerprint)s, %(definition)s::json, %(created_at)s)
+    ON CONFLICT (name, version) DO NOTHING
+    RETURNING name, version, fingerprint, definition, created_at)
+SELECT name, version, fingerprint, definition, created_at FROM added
+UNION ALL
+SELECT name, version, fingerprint, definition, created_at FROM workflows
+WHERE name = %(name)s AND version = %(version)s;
+
+-- list_workflows --
+-- Every version of every workflow: names in the order they were first stored,
+-- versions ascending (the memory store's order).  ()
+SELECT name, version, fingerprint, definition, created_at
+FROM workflows
+ORDER BY min(id) OVER (PARTITION BY name), version;
+
+-- create_run --
+-- A new run with every step pending (in definition order) and its creation event
+-- (seq 1), in one statement; changes nothing when a run with that public id exists
+-- (0 rows changed: the caller says so).  owner_seen_at is the database's time of the
+-- heartbeat given, if any (now() shifted, see claim_run).
+-- (run_id, workflow, version, fingerprint, status, input, output, error, created_at,
+--  started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
+--  heartbeat_at, shift, step_ids)
+WITH run AS (
+    INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, output,
+                      error, created_at, started_at, finished_at, retry_of,
+                      parent_run_id, sla, cancel_requested, owner, heartbeat_at,
+                      owner_seen_at, last_seq)
+    VALUES (%(run_id)s, %(workflow)s, %(version)s, %(fingerprint)s, %(status)s,
+            %(input)s::json, %(output)s::json, %(error)s, %(created_at)s,
+            %(started_at)s, %(finished_at)s, %(retry_of)s, %(parent_run_id)s, %(sla)s,
+            %(cancel_requested)s, %(owner)s, %(heartbeat_at)s,
+            now() + make_interval(secs => %(shift)s::double precision), 1)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING id),
+steps AS (
+    INSERT INTO steps (run, step_id, position, status)
+    SELECT run.id, s.step_id, s.position - 1, 'pending'
+    FROM run, unnest(%(step_ids)s::text[]) WITH ORDINALITY AS s (step_id, position))
+INSERT INTO events (run, seq, at, kind, target)
+SELECT id, 1, %(created_at)s, 'run', %(status)s FROM run;
+
+-- write_batch --
+-- Store one batch of a run's changes: see plait_write_batch in the migration (raises
+-- PL001 for an unknown run, PL002 for a batch that does not apply).  (its parameters)
+SELECT plait_write_batch(
+    %(run_id)s,
+    %(run_source)s, %(run_target)s, %(run_at)s::double precision, %(run_final)s,
+    %(run_output)s::json, %(run_error)s,
+    %(steps)s::text[], %(expected)s::text[], %(status)s::text[], %(attempts)s::integer[],
+    %(output)s::json[], %(error)s::text[], %(started_at)s::double precision[],
+    %(finished_at)s::double precision[], %(skip_reason)s::text[],
+    %(fallback_used)s::boolean[], %(next_attempt_at)s::double precision[],
+    %(worker)s::text[],
+    %(a_step)s::text[], %(a_attempt)s::integer[], %(a_fallback)s::boolean[],
+    %(a_status)s::text[], %(a_started_at)s::double precision[],
+    %(a_finished_at)s::double precision[], %(a_error)s::text[], %(a_worker)s::text[],
+    %(a_event)s::integer[],
+    %(e_at)s::double precision[], %(e_kind)s::text[], %(e_step)s::text[],
+    %(e_source)s::text[], %(e_target)s::text[], %(e_attempt)s::integer[],
+    %(e_data)s::json[]);
+
+-- stored_statuses --
+-- The stored status of a run and of some of its steps (to explain a refused batch):
+-- one row per step found, the step NULL when none is.  No row: no such run.
+-- (run_id, steps)
+SELECT r.status, s.step_id, s.status
+FROM runs AS r
+LEFT JOIN steps AS s ON s.run = r.id AND s.step_id = ANY (%(steps)s::text[])
+WHERE r.run_id = %(run_id)s;
+
+-- get_run --
+-- Everything about one run.  (run_id)
+SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
+       started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
+       heartbeat_at
+FROM runs WHERE run_id = %(run_id)s;
+
+-- list_runs --
+-- Runs newest first, optionally of one status and created since a time (a filter is
+-- ignored when its parameter is NULL); ties keep the order the runs were created in.
+-- Walks runs_by_created and stops at the limit.  (status, since, limit)
+SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
+       started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
+       heartbeat_at
+FROM runs
+WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
+ORDER BY created_at DESC, id
+LIMIT %(limit)s;
+
+-- list_workflow_runs --
+-- The same for the runs of one workflow, through runs_by_workflow.
+-- (workflow, status, since, limit)
+SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
+       started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
+       heartbeat_at
+FROM runs
+WHERE workflow = %(workflow)s
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
+ORDER BY created_at DESC, id
+LIMIT %(limit)s;
+
+-- get_steps --
+-- A run's steps in definition order.  No row: no such run; one row of NULLs: a run
+-- without steps.  (run_id)
+SELECT s.step_id, s.status, s.attempts, s.output, s.error, s.started_at, s.finished_at,
+       s.skip_reason, s.fallback_used, s.next_attempt_at, s.worker
+FROM runs AS r LEFT JOIN steps AS s ON s.run = r.id
+WHERE r.run_id = %(run_id)s
+ORDER BY s.position;
+
+-- get_attempts --
+-- A run's attempts by start time; ties keep the order they were stored in.  No row:
+-- no such run; one row of NULLs: a run without attempts.  (run_id)
+SELECT a.step_id, a.attempt, a.fallback, a.status, a.started_at, a.finished_at, a.error,
+       a.worker
+FROM runs AS r LEFT JOIN attempts AS a ON a.run = r.id
+WHERE r.run_id = %(run_id)s
+ORDER BY a.started_at, a.start_seq;
+
+-- get_events --
+-- A run's history after a given seq, in order.  No row: no such run; one row of
+-- NULLs: nothing after that seq.  (run_id, after)
+SELECT e.seq, e.at, e.kind, e.step_id, e.source, e.target, e.attempt, e.data
+FROM runs AS r LEFT JOIN events AS e ON e.run = r.id AND e.seq > %(after)s
+WHERE r.run_id = %(run_id)s
+ORDER BY e.seq;
+
+-- record_decision --
+-- A person's decision on an approval step, as one compare-and-set: see
+-- plait_record_decision in the migration.  (run_id, step_id, at, data)
+SELECT outcome, detail
+FROM plait_record_decision(%(run_id)s, %(step_id)s, %(at)s, %(data)s::json);
+
+-- request_cancel --
+-- Flag a run for cancellation (not a transition: the status is unchanged).  (run_id)
+UPDATE runs SET cancel_requested = true WHERE run_id = %(run_id)s;
+
+-- claim_run --
+-- Take a run when it has no owner, is already this owner's, is still held by the
+-- owner known to be dead (NULL: none), or its owner's last heartbeat is older than the
+-- lease on the DATABASE's clock.  The caller's time is ``now() + shift`` (shift: how
+-- far the caller's ``now`` is from its own present, see PostgresStore.claim_run).
+-- Returns whether the run exists and, when taken, the run.  One statement: atomic
+-- across processes.  (owner, now, shift, run_id, lease, dead_owner)
+WITH claimed AS (
+    UPDATE runs
+    SET owner = %(owner)s, heartbeat_at = %(now)s,
+        owner_seen_at = now() + make_interval(secs => %(shift)s)
+    WHERE run_id = %(run_id)s
+      AND (owner IS NULL OR owner = %(owner)s OR owner = %(dead_owner)s
+           OR owner_seen_at < now() + make_interval(secs => %(shift)s - %(lease)s))
+    RETURNING run_id, workflow, version, fingerprint, status, input, output, error,
+              created_at, started_at, finished_at, retry_of, parent_run_id, sla,
+              cancel_requested, owner, heartbeat_at)
+SELECT EXISTS (SELECT FROM runs WHERE run_id = %(run_id)s), claimed.*
+FROM (SELECT) AS one LEFT JOIN claimed ON true;
+
+-- heartbeat --
+-- Refresh ownership on both clocks; returns whether the run exists and whether the
+-- owner still held it.  (now, shift, run_id, owner)
+WITH beat AS (
+    UPDATE runs
+    SET heartbeat_at = %(now)s, owner_seen_at = now() + make_interval(secs => %(shift)s)
+    WHERE run_id = %(run_id)s AND owner = %(owner)s
+    RETURNING 1)
+SELECT EXISTS (SELECT FROM runs WHERE run_id = %(run_id)s), EXISTS (SELECT FROM beat);
+
+-- release_run --
+-- Give up ownership; no effect unless the owner holds the run.  (run_id, owner)
+UPDATE runs SET owner = NULL WHERE run_id = %(run_id)s AND owner = %(owner)s;
+
+-- claim_fire --
+-- Record one fire of a schedule and create its run (as create_run, plus the note
+-- {"schedule": ...} at seq 2), in one statement; nothing when the fire is recorded
+-- already (returns false).  A run id that exists violates runs_run_id_key, and the
+-- whole statement (the fire included) is undone.
+-- (create_run's parameters, schedule, fire_time, note)
+WITH fire AS (
+    INSERT INTO schedule_fires (workflow, schedule, fire_time, run_id)
+    VALUES (%(workflow)s, %(schedule)s, %(fire_time)s, %(run_id)s)
+    ON CONFLICT (workflow, schedule, fire_time) DO NOTHING
+    RETURNING run_id),
+run AS (
+    INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, output,
+                      error, created_at, started_at, finished_at, retry_of,
+                      parent_run_id, sla, cancel_requested, owner, heartbeat_at,
+                      owner_seen_at, last_seq)
+    SELECT %(run_id)s, %(workflow)s, %(version)s, %(fingerprint)s, %(status)s,
+           %(input)s::json, %(output)s::json, %(error)s, %(created_at)s,
+           %(started_at)s, %(finished_at)s, %(retry_of)s, %(parent_run_id)s, %(sla)s,
+           %(cancel_requested)s, %(owner)s, %(heartbeat_at)s,
+           now() + make_interval(secs => %(shift)s::double precision), 2
+    FROM fire
+    RETURNING id),
+steps AS (
+    INSERT INTO steps (run, step_id, position, status)
+    SELECT run.id, s.step_id, s.position - 1, 'pending'
+    FROM run, unnest(%(step_ids)s::text[]) WITH ORDINALITY AS s (step_id, position)),
+history AS (
+    INSERT INTO events (run, seq, at, kind, target, data)
+    SELECT id, 1, %(created_at)s, 'run', %(status)s, NULL FROM run
+    UNION ALL
+    SELECT id, 2, %(created_at)s, 'note', NULL, %(note)s::json FROM run)
+SELECT EXISTS (SELECT FROM fire);
+
+-- last_fire --
+-- The latest of a schedule's fire times and its first sighting (NULL: neither).
+-- (workflow, schedule)
+SELECT greatest(
+    (SELECT max(fire_time) FROM schedule_fires
+     WHERE workflow = %(workflow)s AND schedule = %(schedule)s),
+    (SELECT first_seen FROM schedule_sightings
+     WHERE workflow = %(workflow)s AND schedule = %(schedule)s));
+
+-- record_sighting --
+-- A schedule's first sighting; no effect when one is recorded.  Returns whether this
+-- statement recorded it.  (workflow, schedule, first_seen)
+INSERT INTO schedule_sightings (workflow, schedule, first_seen)
+VALUES (%(workflow)s, %(schedule)s, %(first_seen)s)
+ON CONFLICT (workflow, schedule) DO NOTHING;
