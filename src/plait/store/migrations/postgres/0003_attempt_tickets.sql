@@ -298,12 +298,22 @@ $$;
 -- (a pool another claimer is admitting is left to it), so claimers never deadlock on
 -- pool locks.  A pool met full (or busy) is skipped by the rounds that follow, which
 -- continue until enough tickets are claimed or none is left to pick.
+--
+-- Plans: every statement here (and in plait_complete_attempts and
+-- plait_reap_expired) is a walk of an index in order or a lookup by key, never a scan
+-- of a whole table; but plpgsql keeps a statement's plan for the connection's life,
+-- and a plan made while a table was young (a new database) would scan it whole and
+-- keep doing so as it grows.  So these functions turn sequential scans off.  They
+-- also turn bitmap scans off: a queue's indexes fill with the entries of tickets
+-- claimed or deleted since the last vacuum, and an ordered index scan marks those
+-- dead as it passes them, so the next claim skips them, where a bitmap scan would
+-- visit every one of them again on every claim.
 CREATE FUNCTION plait_claim_attempts(p_worker text, p_limit integer,
                                      p_lease double precision)
 RETURNS TABLE (run_id text, workflow text, version integer, step_id text,
                attempt integer, fallback boolean, token text, payload json,
                expires_at double precision, priority double precision, stored bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 #variable_conflict use_column
 DECLARE
     v_expires timestamptz := clock_timestamp() + make_interval(secs => p_lease);
@@ -425,7 +435,7 @@ CREATE FUNCTION plait_complete_attempts(
     p_worker text, p_run_ids text[], p_steps text[], p_attempts integer[],
     p_fallbacks boolean[], p_tokens text[], p_kinds text[], p_outputs json[],
     p_errors json[], p_at double precision[], p_notes json[], p_noted double precision
-) RETURNS boolean[] LANGUAGE plpgsql AS $$
+) RETURNS boolean[] LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     v_done bigint[];  -- the items that count, by position (from 1)
     v_freed integer;
@@ -528,7 +538,7 @@ $$;
 -- got a slot back.
 CREATE FUNCTION plait_reap_expired(p_limit integer, p_error text, p_marks text[])
 RETURNS TABLE (run_id text, step_id text, attempt integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
 #variable_conflict use_column
 DECLARE
     v_runs text[];

@@ -362,6 +362,8 @@ $function$;
 CREATE OR REPLACE FUNCTION public.plait_claim_attempts(p_worker text, p_limit integer, p_lease double precision)
  RETURNS TABLE(run_id text, workflow text, version integer, step_id text, attempt integer, fallback boolean, token text, payload json, expires_at double precision, priority double precision, stored bigint)
  LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -468,6 +470,7 @@ $function$;
 CREATE OR REPLACE FUNCTION public.plait_complete_attempts(p_worker text, p_run_ids text[], p_steps text[], p_attempts integer[], p_fallbacks boolean[], p_tokens text[], p_kinds text[], p_outputs json[], p_errors json[], p_at double precision[], p_notes json[], p_noted double precision)
  RETURNS boolean[]
  LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
 AS $function$
 DECLARE
     v_done bigint[];  -- the items that count, by position (from 1)
@@ -562,6 +565,8 @@ $function$;
 CREATE OR REPLACE FUNCTION public.plait_reap_expired(p_limit integer, p_error text, p_marks text[])
  RETURNS TABLE(run_id text, step_id text, attempt integer)
  LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
