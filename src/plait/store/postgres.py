@@ -37,6 +37,12 @@ Otherwise the caller gets a StoreError: a running run stops as RunLeftUnfinished
 Leases (``claim_run``, ``heartbeat``) are judged on the database's clock, not the
 hosts': see ``PostgresStore.claim_run``.
 
+Claims (tickets, leases, the outcome inbox: ``postgres_claims``): the claim, the
+completion and the reap are server functions of migration 0003, one round trip each;
+a batch's claims lists are applied by ``plait_write_batch`` with its step changes; and
+the functions ``NOTIFY`` ``plait_work`` and ``plait_outcome`` inside the transaction
+(docs/postgresql.md).
+
 Reading only (``read_only=True``): every connection runs with
 ``default_transaction_read_only``, and nothing is migrated (an older schema is
 refused).

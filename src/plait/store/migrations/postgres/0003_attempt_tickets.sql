@@ -11,6 +11,10 @@
 --   2. tickets, by key (run, step_id, attempt, fallback), in key order; claimers and
 --      reapers never wait for a ticket (SKIP LOCKED);
 --   3. step rows, by key (a claim naming the step's worker; a batch's step changes).
+-- One exception to 0001's rule that a run's writers lock its row first: a claim sets
+-- the ``worker`` column of the claimed tickets' step rows without it (a claim spans
+-- runs); the step row's own lock orders that write with the driver's, and a driver's
+-- later write of the row stores the worker it gives.
 -- Pool admission takes transaction-level advisory locks (plait_claim_attempts).
 -- Inserting an outcome or a ticket takes a KEY SHARE lock on its run's row (the
 -- foreign key), which the run writers' NO KEY UPDATE lock does not block.
