@@ -23,7 +23,15 @@ import pytest
 from plait.core.runstate import StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
 from plait.errors import StaleWriteError
-from plait.store.base import Lease, Outcome, RunChange, RunRecord, Ticket, WriteBatch
+from plait.store.base import (
+    Lease,
+    Outcome,
+    RunChange,
+    RunRecord,
+    Ticket,
+    WriteBatch,
+    reaped_error,
+)
 from plait.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -262,6 +270,20 @@ async def test_eight_reapers_on_eight_connections_reap_an_expired_lease_once(
     assert sorted(r for got in results for r in got) == sorted(
         (many, f"s{n}", 1) for n in range(20))  # 8 x 4 >= 20: all, each once
     assert len(await store.outcomes(many)) == 20
+
+
+async def test_a_reaped_outcome_carries_the_one_wording_of_reaped_error(
+        store: PostgresStore) -> None:
+    """The server fills base.reaped_error's text in (holder, step, attempt): a holder
+    name that needs escaping in JSON comes out as the Python function words it."""
+    holder = 'host "a"\\b:42 \u00e9\u2603'
+    run_id = await dispatched(store, 1)
+    await store.claim_attempts(holder, 1, SHORT)
+    await asyncio.sleep(PAST_SHORT)
+    assert await store.reap_expired() == [(run_id, "s0", 1)]
+    [out] = await store.outcomes(run_id)
+    assert out.error == reaped_error(holder, "s0", 1)
+    assert out.worker == holder
 
 
 # ------------------------------------------------------------------ completion vs withdrawal
