@@ -192,8 +192,9 @@ def test_one_migration_at_a_time_with_data_between_gives_the_snapshot(
 
 
 def _add_rows(url: str, version: int) -> None:
-    """A run with a step, an attempt and an event, as the schema of ``version`` has
-    them (extend when a migration changes these tables)."""
+    """A run with a step, an attempt and an event (from version 3, a ticket and an
+    outcome), as the schema of ``version`` has them (extend when a migration changes
+    these tables)."""
     with psycopg.connect(url, autocommit=True) as conn:
         run = conn.execute(
             "INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, "
@@ -206,6 +207,14 @@ def _add_rows(url: str, version: int) -> None:
                      (run,))
         conn.execute("INSERT INTO events (run, seq, at, kind, step_id, source, target) "
                      "VALUES (%s, 1, 1.0, 'step', 'a', 'pending', 'queued')", (run,))
+        if version >= 3:  # a claimed ticket and an inbox outcome
+            conn.execute("INSERT INTO tickets (run, step_id, attempt, fallback, priority, "
+                         "pool, pool_limit, payload, token, claimed_by, expires_at) "
+                         "VALUES (%s, 'a', 2, false, 0.5, 'gpu', 2, '{\"x\": 1}', "
+                         "'0123abcd', 'w1', now())", (run,))
+            conn.execute("INSERT INTO outcomes (run, step_id, attempt, fallback, kind, "
+                         "output, worker, at) VALUES (%s, 'a', 1, false, 'ok', '[1]', "
+                         "'w1', 1.0)", (run,))
 
 
 def test_migrating_an_up_to_date_database_changes_nothing(pg_database: str) -> None:

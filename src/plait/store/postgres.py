@@ -37,6 +37,12 @@ Otherwise the caller gets a StoreError: a running run stops as RunLeftUnfinished
 Leases (``claim_run``, ``heartbeat``) are judged on the database's clock, not the
 hosts': see ``PostgresStore.claim_run``.
 
+Claims (tickets, leases, the outcome inbox: ``postgres_claims``): the claim, the
+completion and the reap are server functions of migration 0003, one round trip each;
+a batch's claims lists are applied by ``plait_write_batch`` with its step changes; and
+the functions ``NOTIFY`` ``plait_work`` and ``plait_outcome`` inside the transaction
+(docs/postgresql.md).
+
 Reading only (``read_only=True``): every connection runs with
 ``default_transaction_read_only``, and nothing is migrated (an older schema is
 refused).
@@ -66,12 +72,16 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
+from . import postgres_claims
 from .base import (
     AttemptRecord,
     EventRecord,
+    Lease,
+    Outcome,
     RunFilter,
     RunRecord,
     StepRecord,
+    TicketRecord,
     WorkflowRecord,
     WriteBatch,
 )
@@ -187,6 +197,8 @@ class PostgresStore:
         except ServerRefusal as exc:
             if exc.sqlstate == RUN_NOT_FOUND:
                 raise RunNotFound(batch.run_id) from None
+            if exc.sqlstate in postgres_claims.CLAIMS_REFUSALS:
+                raise postgres_claims.batch_refusal(batch.run_id, exc) from None
             raise await self._refusal(batch) from None
 
     async def _refusal(self, batch: WriteBatch) -> PlaitError:
@@ -355,3 +367,31 @@ class PostgresStore:
         row = await self._db.fetchone(_Q["last_fire"], {"workflow": workflow,
                                                         "schedule": schedule})
         return None if row is None or row[0] is None else float(row[0])
+
+    # --------------------------------------------------------------------- claims
+    # (postgres_claims.py) Each ONE statement; store time is the database's clock.
+
+    async def claim_attempts(self, worker: str, limit: int, lease: float) -> list[Lease]:
+        return await postgres_claims.claim_attempts(self._db, worker, limit, lease)
+
+    async def extend_leases(self, worker: str, tokens: Sequence[str],
+                            lease: float) -> set[str]:
+        return await postgres_claims.extend_leases(self._db, worker, tokens, lease)
+
+    async def complete_attempts(self, worker: str,
+                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+        return await postgres_claims.complete_attempts(self._db, worker, results)
+
+    async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
+        return await postgres_claims.reap_expired(self._db, limit)
+
+    async def outcomes(self, run_id: str) -> list[Outcome]:
+        found = await self._of_run(_Q["get_outcomes"], run_id)
+        return postgres_claims.outcome_records(run_id, found)
+
+    async def tickets(self, run_id: str) -> list[TicketRecord]:
+        found = await self._of_run(_Q["get_tickets"], run_id)
+        return postgres_claims.ticket_records(run_id, found)
+
+    async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
+        return await postgres_claims.runs_to_drive(self._db, lease, limit)

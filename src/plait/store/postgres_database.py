@@ -40,10 +40,12 @@ class ServerRefusal(Exception):
     refusal (SQLSTATE class ``PL``, raised by the functions of
     ``migrations/postgres``), or a unique key violated (``constraint`` names it)."""
 
-    def __init__(self, sqlstate: str, message: str, constraint: str | None = None) -> None:
+    def __init__(self, sqlstate: str, message: str, constraint: str | None = None,
+                 detail: str | None = None) -> None:
         super().__init__(message)
         self.sqlstate = sqlstate
         self.constraint = constraint
+        self.detail = detail  # the refusal's DETAIL: what it names (a key, a step)
 
 
 # ----------------------------------------------------------------- driver errors
@@ -197,8 +199,8 @@ class Database:
             except psycopg.Error as exc:
                 state = exc.sqlstate or ""
                 if state.startswith("PL") or state == UNIQUE_VIOLATION:
-                    raise ServerRefusal(state, _detail(exc), exc.diag.constraint_name) \
-                        from exc
+                    raise ServerRefusal(state, _detail(exc), exc.diag.constraint_name,
+                                        exc.diag.message_detail) from exc
                 lost = lost_connection(exc)
                 if lost and not pool.closed:
                     await pool.check()  # the other idle connections died with this one

@@ -29,8 +29,7 @@ from .base import (
     late_result_note,
     reaped_error,
 )
-from .sql import queries
-from .sql import rows
+from .sql import queries, rows
 
 if TYPE_CHECKING:  # sqlite_database calls apply_batch
     from .sqlite_database import Database

@@ -120,8 +120,10 @@ INSERT INTO events (run, seq, at, kind, target)
 SELECT id, 1, %(created_at)s, 'run', %(status)s FROM run;
 
 -- write_batch --
--- Store one batch of a run's changes: see plait_write_batch in the migration (raises
--- PL001 for an unknown run, PL002 for a batch that does not apply).  (its parameters)
+-- Store one batch of a run's changes, its claims lists included: see
+-- plait_write_batch in migration 0003 (raises PL001 for an unknown run, PL002 for a
+-- batch that does not apply, PL003-PL005 for claims lists that do not).
+-- (its parameters)
 SELECT plait_write_batch(
     %(run_id)s,
     %(run_source)s, %(run_target)s, %(run_at)s::double precision, %(run_final)s,
@@ -137,7 +139,12 @@ SELECT plait_write_batch(
     %(a_event)s::integer[],
     %(e_at)s::double precision[], %(e_kind)s::text[], %(e_step)s::text[],
     %(e_source)s::text[], %(e_target)s::text[], %(e_attempt)s::integer[],
-    %(e_data)s::json[]);
+    %(e_data)s::json[],
+    %(c_step)s::text[], %(c_attempt)s::integer[], %(c_fallback)s::boolean[],
+    %(w_step)s::text[], %(w_attempt)s::integer[], %(w_fallback)s::boolean[],
+    %(t_step)s::text[], %(t_attempt)s::integer[], %(t_fallback)s::boolean[],
+    %(t_priority)s::double precision[], %(t_pool)s::text[], %(t_pool_limit)s::integer[],
+    %(t_payload)s::json[]);
 
 -- stored_statuses --
 -- The stored status of a run and of some of its steps (to explain a refused batch):
@@ -300,3 +307,65 @@ SELECT greatest(
 INSERT INTO schedule_sightings (workflow, schedule, first_seen)
 VALUES (%(workflow)s, %(schedule)s, %(first_seen)s)
 ON CONFLICT (workflow, schedule) DO NOTHING;
+
+-- claim_attempts --
+-- Claim up to ``limit`` tickets for ``worker`` with a lease of ``lease`` seconds on the
+-- database's clock: see plait_claim_attempts in migration 0003 (pool admission under
+-- advisory locks).  Rows in no order: sort by (priority, stored).  (worker, limit, lease)
+SELECT run_id, workflow, version, step_id, attempt, fallback, token, payload, expires_at,
+       priority, stored
+FROM plait_claim_attempts(%(worker)s, %(limit)s::integer, %(lease)s::double precision);
+
+-- extend_leases --
+-- Push the expiry of the worker's tickets with these tokens to the database's time +
+-- lease; returns the tokens still held.  (lease, worker, tokens)
+UPDATE tickets
+SET expires_at = clock_timestamp() + make_interval(secs => %(lease)s::double precision)
+WHERE claimed_by = %(worker)s AND token = ANY (%(tokens)s::text[])
+RETURNING token;
+
+-- complete_attempts --
+-- Store completed attempts' outcomes, or notes of the discarded ones: see
+-- plait_complete_attempts in migration 0003.  Returns one boolean per item.
+-- (worker, run_ids, steps, attempts, fallbacks, tokens, kinds, outputs, errors, at,
+--  notes, noted)
+SELECT plait_complete_attempts(
+    %(worker)s, %(run_ids)s::text[], %(steps)s::text[], %(attempts)s::integer[],
+    %(fallbacks)s::boolean[], %(tokens)s::text[], %(kinds)s::text[], %(outputs)s::json[],
+    %(errors)s::json[], %(at)s::double precision[], %(notes)s::json[],
+    %(noted)s::double precision);
+
+-- reap_expired --
+-- Turn expired leases into interrupted outcomes, each once however many reapers run:
+-- see plait_reap_expired in migration 0003.  (limit, error, marks)
+SELECT run_id, step_id, attempt
+FROM plait_reap_expired(%(limit)s::integer, %(error)s, %(marks)s::text[]);
+
+-- get_outcomes --
+-- A run's inbox in arrival order.  No row: no such run; one row of NULLs: an empty
+-- inbox.  (run_id)
+SELECT o.step_id, o.attempt, o.fallback, o.kind, o.output, o.error, o.worker, o.at
+FROM runs AS r LEFT JOIN outcomes AS o ON o.run = r.id
+WHERE r.run_id = %(run_id)s
+ORDER BY o.id;
+
+-- get_tickets --
+-- A run's tickets in the order they were stored, times as seconds since the epoch on
+-- the database's clock.  No row: no such run; one row of NULLs: no ticket.  (run_id)
+SELECT t.step_id, t.attempt, t.fallback, t.priority, t.pool, t.pool_limit, t.payload,
+       extract(epoch FROM t.created_at)::double precision, t.claimed_by,
+       extract(epoch FROM t.expires_at)::double precision
+FROM runs AS r LEFT JOIN tickets AS t ON t.run = r.id
+WHERE r.run_id = %(run_id)s
+ORDER BY t.id;
+
+-- runs_to_drive --
+-- Pending or running runs without a live driver, oldest first (through
+-- runs_unfinished): no owner, or an owner whose last heartbeat, as the database saw it
+-- (owner_seen_at, see claim_run), is older than the lease.  (lease, limit)
+SELECT run_id FROM runs
+WHERE status IN ('pending', 'running')
+  AND (owner IS NULL
+       OR owner_seen_at < now() - make_interval(secs => %(lease)s::double precision))
+ORDER BY created_at, id
+LIMIT %(limit)s;

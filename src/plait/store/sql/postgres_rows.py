@@ -3,21 +3,32 @@ queries (JSON encoded once per value).  What PostgreSQL shares with SQLite (the 
 checks, JSON values, rows to records) is in ``rows``.
 
 A batch becomes the parallel arrays ``plait_write_batch`` takes (see
-``migrations/postgres/0001_initial.sql``): one row per changed step (``rows.collapse``),
-one per attempt key, one per event, in the memory store's order (steps, attempts, run,
-notes).
+``migrations/postgres/0001_initial.sql`` and ``0003_attempt_tickets.sql``): one row per
+changed step (``rows.collapse``), one per attempt key, one per event, in the memory
+store's order (steps, attempts, run, notes), then one per key consumed, withdrawn and
+dispatched.  Completions become the arrays of ``plait_complete_attempts``.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from ...core.jsoncheck import clean_text
 from ...core.runstate import AttemptChange
 from ...errors import StoreError
-from ..base import RunRecord, WriteBatch
-from .rows import FINAL_RUN, TEXT, collapse, encode, json_or_null
+from ..base import (
+    OUTCOME_KINDS,
+    AttemptKey,
+    Outcome,
+    RunRecord,
+    WriteBatch,
+    late_result_note,
+    reaped_error,
+)
+from .rows import FINAL_RUN, TEXT, collapse, encode, json_or_null, json_text
 
 Params = dict[str, Any]
 
@@ -64,6 +75,10 @@ def write_params(batch: WriteBatch) -> Params:
                       if final else None,
                       run_error=optional_text(change.error) if final else None)
     params["run_id"] = batch.run_id
+    if batch.claims:
+        params.update(_claims_params(batch))
+    else:
+        params.update(_NO_CLAIMS)
     return params
 
 
@@ -153,3 +168,83 @@ def run_params(run: RunRecord, step_ids: list[str]) -> Params:
             "cancel_requested": run.cancel_requested, "owner": optional_text(run.owner),
             "heartbeat_at": run.heartbeat_at, "shift": shift(run.heartbeat_at),
             "step_ids": step_ids}
+
+
+# ------------------------------------------------------------------------- claims
+
+_NO_CLAIMS: Params = {name: [] for name in (
+    "c_step", "c_attempt", "c_fallback", "w_step", "w_attempt", "w_fallback", "t_step",
+    "t_attempt", "t_fallback", "t_priority", "t_pool", "t_pool_limit", "t_payload")}
+
+
+def _keys(prefix: str, keys: Sequence[AttemptKey]) -> Params:
+    return {f"{prefix}_step": [text(k[0]) for k in keys],
+            f"{prefix}_attempt": [k[1] for k in keys],
+            f"{prefix}_fallback": [k[2] for k in keys]}
+
+
+def _claims_params(batch: WriteBatch) -> Params:
+    """The consumed, withdrawn and dispatched arrays (StoreError: a ticket of another
+    run, or a payload that is not JSON)."""
+    run_id = batch.run_id
+    params = {**_keys("c", batch.consumed), **_keys("w", batch.withdrawn)}
+    tickets = batch.dispatch
+    for ticket in tickets:
+        if ticket.run_id != run_id:
+            raise StoreError(f"a batch of run {run_id!r} dispatches a ticket of run "
+                             f"{ticket.run_id!r}: a batch writes one run")
+    params.update(_keys("t", [t.key for t in tickets]))
+    params.update(
+        t_priority=[t.priority for t in tickets],
+        t_pool=[optional_text(t.pool) for t in tickets],
+        t_pool_limit=[t.pool_limit for t in tickets],
+        t_payload=[json_text(t.payload, f"the payload of the ticket of step "
+                                        f"{t.step_id!r} of run {run_id!r}")
+                   for t in tickets])
+    return params
+
+
+def complete_params(worker: str, results: Sequence[tuple[str, Outcome]]) -> Params:
+    """The ``complete_attempts`` parameters (StoreError, before anything is sent: an
+    outcome of an unknown kind, or a value that is not JSON).  Each item carries the
+    note its run gets if it is discarded, so the wording is ``late_result_note``'s."""
+    worker = text(worker)
+    names = ("run_ids", "steps", "attempts", "fallbacks", "tokens", "kinds", "outputs",
+             "errors", "at", "notes")
+    columns: list[list[Any]] = [[] for _ in names]
+    for token, outcome in results:
+        what = (f"the outcome of attempt {outcome.attempt} of step {outcome.step_id!r} "
+                f"of run {outcome.run_id!r}")
+        if outcome.kind not in OUTCOME_KINDS:
+            raise StoreError(f"{what}: unknown kind {outcome.kind!r} (known: "
+                             f"{', '.join(sorted(OUTCOME_KINDS))})")
+        step = text(outcome.step_id)
+        for column, value in zip(columns, (
+                text(outcome.run_id), step, outcome.attempt, outcome.fallback, text(token),
+                outcome.kind, json_or_null(outcome.output, f"{what}: its output"),
+                json_or_null(outcome.error, f"{what}: its error"), outcome.at,
+                encode(late_result_note(step, outcome.attempt, outcome.fallback, worker))),
+                strict=True):
+            column.append(value)
+    params: Params = dict(zip(names, columns, strict=True))
+    params.update(worker=worker, noted=time.time())
+    return params
+
+
+# What plait_reap_expired puts in place of the holder, the step id and the attempt in
+# reaped_error's JSON text: marks that the wording (and JSON) leaves as they are.
+_REAP_MARKS = ("PLAIT_HOLDER_MARK_7f3e", "PLAIT_STEP_MARK_7f3e", "918273645")
+
+
+@cache
+def _reaped_error_template() -> str:
+    holder, step, attempt = _REAP_MARKS
+    template = encode(reaped_error(holder, step, int(attempt)))
+    assert all(template.count(mark) == 1 for mark in _REAP_MARKS), template
+    return template
+
+
+def reap_params(limit: int) -> Params:
+    """The ``reap_expired`` parameters: the limit, and ``reaped_error`` as a template."""
+    return {"limit": max(limit, 0), "error": _reaped_error_template(),
+            "marks": list(_REAP_MARKS)}

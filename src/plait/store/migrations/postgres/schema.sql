@@ -111,78 +111,55 @@ CREATE TABLE schedule_sightings (
     CONSTRAINT schedule_sightings_pkey PRIMARY KEY (workflow, schedule)
 );
 
+CREATE TABLE tickets (
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    run bigint NOT NULL,
+    step_id text NOT NULL,
+    attempt integer NOT NULL,
+    fallback boolean NOT NULL,
+    priority double precision NOT NULL,
+    pool text,
+    pool_limit integer,
+    payload json NOT NULL,
+    created_at timestamp with time zone NOT NULL DEFAULT clock_timestamp(),
+    token text,
+    claimed_by text,
+    expires_at timestamp with time zone,
+    CONSTRAINT tickets_id_key UNIQUE (id),
+    CONSTRAINT tickets_pkey PRIMARY KEY (run, step_id, attempt, fallback),
+    CONSTRAINT tickets_run_fkey FOREIGN KEY (run) REFERENCES runs(id)
+) WITH (fillfactor=80);
+
+CREATE TABLE outcomes (
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    run bigint NOT NULL,
+    step_id text NOT NULL,
+    attempt integer NOT NULL,
+    fallback boolean NOT NULL,
+    kind text NOT NULL,
+    output json,
+    error json,
+    worker text,
+    at double precision NOT NULL,
+    CONSTRAINT outcomes_id_key UNIQUE (id),
+    CONSTRAINT outcomes_pkey PRIMARY KEY (run, step_id, attempt, fallback),
+    CONSTRAINT outcomes_run_fkey FOREIGN KEY (run) REFERENCES runs(id),
+    CONSTRAINT outcomes_kind_check CHECK ((kind = ANY (ARRAY['ok'::text, 'error'::text, 'interrupted'::text, 'cancelled'::text])))
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
 
-CREATE OR REPLACE FUNCTION public.plait_write_batch(p_run_id text, p_run_source text, p_run_target text, p_run_at double precision, p_run_final boolean, p_run_output json, p_run_error text, p_steps text[], p_expected text[], p_status text[], p_attempts integer[], p_output json[], p_error text[], p_started_at double precision[], p_finished_at double precision[], p_skip_reason text[], p_fallback_used boolean[], p_next_attempt_at double precision[], p_worker text[], p_a_step text[], p_a_attempt integer[], p_a_fallback boolean[], p_a_status text[], p_a_started_at double precision[], p_a_finished_at double precision[], p_a_error text[], p_a_worker text[], p_a_event integer[], p_e_at double precision[], p_e_kind text[], p_e_step text[], p_e_source text[], p_e_target text[], p_e_attempt integer[], p_e_data json[])
- RETURNS void
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    v_run bigint;
-    v_status text;
-    v_seq bigint;
-    v_moved integer;
-BEGIN
-    SELECT id, status, last_seq INTO v_run, v_status, v_seq
-    FROM runs WHERE run_id = p_run_id FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no run with id %', p_run_id USING ERRCODE = 'PL001';
-    END IF;
-    IF p_run_target IS NOT NULL AND v_status <> p_run_source THEN
-        RAISE EXCEPTION 'run % is %, not %', p_run_id, v_status, p_run_source
-            USING ERRCODE = 'PL002';
-    END IF;
-    IF cardinality(p_steps) > 0 THEN
-        UPDATE steps AS s
-        SET status = c.status, attempts = c.attempts, output = c.output,
-            error = c.error, started_at = c.started_at, finished_at = c.finished_at,
-            skip_reason = c.skip_reason, fallback_used = c.fallback_used,
-            next_attempt_at = c.next_attempt_at, worker = c.worker
-        FROM unnest(p_steps, p_expected, p_status, p_attempts, p_output, p_error,
-                    p_started_at, p_finished_at, p_skip_reason, p_fallback_used,
-                    p_next_attempt_at, p_worker)
-             AS c(step_id, expected, status, attempts, output, error, started_at,
-                  finished_at, skip_reason, fallback_used, next_attempt_at, worker)
-        WHERE s.run = v_run AND s.step_id = c.step_id AND s.status = c.expected;
-        GET DIAGNOSTICS v_moved = ROW_COUNT;
-        IF v_moved <> cardinality(p_steps) THEN
-            RAISE EXCEPTION 'run %: a step is not in the status its change moves it from',
-                p_run_id USING ERRCODE = 'PL002';
-        END IF;
-    END IF;
-    IF cardinality(p_a_step) > 0 THEN
-        INSERT INTO attempts AS a (run, step_id, attempt, fallback, status, started_at,
-                                   finished_at, error, worker, start_seq)
-        SELECT v_run, c.step_id, c.attempt, c.fallback, c.status, c.started_at,
-               c.finished_at, c.error, c.worker, v_seq + c.event
-        FROM unnest(p_a_step, p_a_attempt, p_a_fallback, p_a_status, p_a_started_at,
-                    p_a_finished_at, p_a_error, p_a_worker, p_a_event)
-             AS c(step_id, attempt, fallback, status, started_at, finished_at, error,
-                  worker, event)
-        ON CONFLICT (run, step_id, attempt, fallback) DO UPDATE
-        SET status = excluded.status,
-            finished_at = coalesce(excluded.finished_at, excluded.started_at),
-            error = excluded.error;
-    END IF;
-    INSERT INTO events (run, seq, at, kind, step_id, source, target, attempt, data)
-    SELECT v_run, v_seq + e.n, e.at, e.kind, e.step_id, e.source, e.target, e.attempt,
-           e.data
-    FROM unnest(p_e_at, p_e_kind, p_e_step, p_e_source, p_e_target, p_e_attempt,
-                p_e_data) WITH ORDINALITY
-         AS e(at, kind, step_id, source, target, attempt, data, n);
-    UPDATE runs
-    SET last_seq = v_seq + cardinality(p_e_at),
-        status = coalesce(p_run_target, status),
-        started_at = CASE WHEN p_run_target = 'running' THEN coalesce(started_at, p_run_at)
-                          ELSE started_at END,
-        finished_at = CASE WHEN p_run_final THEN p_run_at ELSE finished_at END,
-        output = CASE WHEN p_run_final THEN p_run_output ELSE output END,
-        error = CASE WHEN p_run_final THEN p_run_error ELSE error END
-    WHERE id = v_run;
-END
-$function$;
+CREATE INDEX tickets_to_claim ON public.tickets USING btree (priority, id) WHERE (token IS NULL);
+
+CREATE UNIQUE INDEX tickets_by_token ON public.tickets USING btree (token) WHERE (token IS NOT NULL);
+
+CREATE INDEX tickets_by_expiry ON public.tickets USING btree (expires_at) WHERE (token IS NOT NULL);
+
+CREATE INDEX tickets_by_pool ON public.tickets USING btree (pool) WHERE ((token IS NOT NULL) AND (pool IS NOT NULL));
+
+CREATE INDEX runs_unfinished ON public.runs USING btree (created_at, id) WHERE (status = ANY (ARRAY['pending'::text, 'running'::text]));
 
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
@@ -221,5 +198,425 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.plait_write_batch(p_run_id text, p_run_source text, p_run_target text, p_run_at double precision, p_run_final boolean, p_run_output json, p_run_error text, p_steps text[], p_expected text[], p_status text[], p_attempts integer[], p_output json[], p_error text[], p_started_at double precision[], p_finished_at double precision[], p_skip_reason text[], p_fallback_used boolean[], p_next_attempt_at double precision[], p_worker text[], p_a_step text[], p_a_attempt integer[], p_a_fallback boolean[], p_a_status text[], p_a_started_at double precision[], p_a_finished_at double precision[], p_a_error text[], p_a_worker text[], p_a_event integer[], p_e_at double precision[], p_e_kind text[], p_e_step text[], p_e_source text[], p_e_target text[], p_e_attempt integer[], p_e_data json[], p_c_step text[], p_c_attempt integer[], p_c_fallback boolean[], p_w_step text[], p_w_attempt integer[], p_w_fallback boolean[], p_t_step text[], p_t_attempt integer[], p_t_fallback boolean[], p_t_priority double precision[], p_t_pool text[], p_t_pool_limit integer[], p_t_payload json[])
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_run bigint;
+    v_status text;
+    v_seq bigint;
+    v_moved integer;
+    v_key text;
+BEGIN
+    SELECT id, status, last_seq INTO v_run, v_status, v_seq
+    FROM runs WHERE run_id = p_run_id FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no run with id %', p_run_id USING ERRCODE = 'PL001';
+    END IF;
+    IF cardinality(p_w_step) + cardinality(p_t_step) > 0 THEN
+        PERFORM FROM tickets AS t
+        WHERE t.run = v_run AND (t.step_id, t.attempt, t.fallback) IN (
+            SELECT * FROM unnest(p_w_step, p_w_attempt, p_w_fallback)
+            UNION ALL
+            SELECT * FROM unnest(p_t_step, p_t_attempt, p_t_fallback))
+        ORDER BY t.step_id, t.attempt, t.fallback
+        FOR UPDATE;
+    END IF;
+    IF p_run_target IS NOT NULL AND v_status <> p_run_source THEN
+        RAISE EXCEPTION 'run % is %, not %', p_run_id, v_status, p_run_source
+            USING ERRCODE = 'PL002';
+    END IF;
+    IF cardinality(p_steps) > 0 THEN
+        UPDATE steps AS s
+        SET status = c.status, attempts = c.attempts, output = c.output,
+            error = c.error, started_at = c.started_at, finished_at = c.finished_at,
+            skip_reason = c.skip_reason, fallback_used = c.fallback_used,
+            next_attempt_at = c.next_attempt_at, worker = c.worker
+        FROM unnest(p_steps, p_expected, p_status, p_attempts, p_output, p_error,
+                    p_started_at, p_finished_at, p_skip_reason, p_fallback_used,
+                    p_next_attempt_at, p_worker)
+             AS c(step_id, expected, status, attempts, output, error, started_at,
+                  finished_at, skip_reason, fallback_used, next_attempt_at, worker)
+        WHERE s.run = v_run AND s.step_id = c.step_id AND s.status = c.expected;
+        GET DIAGNOSTICS v_moved = ROW_COUNT;
+        IF v_moved <> cardinality(p_steps) THEN
+            RAISE EXCEPTION 'run %: a step is not in the status its change moves it from',
+                p_run_id USING ERRCODE = 'PL002';
+        END IF;
+    END IF;
+    IF cardinality(p_a_step) > 0 THEN
+        INSERT INTO attempts AS a (run, step_id, attempt, fallback, status, started_at,
+                                   finished_at, error, worker, start_seq)
+        SELECT v_run, c.step_id, c.attempt, c.fallback, c.status, c.started_at,
+               c.finished_at, c.error, c.worker, v_seq + c.event
+        FROM unnest(p_a_step, p_a_attempt, p_a_fallback, p_a_status, p_a_started_at,
+                    p_a_finished_at, p_a_error, p_a_worker, p_a_event)
+             AS c(step_id, attempt, fallback, status, started_at, finished_at, error,
+                  worker, event)
+        ON CONFLICT (run, step_id, attempt, fallback) DO UPDATE
+        SET status = excluded.status,
+            finished_at = coalesce(excluded.finished_at, excluded.started_at),
+            error = excluded.error;
+    END IF;
+    IF cardinality(p_e_at) > 0 THEN
+        INSERT INTO events (run, seq, at, kind, step_id, source, target, attempt, data)
+        SELECT v_run, v_seq + e.n, e.at, e.kind, e.step_id, e.source, e.target,
+               e.attempt, e.data
+        FROM unnest(p_e_at, p_e_kind, p_e_step, p_e_source, p_e_target, p_e_attempt,
+                    p_e_data) WITH ORDINALITY
+             AS e(at, kind, step_id, source, target, attempt, data, n);
+    END IF;
+    IF cardinality(p_e_at) > 0 OR p_run_target IS NOT NULL THEN
+        UPDATE runs
+        SET last_seq = v_seq + cardinality(p_e_at),
+            status = coalesce(p_run_target, status),
+            started_at = CASE WHEN p_run_target = 'running'
+                              THEN coalesce(started_at, p_run_at) ELSE started_at END,
+            finished_at = CASE WHEN p_run_final THEN p_run_at ELSE finished_at END,
+            output = CASE WHEN p_run_final THEN p_run_output ELSE output END,
+            error = CASE WHEN p_run_final THEN p_run_error ELSE error END
+        WHERE id = v_run;
+    END IF;
+    -- consumed: each outcome must wait in the inbox, and be listed once
+    IF cardinality(p_c_step) > 0 THEN
+        SELECT json_build_array(c.step_id, c.attempt, c.fallback)::text INTO v_key
+        FROM unnest(p_c_step, p_c_attempt, p_c_fallback) WITH ORDINALITY
+             AS c(step_id, attempt, fallback, n)
+        WHERE NOT EXISTS (
+                  SELECT FROM outcomes AS o
+                  WHERE o.run = v_run AND o.step_id = c.step_id
+                    AND o.attempt = c.attempt AND o.fallback = c.fallback)
+           OR EXISTS (
+                  SELECT FROM unnest(p_c_step, p_c_attempt, p_c_fallback) WITH ORDINALITY
+                       AS d(step_id, attempt, fallback, n)
+                  WHERE d.n < c.n AND d.step_id = c.step_id AND d.attempt = c.attempt
+                    AND d.fallback = c.fallback)
+        ORDER BY c.n LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'run %: an outcome consumed is not in the inbox', p_run_id
+                USING ERRCODE = 'PL003', DETAIL = v_key;
+        END IF;
+        DELETE FROM outcomes AS o
+        USING unnest(p_c_step, p_c_attempt, p_c_fallback) AS c(step_id, attempt, fallback)
+        WHERE o.run = v_run AND o.step_id = c.step_id AND o.attempt = c.attempt
+          AND o.fallback = c.fallback;
+    END IF;
+    -- withdrawn: a claimed ticket of a pool with a limit frees a slot
+    IF cardinality(p_w_step) > 0 THEN
+        WITH gone AS (
+            DELETE FROM tickets AS t
+            USING unnest(p_w_step, p_w_attempt, p_w_fallback)
+                  AS w(step_id, attempt, fallback)
+            WHERE t.run = v_run AND t.step_id = w.step_id AND t.attempt = w.attempt
+              AND t.fallback = w.fallback
+            RETURNING t.token, t.pool, t.pool_limit)
+        SELECT count(*) INTO v_moved FROM gone
+        WHERE token IS NOT NULL AND pool IS NOT NULL AND pool_limit IS NOT NULL;
+        IF v_moved > 0 THEN
+            PERFORM pg_notify('plait_work', '');
+        END IF;
+    END IF;
+    -- dispatch: of the run's steps, each key new
+    IF cardinality(p_t_step) > 0 THEN
+        SELECT t.step_id INTO v_key
+        FROM unnest(p_t_step) WITH ORDINALITY AS t(step_id, n)
+        WHERE NOT EXISTS (SELECT FROM steps AS s
+                          WHERE s.run = v_run AND s.step_id = t.step_id)
+        ORDER BY t.n LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'run %: a ticket of a step it does not have', p_run_id
+                USING ERRCODE = 'PL005', DETAIL = v_key;
+        END IF;
+        SELECT json_build_array(t.step_id, t.attempt, t.fallback)::text INTO v_key
+        FROM unnest(p_t_step, p_t_attempt, p_t_fallback) WITH ORDINALITY
+             AS t(step_id, attempt, fallback, n)
+        WHERE EXISTS (SELECT FROM tickets AS k
+                      WHERE k.run = v_run AND k.step_id = t.step_id
+                        AND k.attempt = t.attempt AND k.fallback = t.fallback)
+           OR EXISTS (SELECT FROM outcomes AS o
+                      WHERE o.run = v_run AND o.step_id = t.step_id
+                        AND o.attempt = t.attempt AND o.fallback = t.fallback)
+           OR EXISTS (SELECT FROM unnest(p_t_step, p_t_attempt, p_t_fallback)
+                                  WITH ORDINALITY AS d(step_id, attempt, fallback, n)
+                      WHERE d.n < t.n AND d.step_id = t.step_id
+                        AND d.attempt = t.attempt AND d.fallback = t.fallback)
+        ORDER BY t.n LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'run %: an attempt is dispatched already', p_run_id
+                USING ERRCODE = 'PL004', DETAIL = v_key;
+        END IF;
+        INSERT INTO tickets (run, step_id, attempt, fallback, priority, pool, pool_limit,
+                             payload)
+        SELECT v_run, t.step_id, t.attempt, t.fallback, t.priority, t.pool,
+               t.pool_limit, t.payload
+        FROM unnest(p_t_step, p_t_attempt, p_t_fallback, p_t_priority, p_t_pool,
+                    p_t_pool_limit, p_t_payload) WITH ORDINALITY
+             AS t(step_id, attempt, fallback, priority, pool, pool_limit, payload, n)
+        ORDER BY t.n;
+        PERFORM pg_notify('plait_work', '');
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.plait_claim_attempts(p_worker text, p_limit integer, p_lease double precision)
+ RETURNS TABLE(run_id text, workflow text, version integer, step_id text, attempt integer, fallback boolean, token text, payload json, expires_at double precision, priority double precision, stored bigint)
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_expires timestamptz := clock_timestamp() + make_interval(secs => p_lease);
+    v_left integer := greatest(p_limit, 0);
+    v_claimed bigint[] := '{}';  -- the tickets claimed by this call
+    v_pools text[] := '{}';      -- the pools met so far ...
+    v_held integer[] := '{}';    -- ... their claimed tickets (NULL: busy, skipped)
+    v_locked boolean := false;   -- whether this call holds a pool's lock
+    v_asked integer;
+    v_picked integer;
+    v_taken bigint[];
+    v_pooled bigint[];
+    v_admit bigint[];
+    v_at integer;
+    v_got boolean;
+    v_ticket record;
+BEGIN
+    WHILE v_left > 0 LOOP
+        v_asked := v_left;
+        WITH picked AS (
+            SELECT t.id, t.pool
+            FROM tickets AS t
+            WHERE t.token IS NULL
+              AND (t.pool IS NULL OR NOT EXISTS (
+                       SELECT FROM unnest(v_pools, v_held) AS k(pool, held)
+                       WHERE k.pool = t.pool
+                         AND (k.held IS NULL OR k.held >= t.pool_limit)))
+            ORDER BY t.priority, t.id
+            LIMIT v_left
+            FOR UPDATE SKIP LOCKED),
+        taken AS (
+            UPDATE tickets AS t
+            SET token = replace(gen_random_uuid()::text, '-', ''),
+                claimed_by = p_worker, expires_at = v_expires
+            FROM picked
+            WHERE t.id = picked.id AND picked.pool IS NULL
+            RETURNING t.id)
+        SELECT (SELECT count(*) FROM picked),
+               (SELECT array_agg(id) FROM taken),
+               (SELECT array_agg(id) FROM picked WHERE pool IS NOT NULL)
+        INTO v_picked, v_taken, v_pooled;
+        EXIT WHEN v_picked = 0;
+        v_claimed := v_claimed || coalesce(v_taken, '{}');
+        v_left := v_left - coalesce(cardinality(v_taken), 0);
+        IF v_pooled IS NOT NULL THEN
+            v_admit := '{}';
+            FOR v_ticket IN SELECT t.id, t.pool, t.pool_limit FROM tickets AS t
+                            WHERE t.id = ANY (v_pooled) ORDER BY t.priority, t.id
+            LOOP
+                v_at := array_position(v_pools, v_ticket.pool);
+                IF v_at IS NULL THEN
+                    IF v_locked THEN
+                        v_got := pg_try_advisory_xact_lock(1886151017,
+                                                           hashtext(v_ticket.pool));
+                    ELSE
+                        PERFORM pg_advisory_xact_lock(1886151017, hashtext(v_ticket.pool));
+                        v_got := true;
+                    END IF;
+                    v_locked := v_locked OR v_got;
+                    v_pools := v_pools || v_ticket.pool;
+                    v_held := v_held || CASE WHEN v_got THEN (
+                        SELECT count(*)::integer FROM tickets AS c
+                        WHERE c.pool = v_ticket.pool AND c.token IS NOT NULL) END;
+                    v_at := cardinality(v_pools);
+                END IF;
+                IF v_held[v_at] IS NOT NULL
+                   AND (v_ticket.pool_limit IS NULL OR v_held[v_at] < v_ticket.pool_limit)
+                THEN
+                    v_admit := v_admit || v_ticket.id;
+                    v_held[v_at] := v_held[v_at] + 1;
+                END IF;
+            END LOOP;
+            UPDATE tickets AS t
+            SET token = replace(gen_random_uuid()::text, '-', ''),
+                claimed_by = p_worker, expires_at = v_expires
+            WHERE t.id = ANY (v_admit);
+            v_claimed := v_claimed || v_admit;
+            v_left := v_left - cardinality(v_admit);
+        END IF;
+        EXIT WHEN v_picked < v_asked;  -- nothing more to pick
+    END LOOP;
+    IF cardinality(v_claimed) = 0 THEN
+        RETURN;
+    END IF;
+    -- the claimers' step rows in key order (two tickets of one step, a fallback and
+    -- its step, may be claimed by two workers at once)
+    PERFORM FROM steps AS s JOIN tickets AS t ON s.run = t.run AND s.step_id = t.step_id
+    WHERE t.id = ANY (v_claimed)
+    ORDER BY s.run, s.step_id
+    FOR NO KEY UPDATE OF s;
+    UPDATE steps AS s SET worker = p_worker
+    FROM tickets AS t
+    WHERE t.id = ANY (v_claimed) AND s.run = t.run AND s.step_id = t.step_id;
+    RETURN QUERY
+    SELECT r.run_id, r.workflow, r.version, t.step_id, t.attempt, t.fallback, t.token,
+           t.payload, extract(epoch FROM t.expires_at)::double precision, t.priority,
+           t.id
+    FROM tickets AS t JOIN runs AS r ON r.id = t.run
+    WHERE t.id = ANY (v_claimed);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.plait_complete_attempts(p_worker text, p_run_ids text[], p_steps text[], p_attempts integer[], p_fallbacks boolean[], p_tokens text[], p_kinds text[], p_outputs json[], p_errors json[], p_at double precision[], p_notes json[], p_noted double precision)
+ RETURNS boolean[]
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+AS $function$
+DECLARE
+    v_done bigint[];  -- the items that count, by position (from 1)
+    v_freed integer;
+BEGIN
+    PERFORM FROM runs AS r
+    WHERE r.id IN (
+        WITH items AS (
+            SELECT i.*, k.id AS run,
+                   row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
+                                                   i.fallback, i.token ORDER BY i.n) AS nth
+            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
+                 WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
+            JOIN runs AS k ON k.run_id = i.run_id)
+        SELECT i.run FROM items AS i
+        WHERE i.nth > 1 OR NOT EXISTS (
+            SELECT FROM tickets AS t
+            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
+              AND t.fallback = i.fallback AND t.token = i.token
+              AND t.claimed_by = p_worker))
+    ORDER BY r.id
+    FOR NO KEY UPDATE;
+    WITH items AS (
+        SELECT i.*, k.id AS run,
+               row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
+                                               i.fallback, i.token ORDER BY i.n) AS nth
+        FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
+             WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
+        JOIN runs AS k ON k.run_id = i.run_id)
+    SELECT coalesce(array_agg(held.n), '{}') INTO v_done
+    FROM (SELECT i.n FROM tickets AS t
+          JOIN items AS i ON t.run = i.run AND t.step_id = i.step_id
+                         AND t.attempt = i.attempt AND t.fallback = i.fallback
+          WHERE i.nth = 1 AND t.token = i.token AND t.claimed_by = p_worker
+          ORDER BY t.run, t.step_id, t.attempt, t.fallback
+          FOR UPDATE OF t) AS held;
+    IF cardinality(v_done) > 0 THEN
+        WITH items AS (
+            SELECT i.*, k.id AS run
+            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_kinds, p_outputs,
+                        p_errors, p_at) WITH ORDINALITY
+                 AS i(run_id, step_id, attempt, fallback, kind, output, error, at, n)
+            JOIN runs AS k ON k.run_id = i.run_id
+            WHERE i.n = ANY (v_done)),
+        gone AS (
+            DELETE FROM tickets AS t
+            USING items AS i
+            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
+              AND t.fallback = i.fallback
+            RETURNING t.token, t.pool, t.pool_limit),
+        stored AS (
+            INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, error,
+                                  worker, at)
+            SELECT i.run, i.step_id, i.attempt, i.fallback, i.kind, i.output, i.error,
+                   p_worker, i.at
+            FROM items AS i ORDER BY i.n)
+        SELECT count(*) INTO v_freed FROM gone
+        WHERE pool IS NOT NULL AND pool_limit IS NOT NULL;
+        PERFORM pg_notify('plait_outcome', d.run_id)
+        FROM (SELECT DISTINCT p_run_ids[n] AS run_id FROM unnest(v_done) AS n) AS d;
+        IF v_freed > 0 THEN
+            PERFORM pg_notify('plait_work', '');
+        END IF;
+    END IF;
+    IF cardinality(v_done) < cardinality(p_tokens) THEN
+        PERFORM FROM runs AS r
+        WHERE r.run_id IN (SELECT p_run_ids[n]
+                           FROM generate_subscripts(p_run_ids, 1) AS n
+                           WHERE NOT (n = ANY (v_done)))
+        ORDER BY r.id
+        FOR NO KEY UPDATE;
+        WITH late AS (
+            SELECT k.id AS run, i.step_id, i.note,
+                   row_number() OVER (PARTITION BY k.id ORDER BY i.n) AS nth
+            FROM unnest(p_run_ids, p_steps, p_notes) WITH ORDINALITY
+                 AS i(run_id, step_id, note, n)
+            JOIN runs AS k ON k.run_id = i.run_id
+            WHERE NOT (i.n = ANY (v_done))),
+        noted AS (
+            INSERT INTO events (run, seq, at, kind, step_id, data)
+            SELECT l.run, r.last_seq + l.nth, p_noted, 'note', l.step_id, l.note
+            FROM late AS l JOIN runs AS r ON r.id = l.run)
+        UPDATE runs AS r SET last_seq = r.last_seq + c.notes
+        FROM (SELECT run, count(*) AS notes FROM late GROUP BY run) AS c
+        WHERE r.id = c.run;
+    END IF;
+    RETURN ARRAY(SELECT n = ANY (v_done)
+                 FROM generate_series(1, cardinality(p_tokens)) AS n ORDER BY n);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.plait_reap_expired(p_limit integer, p_error text, p_marks text[])
+ RETURNS TABLE(run_id text, step_id text, attempt integer)
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_runs text[];
+    v_steps text[];
+    v_attempts integer[];
+    v_freed boolean;
+BEGIN
+    WITH expired AS (
+        SELECT t.id FROM tickets AS t
+        WHERE t.token IS NOT NULL AND t.expires_at < clock_timestamp()
+        ORDER BY t.expires_at
+        LIMIT greatest(p_limit, 0)
+        FOR UPDATE SKIP LOCKED),
+    gone AS (
+        DELETE FROM tickets AS t
+        USING expired AS e
+        WHERE t.id = e.id
+        RETURNING t.run, t.step_id, t.attempt, t.fallback, t.claimed_by, t.expires_at,
+                  t.pool, t.pool_limit),
+    stored AS (
+        INSERT INTO outcomes (run, step_id, attempt, fallback, kind, error, worker, at)
+        SELECT g.run, g.step_id, g.attempt, g.fallback, 'interrupted',
+               replace(replace(replace(p_error,
+                   p_marks[1], substr(h.text, 2, length(h.text) - 2)),
+                   p_marks[2], substr(s.text, 2, length(s.text) - 2)),
+                   p_marks[3], g.attempt::text)::json,
+               g.claimed_by, extract(epoch FROM clock_timestamp())::double precision
+        FROM gone AS g,
+             LATERAL (SELECT to_json(g.claimed_by)::text) AS h(text),
+             LATERAL (SELECT to_json(g.step_id)::text) AS s(text)
+        ORDER BY g.expires_at
+        ON CONFLICT (run, step_id, attempt, fallback) DO NOTHING
+        RETURNING run, step_id, attempt)
+    SELECT array_agg(r.run_id), array_agg(o.step_id), array_agg(o.attempt),
+           (SELECT bool_or(pool IS NOT NULL AND pool_limit IS NOT NULL) FROM gone)
+    INTO v_runs, v_steps, v_attempts, v_freed
+    FROM stored AS o JOIN runs AS r ON r.id = o.run;
+    IF v_runs IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_notify('plait_outcome', d.run_id)
+    FROM (SELECT DISTINCT unnest(v_runs) AS run_id) AS d;
+    IF v_freed THEN
+        PERFORM pg_notify('plait_work', '');
+    END IF;
+    RETURN QUERY SELECT * FROM unnest(v_runs, v_steps, v_attempts);
+END
+$function$;
+
 INSERT INTO plait_migrations (version, name) VALUES (1, '0001_initial.sql');
 INSERT INTO plait_migrations (version, name) VALUES (2, '0002_schedule_fires.sql');
+INSERT INTO plait_migrations (version, name) VALUES (3, '0003_attempt_tickets.sql');
