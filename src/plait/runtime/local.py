@@ -1,0 +1,45 @@
+"""``LocalSource``: a run's attempts run in this process, as tasks of its TaskGroup.
+
+The ``WorkSource`` of a run on one machine (memory and SQLite stores), and what every
+run did before the seam existed: ``start`` spawns the attempt's task, whose body is
+``AttemptRunner.run`` (breaker, timeout, threads, cancellation) and ends by reporting
+the attempt's outcome to the loop; ``cancel`` cancels that task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import cast
+
+from ..core.validate import CheckedWorkflow
+from ..steps.registry import StepCall
+from .pools import shared_limits
+from .runner import AttemptRunner, attempt_functions
+from .worksource import Report, Spawn
+
+
+class LocalSource:
+    """Attempts as tasks the run owns (see the module docstring)."""
+
+    __slots__ = ("_clock", "_max_output_bytes", "_run", "_runs", "_spawn")
+
+    def __init__(self, checked: CheckedWorkflow, *, clock: Callable[[], float]) -> None:
+        self._runs = attempt_functions(checked)  # a type's `prepare` raises here, if at all
+        self._max_output_bytes = checked.spec.limits.max_output_bytes
+        self._clock = clock
+
+    def open(self, spawn: Spawn, report: Report) -> None:
+        self._spawn = spawn
+        self._run = AttemptRunner(self._runs, max_output_bytes=self._max_output_bytes,
+                                  limits=shared_limits(), clock=self._clock,
+                                  report=report).run
+
+    def start(self, call: StepCall, fallback: bool) -> asyncio.Task[None]:
+        return self._spawn(self._run(call, fallback))
+
+    def cancel(self, handle: object) -> None:
+        cast("asyncio.Task[None]", handle).cancel()
+
+    def close(self) -> None:
+        """Nothing to stop: the run's TaskGroup owns every task this source started."""
