@@ -24,19 +24,17 @@ from .timers import Timers
 class Approvals:
     """The parked approval steps of one run and their deadlines."""
 
-    __slots__ = ("_checked", "_clock", "_failed", "_notes_seen", "_run_id", "_state",
-                 "_store", "_timers", "parked")
+    __slots__ = ("_checked", "_clock", "_notes_seen", "_run_id", "_state", "_store",
+                 "_timers", "parked")
 
     def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store, *,
-                 run_id: str, clock: Callable[[], float], timers: Timers,
-                 failed: Callable[[], None]) -> None:
+                 run_id: str, clock: Callable[[], float], timers: Timers) -> None:
         self._checked = checked
         self._state = state
         self._store = store
         self._run_id = run_id
         self._clock = clock
         self._timers = timers
-        self._failed = failed  # the loop's reaction to a step that failed (fail-fast)
         self._notes_seen = 0
         self.parked: dict[int, float | None] = {}  # step -> its deadline
 
@@ -49,8 +47,10 @@ class Approvals:
             self._timers.add(deadline, "approval_timeout", i)
         self.parked[i] = deadline
 
-    async def apply(self) -> None:
-        """Apply the decisions stored since the last call, and deadlines that passed."""
+    async def apply(self, failed: Callable[[], None]) -> None:
+        """Apply the decisions stored since the last call, and deadlines that passed.
+        ``failed`` is called at once when a rejection fails a step (fail-fast halts the
+        run: what runs is cancelled before this goes on)."""
         events = await self._store.get_events(self._run_id, after=self._notes_seen)
         now = self._clock()
         index = self._checked.graph.index
@@ -59,12 +59,12 @@ class Approvals:
             decision = event.data.get("approval") if event.kind == "note" else None
             i = index.get(event.step_id or "")
             if isinstance(decision, dict) and i is not None and i in self.parked:
-                self._decide(i, decision, now)
+                self._decide(i, decision, now, failed)
         for i, deadline in list(self.parked.items()):
             if deadline is not None and deadline <= now:
-                await self._time_out(i, now)
+                await self._time_out(i, now, failed)
 
-    async def _time_out(self, i: int, now: float) -> None:
+    async def _time_out(self, i: int, now: float, failed: Callable[[], None]) -> None:
         step = self._checked.spec.steps[i]
         choice = step.config.get("on_timeout", "reject")
         decision: JSONDict = {"decision": "approved" if choice == "approve" else "rejected",
@@ -73,9 +73,10 @@ class Approvals:
             await self._store.record_decision(self._run_id, step.id, decision)
         except DecisionTaken as taken:
             decision = cast(JSONDict, taken.decision)
-        self._decide(i, decision, now)
+        self._decide(i, decision, now, failed)
 
-    def _decide(self, i: int, decision: JSONDict, now: float) -> None:
+    def _decide(self, i: int, decision: JSONDict, now: float,
+                failed: Callable[[], None]) -> None:
         self.parked.pop(i, None)
         by = decision.get("by")
         if decision.get("decision") == "approved":
@@ -87,4 +88,4 @@ class Approvals:
         reason = f"rejected by {by}" if by != "timeout" else "approval timed out (rejected)"
         self._state.end_attempt(i, "failed", now, reason)
         self._state.fail(i, reason, now)
-        self._failed()
+        failed()

@@ -36,10 +36,16 @@ class LocalSource:
                                   report=report).run
 
     def start(self, call: StepCall, fallback: bool) -> asyncio.Task[None]:
-        return self._spawn(self._run(call, fallback))
+        # callables read from slots into locals first: ``self._run(...)`` would be a
+        # method lookup that CPython 3.11 cannot specialise (once per attempt)
+        spawn, run = self._spawn, self._run
+        return spawn(run(call, fallback))
 
     def cancel(self, handle: object) -> None:
         cast("asyncio.Task[None]", handle).cancel()
 
     def close(self) -> None:
-        """Nothing to stop: the run's TaskGroup owns every task this source started."""
+        """The run's TaskGroup owns every task this source started: nothing to stop.
+        The runner is dropped, and with it its hold on the loop's ``report``, so a
+        finished run's objects are freed by reference counting (``runtime.gctune``)."""
+        del self._run, self._spawn

@@ -35,7 +35,7 @@ from .approvals import Approvals
 from .context import StepLog
 from .ending import cancel_everything, final_change
 from .host import RunHost
-from .outcomes import OutcomeRules
+from .outcomes import FollowUp, OutcomeRules
 from .pools import PoolSlots, shared_limits
 from .results import RunResult
 from .runner import error_info, failed
@@ -89,12 +89,14 @@ class RunLoop:
                             step_log=step_log)  # what attempts read of the run
         self.writer = RunWriter(host.store, run, state, step_log, host.listeners)
         self.timers = Timers()
+        # Nothing the loop holds refers back to it (callbacks are passed per call, and
+        # the source lets go of ``report`` when closed): a finished run is freed by
+        # reference counting, not left to the cyclic collector (runtime.gctune).
         self.approvals = Approvals(checked, state, host.store, run_id=run.run_id,
-                                   clock=host.clock, timers=self.timers,
-                                   failed=self._after_failure)
+                                   clock=host.clock, timers=self.timers)
         self.tasks: dict[int, object] = {}  # attempts out: step -> the source's handle
         self.outcomes: list[Outcome] = []  # reported, not processed yet
-        self.whens = WhenJudge(checked, state, self._signal)
+        self.whens = WhenJudge(checked, state)
         # the judge's own dict and list, read on every turn
         self._judging, self._judged = self.whens.judging, self.whens.judged
         self._wake: asyncio.Future[None] | None = None
@@ -103,7 +105,8 @@ class RunLoop:
         self._start_attempt: Callable[[StepCall, bool], object]  # WorkSource.start
         self._slots: PoolSlots  # this run's use of the event loop's pools
         # what an outcome means for its step (OutcomeRules.apply)
-        self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float], None]
+        self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float],
+                               FollowUp]
         # the claim that gave us the run just read its cancel request and renewed the
         # heartbeat: the first poll is due a poll interval after it
         self._last_cancel_poll = run.heartbeat_at or 0.0
@@ -119,7 +122,6 @@ class RunLoop:
         self._polls = not isinstance(self.store, MemoryStore)
         # ...and its writes complete at once: the loop calls them without a coroutine
         self._write_now = self.writer.write_now
-        self._flush_now = self.writer.flush_now
         self._aio: asyncio.AbstractEventLoop
         self._held_change: RunChange | None = None  # the run's start, see _start
         # the loop's task waits for nothing but attempts, on a store whose writes
@@ -134,13 +136,10 @@ class RunLoop:
                 self._create_task = tg.create_task
                 self._aio = asyncio.get_running_loop()
                 limits = shared_limits()  # the event loop's pools and breakers
-                self._slots = PoolSlots(limits, self.spec.pools, self.state, self.timers,
-                                        self._signal)
+                self._slots = PoolSlots(limits, self.spec.pools, self.state, self.timers)
                 self._handle = OutcomeRules(
                     self.checked, self.state, self.secrets, view=self.view, limits=limits,
-                    timers=self.timers, clock=self.clock, rand=self._rand,
-                    start_fallback=self._start_fallback, halted=self._after_failure,
-                    halt_reason=self._halt_reason).apply
+                    timers=self.timers, clock=self.clock, rand=self._rand).apply
                 self.source.open(tg.create_task, self.report)
                 self._start_attempt = self.source.start
                 try:
@@ -169,13 +168,13 @@ class RunLoop:
             elif self._write_now is None:
                 await self.writer.flush()
             else:
-                self._flush_now()
+                self.writer.flush_now()
             if starts:
                 tasks, start = self.tasks, self._start_attempt
                 for call in starts:
                     tasks[call.index] = start(call, False)
             if state.when_due:  # judged by the core above, rendered off the loop
-                self.whens.render(self._create_task)
+                self.whens.render(self._create_task, self._signal)
             if state.done:
                 break
             if not self.tasks and not self._judging and state.halting:
@@ -233,7 +232,7 @@ class RunLoop:
         for i in state.interrupted:  # resumed: those attempts died with their process
             error = error_info(InterruptedAttempt(state.rows[i].worker,
                                                   step=self.spec.steps[i].id))
-            self._handle(i, "interrupted", None, error, False, now)
+            self._apply(i, "interrupted", None, error, False, now)
         state.interrupted.clear()
         for i in state.waiting_steps():
             if self._types[i].parks:
@@ -255,7 +254,7 @@ class RunLoop:
     async def _check_decisions(self) -> None:
         """Apply stored approval decisions, and deadlines that have passed."""
         self._decisions_due = False
-        await self.approvals.apply()
+        await self.approvals.apply(self._after_failure)
         await self.writer.flush()
 
     async def _park_run(self) -> None:
@@ -277,7 +276,8 @@ class RunLoop:
             if i is None:
                 break
             step = steps[i]
-            if step.pool is not None and not self._slots.take(i, step.pool, now):
+            if step.pool is not None and not self._slots.take(i, step.pool, now,
+                                                              self._signal):
                 continue
             attempt = state.begin(i, now, worker)
             step_type = types[i]
@@ -302,10 +302,10 @@ class RunLoop:
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             outcome = failed(call, exc, False)
             self._release_slot(i)
-            self._handle(i, outcome.kind, None, outcome.error, False, now)
+            self._apply(i, outcome.kind, None, outcome.error, False, now)
             return
         self._release_slot(i)
-        self._handle(i, "ok", value, None, False, now)
+        self._apply(i, "ok", value, None, False, now)
 
     def _release_slot(self, i: int) -> None:
         name = self._pool_of[i]
@@ -336,7 +336,7 @@ class RunLoop:
         starts = self._launch(now)
         state = self.state
         if starts:
-            self._flush_now()
+            self.writer.flush_now()
             tasks, start = self.tasks, self._start_attempt
             for call in starts:
                 tasks[call.index] = start(call, False)
@@ -349,7 +349,8 @@ class RunLoop:
         if self._judged:
             self.whens.settle(now)
         outcomes, self.outcomes = self.outcomes, []
-        tasks, pool_of, handle, rows = self.tasks, self._pool_of, self._handle, self._rows
+        tasks, pool_of, handle, rows, slots = self.tasks, self._pool_of, self._handle, \
+            self._rows, self._slots
         for i, attempt, kind, output, error, fallback in outcomes:
             if attempt != rows[i].attempts:
                 _log.warning("run %s: step %r: dropped an outcome (%s) of attempt %d, not "
@@ -359,11 +360,24 @@ class RunLoop:
             tasks.pop(i, None)
             # a fallback runs outside the step's pool slot
             if not fallback and (pool := pool_of[i]) is not None:
-                self._slots.release(pool)
-            handle(i, kind, output, error, fallback, now)
+                slots.release(pool)
+            if kind == "cancelled":
+                self.state.cancel_step(i, now, self._halt_reason())
+            elif (follow := handle(i, kind, output, error, fallback, now)) is not None:
+                self._follow(follow)
 
-    def _start_fallback(self, call: StepCall) -> None:
-        self.tasks[call.index] = self._start_attempt(call, True)
+    def _apply(self, i: int, kind: OutcomeKind, output: JSON, error: ErrorInfo | None,
+               fallback: bool, now: float) -> None:
+        """An outcome that did not come through ``report`` (inline, resumed)."""
+        follow = self._handle(i, kind, output, error, fallback, now)
+        if follow is not None:
+            self._follow(follow)
+
+    def _follow(self, follow: StepCall | bool) -> None:
+        if isinstance(follow, StepCall):  # the step's fallback, for the source to run
+            self.tasks[follow.index] = self._start_attempt(follow, True)
+        else:  # a step failed for good: under fail-fast the run halted
+            self._after_failure()
 
     # ------------------------------------------------------------- waiting
 

@@ -1,12 +1,16 @@
 """What an attempt's outcome means for its step (SPEC 5), whatever ran the attempt.
 
 ``ok``: the core takes the output (it may refuse it: declared keys missing, a reducer
-that cannot combine, which fails the attempt instead).  ``cancelled``: the step is
-cancelled with the run's halt reason.  Any failure (``error``, ``refused``,
+that cannot combine, which fails the attempt instead).  Any failure (``error``, ``refused``,
 ``interrupted``, a refused output) is retried after the policy's delay; else the step's
 fallback runs; else the step fails, which under fail-fast halts the run.  A circuit
 breaker counts the step's successes and failures, never those of its fallback, nor a
 refusal by the breaker itself.  Error messages are redacted before the core sees them.
+(``cancelled`` needs none of this: the loop cancels the step with its halt reason.)
+
+What the loop must do next is returned, not called back, so nothing here refers to the
+loop: a finished run's objects are freed by reference counting, without waiting for
+the cyclic garbage collector (see ``runtime.gctune``).
 """
 
 from __future__ import annotations
@@ -29,19 +33,21 @@ from .worksource import OutcomeKind
 
 _UNSAID = ErrorInfo(type="RunError", message="the work source reported no error info")
 
+# What the loop does after an outcome: nothing (None); cancel what runs, since a step
+# failed for good and under fail-fast the run halted (True); or hand the step's fallback
+# to the work source (its StepCall).
+FollowUp = StepCall | bool | None
+
 
 class OutcomeRules:
     """Applies one run's outcomes to its RunState (see the module docstring)."""
 
-    __slots__ = ("_clock", "_halt_reason", "_halted", "_limits", "_max_output_bytes",
-                 "_rand", "_secrets", "_start_fallback", "_state", "_steps", "_timers",
-                 "_view")
+    __slots__ = ("_clock", "_limits", "_max_output_bytes", "_rand", "_secrets", "_state",
+                 "_steps", "_timers", "_view")
 
     def __init__(self, checked: CheckedWorkflow, state: RunState, secrets: Secrets, *,
                  view: RunAccess, limits: SharedLimits, timers: Timers,
-                 clock: Callable[[], float], rand: Callable[[], float],
-                 start_fallback: Callable[[StepCall], None],
-                 halted: Callable[[], None], halt_reason: Callable[[], str]) -> None:
+                 clock: Callable[[], float], rand: Callable[[], float]) -> None:
         self._steps = checked.spec.steps
         self._max_output_bytes = checked.spec.limits.max_output_bytes
         self._state = state
@@ -51,16 +57,11 @@ class OutcomeRules:
         self._timers = timers
         self._clock = clock
         self._rand = rand  # retry jitter
-        self._start_fallback = start_fallback  # hands a fallback to the work source
-        self._halted = halted  # cancels what runs, when a failure halted the run
-        self._halt_reason = halt_reason
 
     def apply(self, i: int, kind: OutcomeKind, output: JSON, error: ErrorInfo | None,
-              fallback: bool, now: float) -> None:
+              fallback: bool, now: float) -> FollowUp:
+        """Any outcome but ``cancelled``; returns what the loop does next (FollowUp)."""
         state = self._state
-        if kind == "cancelled":
-            state.cancel_step(i, now, self._halt_reason())
-            return
         if kind == "ok":
             if self._secrets.used:
                 output = self._secrets.redact(output)
@@ -72,11 +73,11 @@ class OutcomeRules:
                 breaker = self._steps[i].circuit_breaker
                 if breaker is not None and not fallback:
                     self._limits.breaker(breaker.key, breaker).record_success()
-                return
-        self._fail(i, kind, error or _UNSAID, fallback, now)
+                return None
+        return self._fail(i, kind, error or _UNSAID, fallback, now)
 
     def _fail(self, i: int, kind: OutcomeKind, error: ErrorInfo, fallback: bool,
-              now: float) -> None:
+              now: float) -> FollowUp:
         state, step = self._state, self._steps[i]
         info = ErrorInfo(type=error.type, message=self._secrets.redact_text(error.message)
                          or "", names=error.names, retryable=error.retryable,
@@ -84,29 +85,26 @@ class OutcomeRules:
         if fallback:
             original = state.rows[i].error
             state.fail(i, f"{original}; fallback failed: {info}", now)
-            self._halted()
-            return
+            return True
         if step.circuit_breaker is not None and kind != "refused":
             self._limits.breaker(step.circuit_breaker.key,
                                  step.circuit_breaker).record_failure(now)
         delay = state.fail_attempt(i, info, now, self._rand())
         if delay is not None:
             self._timers.add(now + delay, "retry", i)
-            return
+            return None
         if step.fallback is not None and not state.halting:
             row = state.rows[i]
             call = StepCall(step, i, row.attempts, row.started_at or self._clock(),
                             self._view)
             fb = step.fallback
             if fb.call is None and fb.func is None and expressions.is_cheap(fb.output):
-                self._cheap_fallback(call, now)
-            else:
-                self._start_fallback(call)
-            return
+                return self._cheap_fallback(call, now)
+            return call
         state.fail(i, str(info), now)
-        self._halted()
+        return True
 
-    def _cheap_fallback(self, call: StepCall, now: float) -> None:
+    def _cheap_fallback(self, call: StepCall, now: float) -> FollowUp:
         """A fallback ``output:`` of cheap templates, rendered at once on the loop."""
         fb = call.step.fallback
         assert fb is not None
@@ -114,7 +112,6 @@ class OutcomeRules:
             value = ensure_json(call.render(fb.output, "fallback.output"), step=call.step.id,
                                 max_bytes=self._max_output_bytes)
         except (TemplateError, OutputError) as exc:
-            self.apply(call.index, "error", None, error_info(exc), True, now)
-            return
-        self.apply(call.index, "ok", value, None, True, now)
+            return self.apply(call.index, "error", None, error_info(exc), True, now)
+        return self.apply(call.index, "ok", value, None, True, now)
 

@@ -98,23 +98,23 @@ class PoolSlots:
     step that finds its pool full waits in the pool's queue, and one whose rate window
     is full waits on a timer; either is ready again when it may try once more."""
 
-    __slots__ = ("_pools", "_signal", "_specs", "_state", "_timers", "waiting")
+    __slots__ = ("_pools", "_specs", "_state", "_timers", "waiting")
 
     def __init__(self, limits: SharedLimits, specs: Mapping[str, PoolSpec],
-                 state: RunState, timers: Timers, signal: Callable[[], None]) -> None:
+                 state: RunState, timers: Timers) -> None:
         self._pools = limits.pools
         self._specs = specs
         self._state = state
         self._timers = timers
-        self._signal = signal  # wakes the run loop
         self.waiting = 0  # steps of this run waiting for a slot
 
-    def take(self, i: int, name: str, now: float) -> bool:
-        """A slot for step ``i`` now, else False (it waits, as the class says)."""
+    def take(self, i: int, name: str, now: float, signal: Callable[[], None]) -> bool:
+        """A slot for step ``i`` now, else False (it waits, as the class says; ``signal``
+        wakes the run loop when the step may try again)."""
         pool = self._pools.get(self._specs[name])
         if pool.full():
             self.waiting += 1
-            pool.waiters.append(lambda: self._requeue(i))
+            pool.waiters.append(lambda: self._requeue(i, signal))
             return False
         if pool.window is not None:
             wait = pool.window.wait(now)
@@ -124,15 +124,15 @@ class PoolSlots:
         pool.acquire(now)
         return True
 
-    def _requeue(self, i: int) -> bool:
+    def _requeue(self, i: int, signal: Callable[[], None]) -> bool:
         """A slot freed: try the step again (False when the run moved on)."""
         self.waiting -= 1
         state = self._state
         if state.halting or state.rows[i].status is not StepStatus.QUEUED:
-            self._signal()
+            signal()
             return False
         state.push_back(i)
-        self._signal()
+        signal()
         return True
 
     def release(self, name: str) -> None:

@@ -24,6 +24,8 @@ from .binding import compile_plan, import_call, invoke
 from .pools import SharedLimits
 from .worksource import Outcome, OutcomeKind, Report
 
+_new_tuple = tuple.__new__  # an Outcome per attempt without NamedTuple's Python __new__
+
 
 def error_info(exc: BaseException) -> ErrorInfo:
     """What the core is told of an exception (its class names decide retry policies)."""
@@ -108,8 +110,10 @@ class AttemptRunner:
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             outcome = failed(call, exc, fallback)
         else:
-            outcome = Outcome(call.index, call.attempt, "ok", value, None, fallback)
-        self._report(outcome)
+            outcome = _new_tuple(Outcome, (call.index, call.attempt, "ok", value, None,
+                                           fallback))
+        report = self._report  # (a local: see LocalSource.start)
+        report(outcome)
 
     @staticmethod
     async def _fallback(call: StepCall) -> JSON:

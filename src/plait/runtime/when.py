@@ -23,25 +23,25 @@ from .worksource import Spawn
 class WhenJudge:
     """The run's ``when``s rendering off the loop, and the values back from them."""
 
-    __slots__ = ("_checked", "_signal", "_state", "judged", "judging")
+    __slots__ = ("_checked", "_state", "judged", "judging")
 
-    def __init__(self, checked: CheckedWorkflow, state: RunState,
-                 signal: Callable[[], None]) -> None:
+    def __init__(self, checked: CheckedWorkflow, state: RunState) -> None:
         self._checked = checked
         self._state = state
-        self._signal = signal  # wakes the loop
         self.judging: dict[int, asyncio.Task[None]] = {}  # step -> its render's task
         self.judged: list[tuple[int, JSON | expressions.RenderError]] = []  # back, unsettled
 
-    def render(self, spawn: Spawn) -> None:
-        """Start rendering every ``when`` the core asked for (``RunState.when_due``)."""
+    def render(self, spawn: Spawn, signal: Callable[[], None]) -> None:
+        """Start rendering every ``when`` the core asked for (``RunState.when_due``);
+        ``signal`` wakes the loop when one is back (or cancelled)."""
         state = self._state
         due, state.when_due = state.when_due, []
         for i in due:
             names = offloop.snapshot(state.context(i))
-            self.judging[i] = spawn(self._render(i, names))
+            self.judging[i] = spawn(self._render(i, names, signal))
 
-    async def _render(self, i: int, names: dict[str, object]) -> None:
+    async def _render(self, i: int, names: dict[str, object],
+                      signal: Callable[[], None]) -> None:
         text, stop = self._checked.spec.steps[i].when or "", expressions.Stop()
         value: JSON | expressions.RenderError
         try:
@@ -49,12 +49,12 @@ class WhenJudge:
                                                        stop=stop))
         except asyncio.CancelledError:
             self.judging.pop(i, None)
-            self._signal()
+            signal()
             raise
         except expressions.RenderError as exc:
             value = exc
         self.judged.append((i, value))
-        self._signal()
+        signal()
 
     def settle(self, now: float) -> None:
         """Give the core every value that came back since the last call."""

@@ -57,10 +57,11 @@ class RunWriter:
 
     def flush_now(self) -> None:
         """``flush`` for a store whose writes complete at once (the memory store)."""
-        assert self.write_now is not None
+        write_now = self.write_now
+        assert write_now is not None
         batch = self.batch()
         if batch is not None:
-            self.write_now(batch)
+            write_now(batch)
             self._notify(batch)
 
     async def commit_run(self, change: RunChange | None) -> None:
