@@ -4,11 +4,16 @@ The ``WorkSource`` of a run on one machine (memory and SQLite stores), and what 
 run did before the seam existed: ``start`` spawns the attempt's task, whose body is
 ``AttemptRunner.run`` (breaker, timeout, threads, cancellation) and ends by reporting
 the attempt's outcome to the loop; ``cancel`` cancels that task.
+
+A task cancelled before its first step never runs its body (asyncio throws the
+cancellation in at the start), so the runner cannot report for it: ``cancel`` does, on
+the next turn of the event loop, or the loop would wait for that outcome forever.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable
 from typing import cast
 
@@ -16,13 +21,13 @@ from ..core.validate import CheckedWorkflow
 from ..steps.registry import StepCall
 from .pools import shared_limits
 from .runner import AttemptRunner, attempt_functions
-from .worksource import Report, Spawn
+from .worksource import Outcome, Report, Spawn
 
 
 class LocalSource:
     """Attempts as tasks the run owns (see the module docstring)."""
 
-    __slots__ = ("_clock", "_max_output_bytes", "_run", "_runs", "_spawn")
+    __slots__ = ("_clock", "_max_output_bytes", "_report", "_run", "_runs", "_spawn")
 
     def __init__(self, checked: CheckedWorkflow, *, clock: Callable[[], float]) -> None:
         self._runs = attempt_functions(checked)  # a type's `prepare` raises here, if at all
@@ -31,6 +36,7 @@ class LocalSource:
 
     def open(self, spawn: Spawn, report: Report) -> None:
         self._spawn = spawn
+        self._report = report
         self._run = AttemptRunner(self._runs, max_output_bytes=self._max_output_bytes,
                                   limits=shared_limits(), clock=self._clock,
                                   report=report).run
@@ -42,10 +48,19 @@ class LocalSource:
         return spawn(run(call, fallback))
 
     def cancel(self, handle: object) -> None:
-        cast("asyncio.Task[None]", handle).cancel()
+        task = cast("asyncio.Task[None]", handle)
+        task.cancel()
+        body = task.get_coro()
+        if inspect.iscoroutine(body) \
+                and inspect.getcoroutinestate(body) == inspect.CORO_CREATED:  # see above
+            given = inspect.getcoroutinelocals(body)  # AttemptRunner.run's arguments
+            call: StepCall = given["call"]
+            outcome = Outcome(call.index, call.attempt, "cancelled", None, None,
+                              given["fallback"])
+            asyncio.get_running_loop().call_soon(self._report, outcome)
 
     def close(self) -> None:
         """The run's TaskGroup owns every task this source started: nothing to stop.
         The runner is dropped, and with it its hold on the loop's ``report``, so a
         finished run's objects are freed by reference counting (``runtime.gctune``)."""
-        del self._run, self._spawn
+        del self._report, self._run, self._spawn

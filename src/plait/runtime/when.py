@@ -9,6 +9,7 @@ next turn.  Judging a ``when`` is the loop's own work, whatever runs the attempt
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable
 from typing import cast
 
@@ -65,5 +66,10 @@ class WhenJudge:
             self._state.settle_when(i, value, now)
 
     def cancel(self) -> None:
-        for task in self.judging.values():
+        for i, task in list(self.judging.items()):
             task.cancel()
+            body = task.get_coro()
+            if inspect.iscoroutine(body) \
+                    and inspect.getcoroutinestate(body) == inspect.CORO_CREATED:
+                # cancelled before its first step, its body never runs to say so
+                del self.judging[i]

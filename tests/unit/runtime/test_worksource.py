@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 import weakref
 
 import pytest
@@ -19,12 +20,16 @@ import pytest
 from plait import Retry, Workflow
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState
+from plait.core.validate import CheckedWorkflow
 from plait.errors import InterruptedAttempt
+from plait.runtime.context import StepLog
 from plait.runtime.engine import Engine
 from plait.runtime.local import LocalSource
 from plait.runtime.loop import RunLoop
 from plait.runtime.runner import error_info
+from plait.runtime.runview import RunView
 from plait.runtime.secrets import Secrets
+from plait.runtime.when import WhenJudge
 from plait.runtime.worksource import Outcome, Report, Spawn, WorkSource
 from plait.steps.registry import StepCall
 from plait.store.memory import MemoryStore
@@ -224,3 +229,47 @@ def test_a_finished_run_is_freed_by_reference_counting() -> None:
         assert freed() is None
     finally:
         gc.enable()
+
+
+def _one_step_run(when: str | None = None) -> tuple[CheckedWorkflow, RunState, RunView]:
+    wf = Workflow("one")
+    wf.add_step("a", _sleepy, when=when)
+    checked = wf.validate()
+    secrets = Secrets()
+    state = RunState(checked, run_id="r1", input={}, secrets=secrets)
+    view = RunView(checked, state, run_id="r1", services=Engine(MemoryStore()).services,
+                   step_log=StepLog(secrets.redact_text))
+    return checked, state, view
+
+
+async def test_local_source_reports_each_cancelled_attempt_once_started_or_not() -> None:
+    # asyncio never runs the body of a task cancelled before its first step, so the
+    # runner cannot report for it: the source does, on the next turn
+    checked, _, view = _one_step_run()
+    reported: list[Outcome] = []
+    source = LocalSource(checked, clock=time.time)
+    async with asyncio.TaskGroup() as tg:
+        source.open(tg.create_task, reported.append)
+        early = source.start(StepCall(checked.spec.steps[0], 0, 1, 0.0, view), False)
+        source.cancel(early)
+        assert reported == []  # never from inside cancel
+        await asyncio.sleep(0)
+        assert reported == [Outcome(0, 1, "cancelled")]
+        late = source.start(StepCall(checked.spec.steps[0], 0, 2, 0.0, view), False)
+        await asyncio.sleep(0)  # the attempt runs up to its first await
+        source.cancel(late)
+    source.close()
+    assert reported == [Outcome(0, 1, "cancelled"), Outcome(0, 2, "cancelled")]
+
+
+async def test_a_when_cancelled_before_its_render_started_is_no_longer_awaited() -> None:
+    checked, state, _ = _one_step_run(when="{{ range(2) | list | length > 1 }}")
+    state.when_due = [0]
+    judge = WhenJudge(checked, state)
+    woken: list[bool] = []
+    async with asyncio.TaskGroup() as tg:
+        judge.render(tg.create_task, lambda: woken.append(True))
+        assert list(judge.judging) == [0]
+        judge.cancel()
+        assert judge.judging == {} and judge.judged == []
+    assert woken == []
