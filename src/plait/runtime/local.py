@@ -51,7 +51,8 @@ class LocalSource:
         task = cast("asyncio.Task[None]", handle)
         task.cancel()
         body = task.get_coro()
-        if inspect.iscoroutine(body) \
+        # (the first request only: the loop may cancel twice before the task's turn)
+        if task.cancelling() == 1 and inspect.iscoroutine(body) \
                 and inspect.getcoroutinestate(body) == inspect.CORO_CREATED:  # see above
             given = inspect.getcoroutinelocals(body)  # AttemptRunner.run's arguments
             call: StepCall = given["call"]

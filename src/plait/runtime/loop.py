@@ -352,12 +352,10 @@ class RunLoop:
         tasks, pool_of, handle, rows, slots = self.tasks, self._pool_of, self._handle, \
             self._rows, self._slots
         for i, attempt, kind, output, error, fallback in outcomes:
-            if attempt != rows[i].attempts:
-                _log.warning("run %s: step %r: dropped an outcome (%s) of attempt %d, not "
-                             "its current attempt %d", self.run_id, self.spec.steps[i].id,
-                             kind, attempt, rows[i].attempts)
+            if attempt != rows[i].attempts or i not in tasks:  # late, or told twice
+                self._drop(i, attempt, kind)
                 continue
-            tasks.pop(i, None)
+            del tasks[i]
             # a fallback runs outside the step's pool slot
             if not fallback and (pool := pool_of[i]) is not None:
                 slots.release(pool)
@@ -365,6 +363,12 @@ class RunLoop:
                 self.state.cancel_step(i, now, self._halt_reason())
             elif (follow := handle(i, kind, output, error, fallback, now)) is not None:
                 self._follow(follow)
+
+    def _drop(self, i: int, attempt: int, kind: str) -> None:
+        out = f"attempt {self._rows[i].attempts} is out" if i in self.tasks \
+            else "no attempt is out"
+        _log.warning("run %s: step %r: dropped an outcome (%s) of attempt %d: %s",
+                     self.run_id, self.spec.steps[i].id, kind, attempt, out)
 
     def _apply(self, i: int, kind: OutcomeKind, output: JSON, error: ErrorInfo | None,
                fallback: bool, now: float) -> None:

@@ -31,8 +31,9 @@ The contract, from the loop's side:
 5. ``close()`` is called once when the loop ends, whatever ended it.  Outcomes reported
    after that are ignored (the TaskGroup's exit cancels attempts still running).
 
-What the loop does with an outcome is the same for every source: it drops an outcome
-whose attempt is not the step's current one, then gives it to the core (retry, then
+What the loop does with an outcome is the same for every source: it drops (and logs)
+an outcome whose attempt is not the step's current one or whose step has no attempt
+out (a late result, or one told twice), then gives it to the core (retry, then
 fallback, then fail; circuit breakers; fail-fast; a run's end), commits the changes and
 starts what became ready.  ``interrupted`` counts as a failed attempt and retries under
 the step's policy, as an attempt that was running when a run resumed does.
