@@ -34,6 +34,7 @@ from ..store.memory import MemoryStore
 from .approvals import Approvals
 from .context import StepLog
 from .ending import cancel_everything, final_change
+from .halt import Halt
 from .host import RunHost
 from .outcomes import FollowUp, OutcomeRules
 from .pools import PoolSlots, shared_limits
@@ -99,8 +100,8 @@ class RunLoop:
         self.whens = WhenJudge(checked, state)
         # the judge's own dict and list, read on every turn
         self._judging, self._judged = self.whens.judging, self.whens.judged
+        self.halt = Halt(state, self.tasks, self.whens, source.cancel)
         self._wake: asyncio.Future[None] | None = None
-        self._cancel_reason: str | None = None
         self._create_task: Spawn  # a task the run owns
         self._start_attempt: Callable[[StepCall, bool], object]  # WorkSource.start
         self._slots: PoolSlots  # this run's use of the event loop's pools
@@ -179,7 +180,7 @@ class RunLoop:
                 break
             if not self.tasks and not self._judging and state.halting:
                 # nothing runs any more: whatever has not started never will
-                state.cancel_unstarted(self.clock(), self._halt_reason())
+                state.cancel_unstarted(self.clock(), self.halt.why())
                 parked.clear()
                 continue
             if not self.tasks and not self._judging and not timers.busy() \
@@ -225,7 +226,7 @@ class RunLoop:
         if self.spec.timeout is not None:
             self.timers.add(now + self.spec.timeout, "run_timeout", -1)
         if run.cancel_requested:  # cancelled while nobody executed it
-            self._halt("cancelled on request", cancelled=True)
+            self.halt.stop("cancelled on request", cancelled=True)
         state.start(now)
         for due, i in state.queued_later():  # retries that were waiting when it stopped
             self.timers.add(due, "retry", i)
@@ -254,7 +255,7 @@ class RunLoop:
     async def _check_decisions(self) -> None:
         """Apply stored approval decisions, and deadlines that have passed."""
         self._decisions_due = False
-        await self.approvals.apply(self._after_failure)
+        await self.approvals.apply(self.halt.after_failure)
         await self.writer.flush()
 
     async def _park_run(self) -> None:
@@ -360,7 +361,7 @@ class RunLoop:
             if not fallback and (pool := pool_of[i]) is not None:
                 slots.release(pool)
             if kind == "cancelled":
-                self.state.cancel_step(i, now, self._halt_reason())
+                self.state.cancel_step(i, now, self.halt.why())
             elif (follow := handle(i, kind, output, error, fallback, now)) is not None:
                 self._follow(follow)
 
@@ -381,7 +382,7 @@ class RunLoop:
         if isinstance(follow, StepCall):  # the step's fallback, for the source to run
             self.tasks[follow.index] = self._start_attempt(follow, True)
         else:  # a step failed for good: under fail-fast the run halted
-            self._after_failure()
+            self.halt.after_failure()
 
     # ------------------------------------------------------------- waiting
 
@@ -417,32 +418,14 @@ class RunLoop:
                 if i in self.approvals.parked:
                     self._decisions_due = True
             elif kind == "run_timeout":
-                self._halt(f"run timed out after {self.spec.timeout:g}s", cancelled=False)
+                self.halt.stop(f"run timed out after {self.spec.timeout:g}s",
+                               cancelled=False)
 
     # ------------------------------------------------------------- halting
 
-    def _after_failure(self) -> None:
-        if self.state.halting and (self.tasks or self._judging):
-            self._cancel_tasks(self._halt_reason())
-
-    def _halt(self, reason: str, *, cancelled: bool) -> None:
-        self.state.halt(reason, cancelled=cancelled)
-        self._cancel_reason = reason
-        self._cancel_tasks(reason)
-
-    def _halt_reason(self) -> str:
-        return self._cancel_reason or self.state.failure_reason or "run stopped"
-
-    def _cancel_tasks(self, reason: str) -> None:
-        self._cancel_reason = self._cancel_reason or reason
-        cancel = self.source.cancel
-        for handle in self.tasks.values():
-            cancel(handle)
-        self.whens.cancel()
-
     def request_cancel(self, reason: str) -> None:
         if not self.state.halting or not self.state.cancelled:
-            self._halt(reason, cancelled=True)
+            self.halt.stop(reason, cancelled=True)
             self._signal()
 
     async def _poll_cancel(self, now: float) -> None:
@@ -468,14 +451,14 @@ class RunLoop:
 
     async def _finish(self) -> None:
         await self.writer.commit_run(await final_change(
-            self.checked, self.state, self.writer.run, cancel_reason=self._cancel_reason,
+            self.checked, self.state, self.writer.run, cancel_reason=self.halt.reason,
             secrets=self.secrets, clock=self.clock))
 
     async def _abort(self, reason: str) -> None:
         """The run's task was cancelled (Ctrl-C): record everything as cancelled."""
         now = self.clock()
         cancel_everything(self.state, reason, now)
-        self._cancel_reason = reason
+        self.halt.reason = reason
         run = self.writer.run
         if run.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.WAITING):
             await self.writer.commit_run(RunChange(source=run.status,
