@@ -44,7 +44,7 @@ from .runview import RunView
 from .secrets import Secrets
 from .timers import Timers
 from .when import WhenJudge
-from .worksource import Outcome, OutcomeKind, Spawn, WorkSource
+from .worksource import OutcomeKind, Reported, Spawn, WorkSource
 from .writer import RunWriter
 
 CANCEL_POLL_S = 0.5
@@ -96,7 +96,7 @@ class RunLoop:
         self.approvals = Approvals(checked, state, host.store, run_id=run.run_id,
                                    clock=host.clock, timers=self.timers)
         self.tasks: dict[int, object] = {}  # attempts out: step -> the source's handle
-        self.outcomes: list[Outcome] = []  # reported, not processed yet
+        self.outcomes: list[Reported] = []  # reported, not processed yet
         self.whens = WhenJudge(checked, state)
         # the judge's own dict and list, read on every turn
         self._judging, self._judged = self.whens.judging, self.whens.judged
@@ -315,7 +315,7 @@ class RunLoop:
 
     # ------------------------------------------------------------- outcomes
 
-    def report(self, outcome: Outcome) -> None:
+    def report(self, outcome: Reported) -> None:
         """How a WorkSource hands the loop an attempt's outcome (``runtime.worksource``)."""
         if self._idle and len(self.tasks) == 1:  # this attempt is the only one
             self._advance(outcome)
@@ -323,7 +323,7 @@ class RunLoop:
             self.outcomes.append(outcome)
             self._signal()
 
-    def _advance(self, outcome: Outcome) -> None:
+    def _advance(self, outcome: Reported) -> None:
         """The run's only attempt ended while the loop's task waits for attempts only,
         and the store's writes complete at once: the reporting task gives the outcome
         to the core and stores and starts the steps it readied in this event-loop turn

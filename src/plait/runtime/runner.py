@@ -22,9 +22,7 @@ from ..steps.builtin import declared_keys
 from ..steps.registry import StepCall, StepFunction, get_step_type
 from .binding import compile_plan, import_call, invoke
 from .pools import SharedLimits
-from .worksource import Outcome, OutcomeKind, Report
-
-_new_tuple = tuple.__new__  # an Outcome per attempt without NamedTuple's Python __new__
+from .worksource import Outcome, OutcomeKind, Report, Reported
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
@@ -77,6 +75,7 @@ class AttemptRunner:
     async def run(self, call: StepCall, fallback: bool) -> None:
         step = call.step
         value: JSON = None
+        outcome: Reported
         try:
             if step.circuit_breaker is not None and not fallback:
                 breaker = self._limits.breaker(step.circuit_breaker.key, step.circuit_breaker)
@@ -110,8 +109,8 @@ class AttemptRunner:
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             outcome = failed(call, exc, fallback)
         else:
-            outcome = _new_tuple(Outcome, (call.index, call.attempt, "ok", value, None,
-                                           fallback))
+            # a plain tuple: the hot path (see Outcome)
+            outcome = (call.index, call.attempt, "ok", value, None, fallback)
         report = self._report  # (a local: see LocalSource.start)
         report(outcome)
 

@@ -30,7 +30,7 @@ from plait.runtime.runner import error_info
 from plait.runtime.runview import RunView
 from plait.runtime.secrets import Secrets
 from plait.runtime.when import WhenJudge
-from plait.runtime.worksource import Outcome, Report, Spawn, WorkSource
+from plait.runtime.worksource import Outcome, Report, Reported, Spawn, WorkSource
 from plait.steps.registry import StepCall
 from plait.store.memory import MemoryStore
 
@@ -249,7 +249,7 @@ async def test_local_source_reports_each_cancelled_attempt_once_started_or_not()
     # asyncio never runs the body of a task cancelled before its first step, so the
     # runner cannot report for it: the source does, on the next turn
     checked, _, view = _one_step_run()
-    reported: list[Outcome] = []
+    reported: list[Reported] = []
     source = LocalSource(checked, clock=time.time)
     async with asyncio.TaskGroup() as tg:
         source.open(tg.create_task, reported.append)
