@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Never, NoReturn, TypeVar, cast, overload
 
 from .core.durations import parse_duration
 from .core.jsoncheck import find_problems
-from .core.loader import parse_definition
 from .core.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_RETRY,
@@ -39,22 +38,20 @@ from .core.model import (
 from .core.plan import Plan, make_plan
 from .core.schedule_check import parse_schedules
 from .core.serialize import workflow_to_dict
-from .core.source import check_data, parse_text
+from .core.source import parse_text
 from .core.steptypes import type_info
 from .core.suggest import did_you_mean
 from .core.validate import CheckedWorkflow, check, gc_paused
+from .definitions import alert_problems, check_definition
 from .errors import DefinitionError, Problem
 from .runtime.binding import Signature, signature_of
 from .runtime.results import RunResult
 from .runtime.retry_names import retry_name_problems
-from .steps.builtin import register_builtins
 from .steps.registry import load_plugins
 
 if TYPE_CHECKING:
     from .store.base import Store
     from .store.shared import StoreHandle
-
-register_builtins()
 
 MAX_DEFINITION_BYTES = int(os.environ.get("PLAIT_MAX_DEFINITION_BYTES", 16 * 1024 * 1024))
 F = TypeVar("F", bound=Callable[..., Any])
@@ -283,17 +280,9 @@ class Workflow:
         the python steps' functions are imported and the exception names of their retry
         policies checked (what running does first), and those problems are listed with
         every other one."""
-        load_plugins()
-        check_data(data, source=source)  # JSON first: nothing below meets a bad value
-        spec, problems = parse_definition(data)
-        if spec is None:
-            raise DefinitionError(problems, source=source)
-        problems += _alert_problems(spec)
-        if check_imports:
-            problems += _import_problems(spec)
-        checked = check(spec, source=source, prior=problems)
-        wf = cls(spec.name)
-        wf._spec, wf._checked, wf.source = spec, checked, source
+        checked = check_definition(data, source=source, check_imports=check_imports)
+        wf = cls(checked.spec.name)
+        wf._spec, wf._checked, wf.source = checked.spec, checked, source
         return wf
 
     @classmethod
@@ -314,7 +303,7 @@ class Workflow:
             with gc_paused(keep=True):  # one pause for building and checking
                 spec = self._build(problems)
                 # a workflow built in Python has its step modules imported already
-                problems += _alert_problems(spec) + retry_name_problems(spec)
+                problems += alert_problems(spec) + retry_name_problems(spec)
                 self._checked = check(spec, source=self.source, prior=problems)
         return self._checked
 
@@ -532,12 +521,6 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
         then=tuple(o.get("then", ())), else_=tuple(o.get("else_", ())), func=p.func)
 
 
-def _import_problems(spec: WorkflowSpec) -> list[Problem]:
-    from .runtime.preflight import import_problems
-
-    return import_problems(spec) + retry_name_problems(spec)
-
-
 def _retry(value: object) -> RetryPolicy:
     if value is None:
         return DEFAULT_RETRY
@@ -570,13 +553,3 @@ def _doc(fn: Callable[..., object] | None) -> str | None:
     if not isinstance(doc, str) or not doc.strip():
         return None
     return inspect.cleandoc(doc).split("\n\n")[0]
-
-
-def _alert_problems(spec: WorkflowSpec) -> list[Problem]:
-    """The problems of the definition's ``alerts:`` rules (``plait.observe.alerts``,
-    imported only for a definition that has some)."""
-    if not spec.alerts:
-        return []
-    from .observe.alerts import check_rules
-
-    return check_rules(spec.alerts)

@@ -282,6 +282,29 @@ async def test_fail_fast_does_not_start_an_all_done_cleanup(run_wf: RunWf) -> No
     assert statuses(result) == {"fails": "failed", "cleanup": "cancelled"}
 
 
+async def test_fail_fast_right_as_a_fallback_starts_ends_the_run(run_wf: RunWf) -> None:
+    # Both steps fail in the same turn of the loop: the first one's fallback is handed
+    # over, then the second's failure halts the run and cancels it before its task ever
+    # ran.  That attempt must still end (cancelled), or the run waits for it forever.
+    ran: list[str] = []
+
+    async def fails_at_once() -> None:  # async: both failures land in one turn
+        raise FatalError("boom")
+
+    def fallback(error: str) -> str:
+        ran.append(error)
+        return "fallback"
+
+    wf = Workflow("fff", on_failure="fail_fast")
+    wf.add_step("with_fallback", fails_at_once, retry=0, fallback=fallback)
+    wf.add_step("fails", fails_at_once, retry=0)
+    result = await run_wf(wf, timeout=5)
+    assert ran == []
+    assert statuses(result) == {"with_fallback": "cancelled", "fails": "failed"}
+    assert result.status == "failed"
+    assert "'fails' failed (on_failure: fail_fast)" in (result.error or "")
+
+
 async def test_allow_failure_keeps_the_run_completed(run_wf: RunWf) -> None:
     wf = Workflow("allow")
     wf.add_step("optional", boom, retry=0, allow_failure=True)

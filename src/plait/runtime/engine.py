@@ -1,10 +1,8 @@
 """The engine: starts, executes, resumes and cancels runs against one Store.
 
-``RunLoop`` is the one run loop.  It asks the core's RunState what may start, commits
-every change to the store *before* acting on it (a step is stored ``running`` with its
-attempt counted before its function is called), runs attempts as tasks in a TaskGroup
-the run owns, and feeds their outcomes back to the core.  Changes that happen together
-are committed together (group commit).
+Each run it executes is driven by the one run loop (``runtime.loop``), whose attempts
+run in this process (``runtime.local``).  The engine owns the run meanwhile (claim,
+heartbeat, release) and is what the loop calls its host (``RunHost``).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow, validate_input
+from ..definitions import check_definition
 from ..errors import (
     DecisionTaken,
     InputError,
@@ -39,6 +38,7 @@ from ..steps.registry import Services
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from .gctune import relaxed_gc
+from .local import LocalSource
 from .loop import RunLoop
 from .netpolicy import NetworkPolicy
 from .pools import PoolRegistry, shared_limits
@@ -47,7 +47,6 @@ from .results import RunResult
 from .secrets import Secrets
 from .threads import DaemonThreadPool, shared_pool
 
-_CANCEL_POLL_S = 0.5
 _log = logging.getLogger("plait.engine")
 _MISSING = object()
 
@@ -170,7 +169,8 @@ class Engine:
                                  secrets=secrets)
             else:
                 state.secrets = secrets
-            loop = RunLoop(self, checked, claimed, state, secrets)
+            loop = RunLoop(self, checked, claimed, state, secrets,
+                           LocalSource(checked, clock=self.clock))
             self._loops[run.run_id] = loop
             try:
                 await loop.run()
@@ -267,11 +267,8 @@ class Engine:
 
     async def stored_workflow(self, name: str, version: int | None = None) -> CheckedWorkflow:
         """A stored definition, validated (its python steps import by name)."""
-        from ..workflow import Workflow
-
         stored = await self.store.get_workflow(name, version)
-        return Workflow.from_dict(stored.definition,
-                                  source=f"{name}@{stored.version}").validate()
+        return check_definition(stored.definition, source=f"{name}@{stored.version}")
 
     async def _claim(self, run: RunRecord) -> RunRecord:
         claimed = await self.store.claim_run(run.run_id, self.worker, self.clock(),

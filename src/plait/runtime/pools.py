@@ -5,7 +5,7 @@ Shared per event loop, which in practice is per process: every ``Engine`` in the
 (one per ``run_async`` call, the CLI's, a server's) sees the same pools and breakers, so
 fifty concurrent runs of a workflow with ``pools: {llm: {concurrency: 4}}`` run at most
 four ``llm`` steps at once between them.  A pool's waiters are callbacks into run loops,
-which only makes sense inside one event loop.
+which only makes sense inside one event loop.  ``PoolSlots`` is one run's side of them.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..core.guards import CircuitBreaker, RateWindow
 from ..core.model import CircuitBreakerSpec, PoolSpec
+from ..core.runstate import RunState
+from ..core.states import StepStatus
+from .timers import Timers
 
 
 class Pool:
@@ -87,3 +90,50 @@ def shared_limits() -> SharedLimits:
     if found is None:
         found = _BY_LOOP[loop] = SharedLimits()
     return found
+
+
+class PoolSlots:
+    """One run's use of the shared pools.  A step takes a slot of its pool before it
+    starts and gives it back when its attempt ends (its fallback runs outside it).  A
+    step that finds its pool full waits in the pool's queue, and one whose rate window
+    is full waits on a timer; either is ready again when it may try once more."""
+
+    __slots__ = ("_pools", "_specs", "_state", "_timers", "waiting")
+
+    def __init__(self, limits: SharedLimits, specs: Mapping[str, PoolSpec],
+                 state: RunState, timers: Timers) -> None:
+        self._pools = limits.pools
+        self._specs = specs
+        self._state = state
+        self._timers = timers
+        self.waiting = 0  # steps of this run waiting for a slot
+
+    def take(self, i: int, name: str, now: float, signal: Callable[[], None]) -> bool:
+        """A slot for step ``i`` now, else False (it waits, as the class says; ``signal``
+        wakes the run loop when the step may try again)."""
+        pool = self._pools.get(self._specs[name])
+        if pool.full():
+            self.waiting += 1
+            pool.waiters.append(lambda: self._requeue(i, signal))
+            return False
+        if pool.window is not None:
+            wait = pool.window.wait(now)
+            if wait > 0:
+                self._timers.add(now + wait, "ready", i)
+                return False
+        pool.acquire(now)
+        return True
+
+    def _requeue(self, i: int, signal: Callable[[], None]) -> bool:
+        """A slot freed: try the step again (False when the run moved on)."""
+        self.waiting -= 1
+        state = self._state
+        if state.halting or state.rows[i].status is not StepStatus.QUEUED:
+            signal()
+            return False
+        state.push_back(i)
+        signal()
+        return True
+
+    def release(self, name: str) -> None:
+        self._pools.get(self._specs[name]).release()

@@ -42,7 +42,7 @@ class Services:
 
 
 class RunAccess(Protocol):
-    """What a step attempt may read of its run (implemented by the run loop)."""
+    """What a step attempt may read of its run (``runtime.runview.RunView``)."""
 
     run_id: str
     checked: CheckedWorkflow  # the definition the run executes
@@ -56,6 +56,8 @@ class RunAccess(Protocol):
     def parent_outputs(self, index: int) -> Mapping[str, JSON]: ...
 
     def step_output(self, index: int) -> JSON: ...
+
+    def step_error(self, index: int) -> str | None: ...  # what a fallback is given
 
     def resolve(self, call: StepCall, name: str) -> tuple[bool, object]: ...
 

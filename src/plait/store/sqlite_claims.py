@@ -16,7 +16,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import RunNotFound, StaleWriteError, StoreError
 from .base import (
@@ -31,8 +31,15 @@ from .base import (
 )
 from .sql import queries, rows
 
-if TYPE_CHECKING:  # sqlite_database calls apply_batch
-    from .sqlite_database import Database
+
+class Database(Protocol):
+    """What these jobs use of ``sqlite_database.Database`` (which calls ``apply_batch``:
+    named here as a protocol so the two modules do not import each other)."""
+
+    @property
+    def conn(self) -> sqlite3.Connection: ...
+
+    def run_key(self, run_id: str) -> int: ...
 
 _Q = queries("sqlite")
 

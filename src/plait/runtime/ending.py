@@ -1,0 +1,70 @@
+"""How a run ends: its final status, error and output (SPEC 1.1 ``output``).
+
+Decided once the core says the run is done (``RunState.done``), or at once when the
+run's own task is cancelled (Ctrl-C), whatever ran its attempts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..core import expressions
+from ..core.jsoncheck import ensure_json
+from ..core.model import JSON
+from ..core.runstate import RunState
+from ..core.states import RunStatus, StepStatus
+from ..core.validate import CheckedWorkflow
+from ..errors import OutputError
+from ..store.base import RunChange, RunRecord
+from . import offloop
+from .secrets import Secrets
+
+
+async def final_change(checked: CheckedWorkflow, state: RunState, run: RunRecord, *,
+                       cancel_reason: str | None, secrets: Secrets,
+                       clock: Callable[[], float]) -> RunChange:
+    """The run's move to its final status, with its output or error."""
+    status = state.run_status()
+    output: JSON = None
+    error: str | None = None
+    if status is RunStatus.COMPLETED:
+        try:
+            output = await run_output(checked, state)
+        except (expressions.RenderError, OutputError) as exc:
+            status, error = RunStatus.FAILED, f"run output: {exc}"
+    if status is RunStatus.FAILED and error is None:
+        error = state.failure_reason or _failed_steps(checked, state)
+    elif status is RunStatus.CANCELLED:
+        error = cancel_reason or "cancelled"
+    return RunChange(source=run.status, target=status, at=clock(),
+                     output=secrets.redact(output), error=error)
+
+
+async def run_output(checked: CheckedWorkflow, state: RunState) -> JSON:
+    """The run's output (its ``output`` template, else the sinks' outputs), within
+    ``limits.max_output_bytes`` like any step's; a template that is not cheap renders
+    in a worker thread, so other runs of this process go on meanwhile."""
+    template = checked.spec.output
+    if template is None:
+        value: JSON = state.default_output()
+    elif expressions.is_cheap(template):
+        value = expressions.render_value(template, state.context())
+    else:
+        stop = expressions.Stop()
+        value = await offloop.in_thread(stop, expressions.render_value, template,
+                                        state.context(), stop=stop)
+    return ensure_json(value, max_bytes=checked.spec.limits.max_output_bytes)
+
+
+def _failed_steps(checked: CheckedWorkflow, state: RunState) -> str:
+    failed = [s.id for s, r in zip(checked.spec.steps, state.rows, strict=True)
+              if r.status is StepStatus.FAILED and not s.allow_failure]
+    return "failed steps: " + ", ".join(failed)
+
+
+def cancel_everything(state: RunState, reason: str, now: float) -> None:
+    """The run stops where it is: every step that has not ended is cancelled."""
+    state.halt(reason, cancelled=True)
+    for i in list(state.running):
+        state.cancel_step(i, now, reason)
+    state.cancel_unstarted(now, reason)

@@ -1,0 +1,67 @@
+"""``LocalSource``: a run's attempts run in this process, as tasks of its TaskGroup.
+
+The ``WorkSource`` of a run on one machine (memory and SQLite stores), and what every
+run did before the seam existed: ``start`` spawns the attempt's task, whose body is
+``AttemptRunner.run`` (breaker, timeout, threads, cancellation) and ends by reporting
+the attempt's outcome to the loop; ``cancel`` cancels that task.
+
+A task cancelled before its first step never runs its body (asyncio throws the
+cancellation in at the start), so the runner cannot report for it: ``cancel`` does, on
+the next turn of the event loop, or the loop would wait for that outcome forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import cast
+
+from ..core.validate import CheckedWorkflow
+from ..steps.registry import StepCall
+from .pools import shared_limits
+from .runner import AttemptRunner, attempt_functions
+from .worksource import Outcome, Report, Spawn
+
+
+class LocalSource:
+    """Attempts as tasks the run owns (see the module docstring)."""
+
+    __slots__ = ("_clock", "_max_output_bytes", "_report", "_run", "_runs", "_spawn")
+
+    def __init__(self, checked: CheckedWorkflow, *, clock: Callable[[], float]) -> None:
+        self._runs = attempt_functions(checked)  # a type's `prepare` raises here, if at all
+        self._max_output_bytes = checked.spec.limits.max_output_bytes
+        self._clock = clock
+
+    def open(self, spawn: Spawn, report: Report) -> None:
+        self._spawn = spawn
+        self._report = report
+        self._run = AttemptRunner(self._runs, max_output_bytes=self._max_output_bytes,
+                                  limits=shared_limits(), clock=self._clock,
+                                  report=report).run
+
+    def start(self, call: StepCall, fallback: bool) -> asyncio.Task[None]:
+        # callables read from slots into locals first: ``self._run(...)`` would be a
+        # method lookup that CPython 3.11 cannot specialise (once per attempt)
+        spawn, run = self._spawn, self._run
+        return spawn(run(call, fallback))
+
+    def cancel(self, handle: object) -> None:
+        task = cast("asyncio.Task[None]", handle)
+        task.cancel()
+        body = task.get_coro()
+        # (the first request only: the loop may cancel twice before the task's turn)
+        if task.cancelling() == 1 and inspect.iscoroutine(body) \
+                and inspect.getcoroutinestate(body) == inspect.CORO_CREATED:  # see above
+            given = inspect.getcoroutinelocals(body)  # AttemptRunner.run's arguments
+            call: StepCall = given["call"]
+            outcome = Outcome(call.index, call.attempt, "cancelled", None, None,
+                              given["fallback"])
+            asyncio.get_running_loop().call_soon(self._report, outcome)
+
+    def close(self) -> None:
+        """The run's TaskGroup owns every task this source started: nothing to stop.
+        The runner is dropped, and with it its hold on the loop's ``report``, so a
+        finished run's objects are freed by reference counting (``runtime.gctune``)."""
+        del self._report, self._run, self._spawn

@@ -1,0 +1,132 @@
+"""Running one attempt of a step in this process, to its ``Outcome``.
+
+The supervised step boundary: the step's circuit breaker is asked first, then the
+step's attempt function (or its fallback) runs under the step's timeout; its value is
+checked to be JSON within the run's output limit; every exception becomes error info;
+a cancellation by plait is reported as ``cancelled`` and raised on, never swallowed.
+What the outcome means for the run is the run loop's business, not the runner's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Callable, Sequence
+
+from ..core.jsoncheck import clean_text, ensure_json
+from ..core.model import JSON
+from ..core.retry import ErrorInfo
+from ..core.validate import CheckedWorkflow
+from ..errors import CircuitOpenError, StepError, StepTimeout
+from ..steps.builtin import declared_keys
+from ..steps.registry import StepCall, StepFunction, get_step_type
+from .binding import compile_plan, import_call, invoke
+from .pools import SharedLimits
+from .worksource import Outcome, OutcomeKind, Report, Reported
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """What the core is told of an exception (its class names decide retry policies)."""
+    names = tuple(c.__name__ for c in type(exc).__mro__
+                  if c not in (object, BaseException, Exception))
+    retryable = bool(getattr(exc, "retryable", True)) if isinstance(exc, StepError) else True
+    retry_after = getattr(exc, "retry_after", None)
+    tb = clean_text("".join(traceback.format_exception(exc, limit=-8))[-4000:])
+    # a message may quote a bad value (a lone surrogate): stored and printed as U+FFFD
+    return ErrorInfo(type=type(exc).__name__, message=clean_text(str(exc)), names=names,
+                     retryable=retryable,
+                     retry_after=retry_after if isinstance(retry_after, int | float) else None,
+                     traceback=tb)
+
+
+def failed(call: StepCall, exc: Exception, fallback: bool) -> Outcome:
+    """The outcome of an attempt that raised ``exc`` (a CircuitOpenError: ``refused``)."""
+    kind: OutcomeKind = "refused" if isinstance(exc, CircuitOpenError) else "error"
+    return Outcome(call.index, call.attempt, kind, None, error_info(exc), fallback)
+
+
+def attempt_functions(checked: CheckedWorkflow) -> tuple[StepFunction, ...]:
+    """Per step, what an attempt calls: its type's ``prepare`` answer, else its ``run``
+    (worked out once per checked workflow, not once per run)."""
+    def make() -> tuple[StepFunction, ...]:
+        steps = checked.spec.steps
+        types = (get_step_type(s.type) for s in steps)
+        return tuple(t.run if t.prepare is None else t.prepare(s, checked)
+                     for s, t in zip(steps, types, strict=True))
+    return checked.derive("attempt_functions", make)
+
+
+class AttemptRunner:
+    """Runs the attempts of one run's steps and reports each one's outcome.
+
+    Made once per run; ``run(call, fallback)`` is the whole body of an attempt's task.
+    ``runs``: ``attempt_functions`` of the run's checked workflow."""
+
+    __slots__ = ("_clock", "_limits", "_max_output_bytes", "_report", "_runs")
+
+    def __init__(self, runs: Sequence[StepFunction], *, max_output_bytes: int,
+                 limits: SharedLimits, clock: Callable[[], float], report: Report) -> None:
+        self._runs = runs
+        self._max_output_bytes = max_output_bytes
+        self._limits = limits
+        self._clock = clock
+        self._report = report
+
+    async def run(self, call: StepCall, fallback: bool) -> None:
+        step = call.step
+        value: JSON = None
+        outcome: Reported
+        try:
+            if step.circuit_breaker is not None and not fallback:
+                breaker = self._limits.breaker(step.circuit_breaker.key, step.circuit_breaker)
+                if not breaker.allow(self._clock()):
+                    raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
+            awaitable = self._fallback(call) if fallback else self._runs[call.index](call)
+            if step.timeout is not None:
+                scope = asyncio.timeout(step.timeout)
+                try:
+                    async with scope:
+                        value = await awaitable
+                except TimeoutError:
+                    if scope.expired():  # ours, not a TimeoutError raised by the step
+                        call.stop()
+                        raise StepTimeout(step.timeout, step=step.id) from None
+                    raise
+            else:
+                value = await awaitable
+            if value is not None:
+                value = ensure_json(value, step=step.id, max_bytes=self._max_output_bytes)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                call.stop()
+                self._report(Outcome(call.index, call.attempt, "cancelled", None, None,
+                                     fallback))
+                raise  # plait cancelled this attempt: never swallowed
+            # raised by the step's own code, nobody cancelled the attempt: a failure
+            outcome = failed(call, StepError(f"the step raised CancelledError: {exc}",
+                                             step=step.id), fallback)
+        except Exception as exc:  # noqa: BLE001 - the supervised step boundary
+            outcome = failed(call, exc, fallback)
+        else:
+            # a plain tuple: the hot path (see Outcome)
+            outcome = (call.index, call.attempt, "ok", value, None, fallback)
+        report = self._report  # (a local: see LocalSource.start)
+        report(outcome)
+
+    @staticmethod
+    async def _fallback(call: StepCall) -> JSON:
+        fb = call.step.fallback
+        assert fb is not None
+        if fb.call is None and fb.func is None:  # `output:` whose templates are not cheap
+            output = fb.output
+            return await call.rendered(lambda c: c.render(output, "fallback.output"),
+                                       fields=output)
+        fn = fb.func or import_call(fb.call or "")
+        run = call.run
+        # a fallback runs at most once per step and run: its plan is not kept
+        plan = compile_plan(fn, step_id=call.step.id, steps=run.checked.graph.index,
+                            declared=declared_keys(run.checked), error=True)
+        kwargs = plan.arguments(run, call.context, error=run.step_error(call.index))
+        return await invoke(fn, kwargs, run.services.executor,  # type: ignore[return-value]
+                            is_async=plan.is_async)

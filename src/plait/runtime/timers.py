@@ -1,0 +1,43 @@
+"""A run's timers: retry delays, rate-window waits, approval deadlines, the run timeout.
+
+What each one means when it fires is the run loop's decision; this is only the heap.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Literal
+
+TimerKind = Literal["retry", "ready", "approval_timeout", "run_timeout"]
+
+
+class Timers(list[tuple[float, int, TimerKind, int]]):
+    """A heap of ``(due, seq, kind, step)`` (step -1 for the run's own).
+
+    A list itself, so the loop's checks on every turn (``if timers:``) cost what they
+    cost on a plain list; ``seq`` keeps timers due at the same time in the order set."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seq = 0
+
+    def add(self, due: float, kind: TimerKind, step: int) -> None:
+        self._seq += 1
+        heapq.heappush(self, (due, self._seq, kind, step))
+
+    def pop_due(self, now: float) -> Iterator[tuple[TimerKind, int]]:
+        """The timers due by ``now``, earliest first, each removed as it is taken."""
+        while self and self[0][0] <= now:
+            _, _, kind, step = heapq.heappop(self)
+            yield kind, step
+
+    def next_due(self) -> float:
+        return self[0][0]
+
+    def busy(self) -> bool:
+        """Timers that keep the loop alive (approval deadlines alone do not: a run whose
+        only timers are those waits, stored ``waiting``)."""
+        return any(kind != "approval_timeout" for _, _, kind, _ in self)

@@ -1,0 +1,96 @@
+"""``RunWriter``: a run's group commit, and the loop's copy of the run's stored record.
+
+Whatever the core changed since the last commit (steps, attempts, log records of
+``ctx.logger``) and, when given, a change of the run itself are written as one batch:
+one transaction, on stores that have them.  Listeners (live progress, metrics) see each
+batch once it is stored, never before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from ..core.runstate import RunState
+from ..core.states import RunStatus
+from ..core.validate import CheckedWorkflow
+from ..store.base import RunChange, RunRecord, Store, WriteBatch
+from ..store.memory import MemoryStore
+from .context import StepLog
+from .results import RunResult, StepResults
+
+Listener = Callable[[WriteBatch], None]
+_FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+_log = logging.getLogger("plait.engine")
+
+
+class RunWriter:
+    """Commits one run's changes (see the module docstring)."""
+
+    __slots__ = ("_listeners", "_run_id", "_state", "_step_log", "_store", "run",
+                 "write_now")
+
+    def __init__(self, store: Store, run: RunRecord, state: RunState, step_log: StepLog,
+                 listeners: Sequence[Listener]) -> None:
+        self._store = store
+        self.run = run  # the run as stored, kept up to date by apply_run_change
+        self._run_id = run.run_id
+        self._state = state
+        self._step_log = step_log
+        self._listeners = listeners  # the engine's list: one added later sees what follows
+        # a memory store's writes complete at once: the loop calls them without awaiting
+        self.write_now = store.write_now if isinstance(store, MemoryStore) else None
+
+    def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
+        """What the core changed since the last commit (None when nothing did)."""
+        steps, attempts = self._state.drain()
+        notes = self._step_log.drain() if self._step_log.pending else []
+        if not steps and not attempts and run_change is None and not notes:
+            return None
+        return WriteBatch(self._run_id, steps, attempts, run_change, notes)
+
+    async def flush(self, run_change: RunChange | None = None) -> None:
+        batch = self.batch(run_change)
+        if batch is not None:
+            await self._store.write(batch)
+            self._notify(batch)
+
+    def flush_now(self) -> None:
+        """``flush`` for a store whose writes complete at once (the memory store)."""
+        write_now = self.write_now
+        assert write_now is not None
+        batch = self.batch()
+        if batch is not None:
+            write_now(batch)
+            self._notify(batch)
+
+    async def commit_run(self, change: RunChange | None) -> None:
+        """Store the run's own change (if any) with what else changed, then mirror it."""
+        await self.flush(change)
+        if change is not None:
+            self.apply_run_change(change)
+
+    def apply_run_change(self, change: RunChange) -> None:
+        """Mirror a stored run change in the loop's copy of the run record."""
+        run = self.run
+        run.status = change.target
+        if change.target is RunStatus.RUNNING and run.started_at is None:
+            run.started_at = change.at
+        if change.target in _FINAL:
+            run.finished_at, run.output, run.error = change.at, change.output, change.error
+
+    def _notify(self, batch: WriteBatch) -> None:
+        for listener in self._listeners:
+            try:
+                listener(batch)
+            except Exception:  # noqa: BLE001 - a view must never break the run
+                _log.exception("run listener %r failed", listener)
+
+    def result(self, checked: CheckedWorkflow) -> RunResult:
+        """The run as stored (built from the loop's own state: no store read)."""
+        run = self.run
+        return RunResult(
+            run_id=run.run_id, workflow=run.workflow, version=run.version,
+            fingerprint=run.fingerprint, status=str(run.status), output=run.output,
+            error=run.error, started_at=run.started_at, finished_at=run.finished_at,
+            retry_of=run.retry_of, steps=StepResults(checked.graph.index, self._state.rows))
