@@ -150,7 +150,10 @@ async def test_claimers_in_separate_processes_never_share_a_ticket(tmp_path: Pat
             dispatch=[Ticket(run_id="fan", step_id=s, attempt=1) for s in steps]))
         go = tmp_path / "go"
         claimers = [spawn("claimer", url, f"p{n}", str(go)) for n in range(4)]
-        time.sleep(0.5)  # let every process open the file: they start together
+        ready = [tmp_path / f"ready-p{n}" for n in range(4)]
+        deadline = time.monotonic() + 60
+        while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+            time.sleep(0.01)  # every process has opened the file: they start together
         go.touch()
         claimed = {f"p{n}": json.loads(finish(c, 120)) for n, c in enumerate(claimers)}
         taken = [step for got in claimed.values() for _, step, _ in got]
