@@ -1,0 +1,345 @@
+"""plait on many workers (PostgreSQL): throughput against pgbench, dispatch latency, a
+10,000-step fan-out and recovery after a SIGKILL, as a user runs them.
+
+    python benchmarks/cluster.py [--db postgresql://postgres@127.0.0.1:5432/test]
+        [--workers 4] [--concurrency 8] [--quick] [--out FILE]
+
+Every measurement gets a fresh database (created from ``--db``'s server, dropped
+after).  Workers are real ``plait worker`` processes (``--import cluster_steps``, run
+from this directory); runs are started the way the README shows (``plait run FILE
+--db URL --detach``), and every step is ``cluster_steps.body``: it takes its parents'
+outputs and returns a JSON object, as the per-step benchmarks' steps do.  Each run
+must complete with the expected output (``workloads.Workload.expected_output``); a
+run that does not is an error, not a number.
+
+- **throughput**: 25 runs of 40 steps (4 layers of 10, each step reading every step of
+  the layer above) started at once on ``--workers`` workers: steps per second from the
+  first body's start to the last body's end, and as a ratio to ``pgbench`` (4 clients,
+  a 2-statement transaction: an UPDATE and a SELECT of one account) run on the same
+  server just before and just after (the mean of the two).
+- **latency**: one 200-step chain on idle workers, and again with workers that only
+  poll (``--no-listen``... see ``POLL_ONLY``): per edge, from the parent body's return
+  to the child body's start (p50, p90, p99).
+- **fan-out**: one run 1 -> 10,000 -> 1 (``--quick``: 2,000): makespan and per-step cost.
+- **recovery**: a run whose one step sleeps 3 s; the worker running it is SIGKILLed
+  one second in; from the kill to the step's next attempt starting on another worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from workloads import Workload, chain, fanout  # noqa: E402
+
+PLAIT = str(Path(sys.executable).with_name("plait"))
+PSQL_ENV = dict(os.environ, PGCONNECT_TIMEOUT="5")
+
+
+# ----------------------------------------------------------------- databases
+
+def _with_db(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def _psql(url: str, sql: str) -> None:
+    subprocess.run(["psql", url, "-q", "-v", "ON_ERROR_STOP=1", "-c", sql], check=True,
+                   env=PSQL_ENV, stdout=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def fresh_database(server: str, prefix: str) -> Iterator[str]:
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    _psql(server, f'CREATE DATABASE "{name}"')
+    try:
+        yield _with_db(server, name)
+    finally:
+        _psql(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# ------------------------------------------------------------------- pgbench
+
+PGBENCH_SCRIPT = """\\set aid random(1, 100000 * :scale)
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+END;
+"""
+
+
+def pgbench(server: str, seconds: float) -> float:
+    """Transactions per second of the 2-statement transaction, 4 clients."""
+    with fresh_database(server, "plait_pgbench") as url, \
+            tempfile.NamedTemporaryFile("w", suffix=".sql") as script:
+        script.write(PGBENCH_SCRIPT)
+        script.flush()
+        subprocess.run(["pgbench", "-i", "-q", "-s", "4", url], check=True, env=PSQL_ENV,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out = subprocess.run(["pgbench", "-n", "-c", "4", "-j", "2", "-T",
+                              str(int(seconds)), "-f", script.name, url], check=True,
+                             env=PSQL_ENV, capture_output=True, text=True).stdout
+    found = re.search(r"tps = ([0-9.]+)", out)
+    if found is None:
+        raise RuntimeError(f"pgbench printed no tps:\n{out}")
+    return float(found.group(1))
+
+
+# ------------------------------------------------------------------- plait
+
+def definition(work: Workload, name: str, *, slow: set[str] | None = None) -> str:
+    """The workload as a plait YAML definition (JSON is YAML)."""
+    steps = []
+    for step in work.steps:
+        spec: dict[str, Any] = {"id": step, "type": "python",
+                                "call": "cluster_steps:" + (
+                                    "slow" if slow and step in slow else "body")}
+        if work.parents[step]:
+            spec["depends_on"] = list(work.parents[step])
+        steps.append(spec)
+    return json.dumps({"name": name, "concurrency": 10_000, "steps": steps})
+
+
+def layers(width: int = 10, depth: int = 4) -> Workload:
+    steps: list[str] = []
+    parents: dict[str, tuple[str, ...]] = {}
+    above: tuple[str, ...] = ()
+    for layer in range(depth):
+        row = tuple(f"l{layer}_{i}" for i in range(width))
+        for step in row:
+            steps.append(step)
+            parents[step] = above
+        above = row
+    return Workload(name=f"layers-{width}x{depth}", steps=tuple(steps), parents=parents)
+
+
+class Cluster:
+    """``n`` ``plait worker`` processes on one database."""
+
+    def __init__(self, url: str, n: int, concurrency: int, *, lease: str = "10s",
+                 extra: tuple[str, ...] = ()) -> None:
+        self.url, self.n, self.concurrency, self.lease = url, n, concurrency, lease
+        self.extra = extra
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start_one(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [PLAIT, "worker", "--db", self.url, "--concurrency", str(self.concurrency),
+             "--import", "cluster_steps", "--lease", self.lease, *self.extra],
+            cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def __enter__(self) -> Cluster:
+        for _ in range(self.n):
+            self.start_one()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def submit(url: str, path: Path, input: dict[str, Any] | None = None) -> str:
+    out = subprocess.run([PLAIT, "run", str(path), "--db", url, "--detach", "--json",
+                          "--input", json.dumps(input or {})],
+                         check=True, capture_output=True, text=True, cwd=HERE).stdout
+    return str(json.loads(out)["run_id"])
+
+
+def show(url: str, run_id: str) -> dict[str, Any]:
+    out = subprocess.run([PLAIT, "show", run_id, "--db", url, "--json"],
+                         capture_output=True, text=True, cwd=HERE).stdout
+    return dict(json.loads(out))
+
+
+def wait_all(url: str, run_ids: list[str], timeout: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    pending = list(run_ids)
+    done: dict[str, dict[str, Any]] = {}
+    while pending:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(pending)} runs unfinished after {timeout}s")
+        time.sleep(0.5)
+        for run_id in list(pending):
+            shown = show(url, run_id)
+            if shown.get("status") in ("completed", "failed", "cancelled"):
+                done[run_id] = shown
+                pending.remove(run_id)
+    return [done[r] for r in run_ids]
+
+
+def outputs(shown: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    steps = shown["steps"]
+    items = steps.items() if isinstance(steps, dict) else ((s["id"], s) for s in steps)
+    return {sid: step["output"] for sid, step in items}
+
+
+def check(work: Workload, shown: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    if shown.get("status") != "completed":
+        raise RuntimeError(f"run {shown.get('run_id')} ended {shown.get('status')}: "
+                           f"{shown.get('error')}")
+    outs = outputs(shown)
+    for sink, value in work.expected_output().items():
+        got = {k: outs[sink][k] for k in ("step", "n")}
+        if got != value:
+            raise RuntimeError(f"step {sink}: {got}, expected {value}")
+    return outs
+
+
+def edge_latencies(work: Workload, outs: dict[str, dict[str, Any]]) -> list[float]:
+    """Per step with parents: from the last parent's return to the step's start."""
+    return [outs[s]["t0"] - max(outs[p]["t1"] for p in work.parents[s])
+            for s in work.steps if work.parents[s]]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# ------------------------------------------------------------- measurements
+
+def throughput(server: str, workers: int, concurrency: int, tmp: Path,
+               runs: int) -> dict[str, Any]:
+    work = layers()
+    path = tmp / "layers.yaml"
+    path.write_text(definition(work, "bench-layers"))
+    with fresh_database(server, "plait_bench") as url:
+        ids = [submit(url, path) for _ in range(runs)]
+        with Cluster(url, workers, concurrency):
+            shown = wait_all(url, ids, 600)
+    bodies = [out for s in shown for out in check(work, s).values()]
+    start, end = min(o["t0"] for o in bodies), max(o["t1"] for o in bodies)
+    return {"runs": runs, "steps": len(bodies), "seconds": round(end - start, 3),
+            "steps_per_s": round(len(bodies) / (end - start), 1)}
+
+
+def latency(server: str, workers: int, concurrency: int, tmp: Path, n: int,
+            extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    work = chain(n)
+    path = tmp / "chain.yaml"
+    path.write_text(definition(work, "bench-chain"))
+    with fresh_database(server, "plait_bench") as url, \
+            Cluster(url, workers, concurrency, extra=extra):
+        time.sleep(2)  # the workers are up and idle
+        run_id = submit(url, path)
+        (shown,) = wait_all(url, [run_id], 600)
+    lat = edge_latencies(work, check(work, shown))
+    return {"edges": len(lat), "p50_ms": round(pct(lat, 0.5) * 1e3, 2),
+            "p90_ms": round(pct(lat, 0.9) * 1e3, 2), "p99_ms": round(pct(lat, 0.99) * 1e3, 2),
+            "mean_ms": round(statistics.fmean(lat) * 1e3, 2)}
+
+
+def fan(server: str, workers: int, concurrency: int, tmp: Path, n: int) -> dict[str, Any]:
+    work = fanout(n)
+    path = tmp / "fanout.yaml"
+    path.write_text(definition(work, "bench-fanout"))
+    with fresh_database(server, "plait_bench") as url, Cluster(url, workers, concurrency):
+        time.sleep(2)
+        began = time.time()
+        run_id = submit(url, path)
+        (shown,) = wait_all(url, [run_id], 1800)
+    outs = check(work, shown)
+    end = max(o["t1"] for o in outs.values())
+    makespan = end - began
+    return {"steps": len(outs), "makespan_s": round(makespan, 2),
+            "per_step_us": round(makespan / len(outs) * 1e6, 1)}
+
+
+def recovery(server: str, tmp: Path, lease: str) -> dict[str, Any]:
+    work = chain(3)
+    path = tmp / "recovery.yaml"
+    path.write_text(definition(work, "bench-recovery", slow={work.steps[1]}))
+    with fresh_database(server, "plait_bench") as url, \
+            Cluster(url, 2, 2, lease=lease) as cluster:
+        time.sleep(2)
+        run_id = submit(url, path, {"sleep": 3})
+        victim = None
+        deadline = time.monotonic() + 60
+        while victim is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            for step in show(url, run_id).get("steps", []):
+                if isinstance(step, dict) and step.get("id") == work.steps[1] \
+                        and step.get("status") == "running" and step.get("worker"):
+                    victim = step["worker"]
+        if victim is None:
+            raise RuntimeError("the slow step never started")
+        time.sleep(1)
+        pid = int(str(victim).rsplit(":", 1)[1])
+        killed = time.time()
+        os.kill(pid, signal.SIGKILL)
+        (shown,) = wait_all(url, [run_id], 300)
+        cluster.procs = [p for p in cluster.procs if p.pid != pid]
+    outs = check(work, shown)
+    slow_out = outs[work.steps[1]]
+    return {"lease": lease, "attempt": slow_out["attempt"],
+            "kill_to_restart_s": round(slow_out["t0"] - killed, 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", default=os.environ.get(
+        "PLAIT_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"))
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if shutil.which("pgbench") is None:
+        raise SystemExit("pgbench is not installed (Debian: postgresql-client)")
+    tmp = Path(tempfile.mkdtemp(prefix="plait-cluster-"))
+    seconds = 5 if args.quick else 10
+    result: dict[str, Any] = {"workers": args.workers, "concurrency": args.concurrency}
+    before = pgbench(args.db, seconds)
+    result["throughput"] = throughput(args.db, args.workers, args.concurrency, tmp,
+                                      10 if args.quick else 25)
+    after = pgbench(args.db, seconds)
+    tps = (before + after) / 2
+    result["pgbench_tps"] = {"before": round(before, 1), "after": round(after, 1)}
+    result["throughput"]["ratio_to_pgbench"] = round(
+        result["throughput"]["steps_per_s"] / tps, 3)
+    result["latency_notify"] = latency(args.db, args.workers, args.concurrency, tmp,
+                                       50 if args.quick else 200)
+    result["latency_poll_only"] = latency(args.db, args.workers, args.concurrency, tmp,
+                                          20 if args.quick else 50, POLL_ONLY)
+    result["fanout"] = fan(args.db, args.workers, args.concurrency, tmp,
+                           2_000 if args.quick else 10_000)
+    result["recovery"] = recovery(args.db, tmp, "2s")
+    text = json.dumps(result, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+
+
+POLL_ONLY: tuple[str, ...] = ("--no-listen",)
+
+if __name__ == "__main__":
+    main()

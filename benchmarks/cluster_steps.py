@@ -1,0 +1,39 @@
+"""Step bodies for ``benchmarks/cluster.py``, imported by ``plait worker --import``.
+
+``body`` is the benchmarks' one step body (``workloads.step_value``: it takes its
+parents' outputs and returns a JSON object) plus two clock readings a user could log
+too: when the body started and when it returned, on the host's clock (every worker of
+the benchmark runs on this host, so the readings of two steps compare).  From them the
+harness measures what a user waits for: the time from a parent's return to its
+child's start, which spans the completion's commit, the driver applying it, the
+child's dispatch and a worker claiming it.
+
+``slow`` sleeps first (``input.sleep`` seconds, default 0): the step a recovery
+measurement kills its worker under.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from workloads import step_value
+
+
+def body(ctx: Any) -> dict[str, Any]:
+    started = time.time()
+    value = step_value(ctx.step_id, [o for o in ctx.outputs.values() if o is not None])
+    value["t0"] = started
+    value["t1"] = time.time()
+    return value
+
+
+def slow(ctx: Any) -> dict[str, Any]:
+    started = time.time()
+    seconds = float((ctx.input or {}).get("sleep", 0))
+    time.sleep(seconds)
+    value = step_value(ctx.step_id, [o for o in ctx.outputs.values() if o is not None])
+    value["t0"] = started
+    value["t1"] = time.time()
+    value["attempt"] = ctx.attempt
+    return value
