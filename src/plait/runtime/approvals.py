@@ -27,7 +27,7 @@ class Approvals:
     __slots__ = ("_checked", "_clock", "_notes_seen", "_run_id", "_state", "_store",
                  "_timers", "parked")
 
-    def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store, *,
+    def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store,
                  run_id: str, clock: Callable[[], float], timers: Timers) -> None:
         self._checked = checked
         self._state = state

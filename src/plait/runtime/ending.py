@@ -28,8 +28,12 @@ async def final_change(checked: CheckedWorkflow, state: RunState, run: RunRecord
     output: JSON = None
     error: str | None = None
     if status is RunStatus.COMPLETED:
+        template = checked.spec.output
         try:
-            output = await run_output(checked, state)
+            if template is not None and not expressions.is_cheap(template):
+                output = await _rendered_output(checked, state, template)
+            else:
+                output = run_output(checked, state)
         except (expressions.RenderError, OutputError) as exc:
             status, error = RunStatus.FAILED, f"run output: {exc}"
     if status is RunStatus.FAILED and error is None:
@@ -40,19 +44,22 @@ async def final_change(checked: CheckedWorkflow, state: RunState, run: RunRecord
                      output=secrets.redact(output), error=error)
 
 
-async def run_output(checked: CheckedWorkflow, state: RunState) -> JSON:
+def run_output(checked: CheckedWorkflow, state: RunState) -> JSON:
     """The run's output (its ``output`` template, else the sinks' outputs), within
-    ``limits.max_output_bytes`` like any step's; a template that is not cheap renders
-    in a worker thread, so other runs of this process go on meanwhile."""
+    ``limits.max_output_bytes`` like any step's, when its templates are cheap."""
     template = checked.spec.output
-    if template is None:
-        value: JSON = state.default_output()
-    elif expressions.is_cheap(template):
-        value = expressions.render_value(template, state.context())
-    else:
-        stop = expressions.Stop()
-        value = await offloop.in_thread(stop, expressions.render_value, template,
-                                        state.context(), stop=stop)
+    value = state.default_output() if template is None \
+        else expressions.render_value(template, state.context())
+    return ensure_json(value, max_bytes=checked.spec.limits.max_output_bytes)
+
+
+async def _rendered_output(checked: CheckedWorkflow, state: RunState,
+                           template: JSON) -> JSON:
+    """``run_output`` for a template that is not cheap: it renders in a worker thread,
+    so other runs of this process go on meanwhile."""
+    stop = expressions.Stop()
+    value = await offloop.in_thread(stop, expressions.render_value, template,
+                                    state.context(), stop=stop)
     return ensure_json(value, max_bytes=checked.spec.limits.max_output_bytes)
 
 

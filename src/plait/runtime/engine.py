@@ -170,7 +170,7 @@ class Engine:
             else:
                 state.secrets = secrets
             loop = RunLoop(self, checked, claimed, state, secrets,
-                           LocalSource(checked, clock=self.clock))
+                           LocalSource(checked, self.clock))
             self._loops[run.run_id] = loop
             try:
                 await loop.run()

@@ -19,7 +19,6 @@ from typing import cast
 
 from ..core.validate import CheckedWorkflow
 from ..steps.registry import StepCall
-from .pools import shared_limits
 from .runner import AttemptRunner, attempt_functions
 from .worksource import Outcome, Report, Spawn
 
@@ -29,7 +28,7 @@ class LocalSource:
 
     __slots__ = ("_clock", "_max_output_bytes", "_report", "_run", "_runs", "_spawn")
 
-    def __init__(self, checked: CheckedWorkflow, *, clock: Callable[[], float]) -> None:
+    def __init__(self, checked: CheckedWorkflow, clock: Callable[[], float]) -> None:
         self._runs = attempt_functions(checked)  # a type's `prepare` raises here, if at all
         self._max_output_bytes = checked.spec.limits.max_output_bytes
         self._clock = clock
@@ -37,9 +36,8 @@ class LocalSource:
     def open(self, spawn: Spawn, report: Report) -> None:
         self._spawn = spawn
         self._report = report
-        self._run = AttemptRunner(self._runs, max_output_bytes=self._max_output_bytes,
-                                  limits=shared_limits(), clock=self._clock,
-                                  report=report).run
+        self._run = AttemptRunner(self._runs, self._max_output_bytes, self._clock,
+                                  report).run
 
     def start(self, call: StepCall, fallback: bool) -> asyncio.Task[None]:
         # callables read from slots into locals first: ``self._run(...)`` would be a

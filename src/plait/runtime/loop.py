@@ -37,7 +37,7 @@ from .ending import cancel_everything, final_change
 from .halt import Halt
 from .host import RunHost
 from .outcomes import FollowUp, OutcomeRules
-from .pools import PoolSlots, shared_limits
+from .pools import PoolSlots
 from .results import RunResult
 from .runner import error_info, failed
 from .runview import RunView
@@ -59,6 +59,9 @@ class _LoopData(NamedTuple):
     pool_of: tuple[str | None, ...]
     # StepType.inline per step, when its templates are cheap (else rendered off the loop)
     inline: tuple[Callable[[StepCall], JSON] | None, ...]
+    declared: frozenset[str]  # every declared output key (shared state)
+    # per step, its parents' ids -> their indices (ctx.outputs), made on first use
+    parent_index: list[dict[str, int] | None]
 
 
 def _loop_data(checked: CheckedWorkflow) -> _LoopData:
@@ -67,7 +70,9 @@ def _loop_data(checked: CheckedWorkflow) -> _LoopData:
     return _LoopData(
         types=types, pool_of=tuple(s.pool for s in steps),
         inline=tuple(t.inline if t.inline is not None and expressions.is_cheap(s.config)
-                     else None for s, t in zip(steps, types, strict=True)))
+                     else None for s, t in zip(steps, types, strict=True)),
+        declared=frozenset(k for s in steps for k in s.outputs),
+        parent_index=[None] * len(steps))
 
 
 class RunLoop:
@@ -85,16 +90,20 @@ class RunLoop:
         self.clock = host.clock
         self._rand = host.rand
         self._worker = host.worker
+        derived = checked.derive("loop", lambda: _loop_data(checked))
         step_log = StepLog(secrets.redact_text)
-        self.view = RunView(checked, state, run_id=run.run_id, services=host.services,
-                            step_log=step_log)  # what attempts read of the run
+        # (internal classes take positional arguments: a class call with keywords
+        # costs CPython 3.11 a dict, once per run and class)
+        self.view = RunView(checked, state, run.run_id, host.services, step_log,
+                            derived.declared, derived.parent_index)  # what attempts read
         self.writer = RunWriter(host.store, run, state, step_log, host.listeners)
         self.timers = Timers()
+        self._slots = PoolSlots(self.spec.pools, state, self.timers)  # its use of pools
         # Nothing the loop holds refers back to it (callbacks are passed per call, and
         # the source lets go of ``report`` when closed): a finished run is freed by
         # reference counting, not left to the cyclic collector (runtime.gctune).
-        self.approvals = Approvals(checked, state, host.store, run_id=run.run_id,
-                                   clock=host.clock, timers=self.timers)
+        self.approvals = Approvals(checked, state, host.store, run.run_id, host.clock,
+                                   self.timers)
         self.tasks: dict[int, object] = {}  # attempts out: step -> the source's handle
         self.outcomes: list[Reported] = []  # reported, not processed yet
         self.whens = WhenJudge(checked, state)
@@ -104,7 +113,6 @@ class RunLoop:
         self._wake: asyncio.Future[None] | None = None
         self._create_task: Spawn  # a task the run owns
         self._start_attempt: Callable[[StepCall, bool], object]  # WorkSource.start
-        self._slots: PoolSlots  # this run's use of the event loop's pools
         # what an outcome means for its step (OutcomeRules.apply)
         self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float],
                                FollowUp]
@@ -112,7 +120,6 @@ class RunLoop:
         # heartbeat: the first poll is due a poll interval after it
         self._last_cancel_poll = run.heartbeat_at or 0.0
         self._decisions_due = False
-        derived = checked.derive("loop", lambda: _loop_data(checked))
         self._types = derived.types
         self._rows = state.rows
         self._pool_of = derived.pool_of
@@ -136,11 +143,9 @@ class RunLoop:
             async with asyncio.TaskGroup() as tg:
                 self._create_task = tg.create_task
                 self._aio = asyncio.get_running_loop()
-                limits = shared_limits()  # the event loop's pools and breakers
-                self._slots = PoolSlots(limits, self.spec.pools, self.state, self.timers)
-                self._handle = OutcomeRules(
-                    self.checked, self.state, self.secrets, view=self.view, limits=limits,
-                    timers=self.timers, clock=self.clock, rand=self._rand).apply
+                self._handle = OutcomeRules(self.checked, self.state, self.secrets,
+                                            self.view, self.timers, self.clock,
+                                            self._rand).apply
                 self.source.open(tg.create_task, self.report)
                 self._start_attempt = self.source.start
                 try:

@@ -25,7 +25,7 @@ from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
 from ..errors import OutputError, TemplateError, TransitionError
 from ..steps.registry import RunAccess, StepCall
-from .pools import SharedLimits
+from .pools import shared_limits
 from .runner import error_info
 from .secrets import Secrets
 from .timers import Timers
@@ -42,18 +42,17 @@ FollowUp = StepCall | bool | None
 class OutcomeRules:
     """Applies one run's outcomes to its RunState (see the module docstring)."""
 
-    __slots__ = ("_clock", "_limits", "_max_output_bytes", "_rand", "_secrets", "_state",
-                 "_steps", "_timers", "_view")
+    __slots__ = ("_clock", "_max_output_bytes", "_rand", "_secrets", "_state", "_steps",
+                 "_timers", "_view")
 
-    def __init__(self, checked: CheckedWorkflow, state: RunState, secrets: Secrets, *,
-                 view: RunAccess, limits: SharedLimits, timers: Timers,
-                 clock: Callable[[], float], rand: Callable[[], float]) -> None:
+    def __init__(self, checked: CheckedWorkflow, state: RunState, secrets: Secrets,
+                 view: RunAccess, timers: Timers, clock: Callable[[], float],
+                 rand: Callable[[], float]) -> None:
         self._steps = checked.spec.steps
         self._max_output_bytes = checked.spec.limits.max_output_bytes
         self._state = state
         self._secrets = secrets
         self._view = view  # what the fallback's call reads of the run
-        self._limits = limits  # the circuit breakers
         self._timers = timers
         self._clock = clock
         self._rand = rand  # retry jitter
@@ -72,7 +71,7 @@ class OutcomeRules:
             else:
                 breaker = self._steps[i].circuit_breaker
                 if breaker is not None and not fallback:
-                    self._limits.breaker(breaker.key, breaker).record_success()
+                    shared_limits().breaker(breaker.key, breaker).record_success()
                 return None
         return self._fail(i, kind, error or _UNSAID, fallback, now)
 
@@ -87,8 +86,8 @@ class OutcomeRules:
             state.fail(i, f"{original}; fallback failed: {info}", now)
             return True
         if step.circuit_breaker is not None and kind != "refused":
-            self._limits.breaker(step.circuit_breaker.key,
-                                 step.circuit_breaker).record_failure(now)
+            shared_limits().breaker(step.circuit_breaker.key,
+                                    step.circuit_breaker).record_failure(now)
         delay = state.fail_attempt(i, info, now, self._rand())
         if delay is not None:
             self._timers.add(now + delay, "retry", i)

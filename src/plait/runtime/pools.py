@@ -98,11 +98,10 @@ class PoolSlots:
     step that finds its pool full waits in the pool's queue, and one whose rate window
     is full waits on a timer; either is ready again when it may try once more."""
 
-    __slots__ = ("_pools", "_specs", "_state", "_timers", "waiting")
+    __slots__ = ("_specs", "_state", "_timers", "waiting")
 
-    def __init__(self, limits: SharedLimits, specs: Mapping[str, PoolSpec],
-                 state: RunState, timers: Timers) -> None:
-        self._pools = limits.pools
+    def __init__(self, specs: Mapping[str, PoolSpec], state: RunState,
+                 timers: Timers) -> None:
         self._specs = specs
         self._state = state
         self._timers = timers
@@ -111,7 +110,7 @@ class PoolSlots:
     def take(self, i: int, name: str, now: float, signal: Callable[[], None]) -> bool:
         """A slot for step ``i`` now, else False (it waits, as the class says; ``signal``
         wakes the run loop when the step may try again)."""
-        pool = self._pools.get(self._specs[name])
+        pool = shared_limits().pools.get(self._specs[name])
         if pool.full():
             self.waiting += 1
             pool.waiters.append(lambda: self._requeue(i, signal))
@@ -136,4 +135,4 @@ class PoolSlots:
         return True
 
     def release(self, name: str) -> None:
-        self._pools.get(self._specs[name]).release()
+        shared_limits().pools.get(self._specs[name]).release()

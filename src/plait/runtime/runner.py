@@ -21,7 +21,7 @@ from ..errors import CircuitOpenError, StepError, StepTimeout
 from ..steps.builtin import declared_keys
 from ..steps.registry import StepCall, StepFunction, get_step_type
 from .binding import compile_plan, import_call, invoke
-from .pools import SharedLimits
+from .pools import shared_limits
 from .worksource import Outcome, OutcomeKind, Report, Reported
 
 
@@ -48,12 +48,14 @@ def failed(call: StepCall, exc: Exception, fallback: bool) -> Outcome:
 def attempt_functions(checked: CheckedWorkflow) -> tuple[StepFunction, ...]:
     """Per step, what an attempt calls: its type's ``prepare`` answer, else its ``run``
     (worked out once per checked workflow, not once per run)."""
-    def make() -> tuple[StepFunction, ...]:
-        steps = checked.spec.steps
-        types = (get_step_type(s.type) for s in steps)
-        return tuple(t.run if t.prepare is None else t.prepare(s, checked)
-                     for s, t in zip(steps, types, strict=True))
-    return checked.derive("attempt_functions", make)
+    return checked.derive("attempt_functions", lambda: _attempt_functions(checked))
+
+
+def _attempt_functions(checked: CheckedWorkflow) -> tuple[StepFunction, ...]:
+    steps = checked.spec.steps
+    types = (get_step_type(s.type) for s in steps)
+    return tuple(t.run if t.prepare is None else t.prepare(s, checked)
+                 for s, t in zip(steps, types, strict=True))
 
 
 class AttemptRunner:
@@ -62,13 +64,12 @@ class AttemptRunner:
     Made once per run; ``run(call, fallback)`` is the whole body of an attempt's task.
     ``runs``: ``attempt_functions`` of the run's checked workflow."""
 
-    __slots__ = ("_clock", "_limits", "_max_output_bytes", "_report", "_runs")
+    __slots__ = ("_clock", "_max_output_bytes", "_report", "_runs")
 
-    def __init__(self, runs: Sequence[StepFunction], *, max_output_bytes: int,
-                 limits: SharedLimits, clock: Callable[[], float], report: Report) -> None:
+    def __init__(self, runs: Sequence[StepFunction], max_output_bytes: int,
+                 clock: Callable[[], float], report: Report) -> None:
         self._runs = runs
         self._max_output_bytes = max_output_bytes
-        self._limits = limits
         self._clock = clock
         self._report = report
 
@@ -78,7 +79,8 @@ class AttemptRunner:
         outcome: Reported
         try:
             if step.circuit_breaker is not None and not fallback:
-                breaker = self._limits.breaker(step.circuit_breaker.key, step.circuit_breaker)
+                breaker = shared_limits().breaker(step.circuit_breaker.key,
+                                                  step.circuit_breaker)
                 if not breaker.allow(self._clock()):
                     raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
             awaitable = self._fallback(call) if fallback else self._runs[call.index](call)

@@ -13,17 +13,10 @@ from ..core.model import JSON
 from ..core.runstate import RunState
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
-from ..steps.builtin import declared_keys
 from ..steps.registry import Services, StepCall
 from .context import ParentOutputs, StepLog
 
 _COMPLETED = StepStatus.COMPLETED
-
-
-def _parent_index(checked: CheckedWorkflow) -> list[dict[str, int] | None]:
-    """Per step, its parents' ids -> their indices (``ctx.outputs``), each made on first
-    use and kept for every later run of the checked workflow."""
-    return checked.derive("parent_index", lambda: [None] * checked.graph.size)
 
 
 class RunView:
@@ -32,8 +25,9 @@ class RunView:
     __slots__ = ("_declared", "_parent_index", "_rows", "_state", "checked", "input",
                  "run_id", "services", "shared_state", "step_log")
 
-    def __init__(self, checked: CheckedWorkflow, state: RunState, *, run_id: str,
-                 services: Services, step_log: StepLog) -> None:
+    def __init__(self, checked: CheckedWorkflow, state: RunState, run_id: str,
+                 services: Services, step_log: StepLog, declared: frozenset[str],
+                 parent_index: list[dict[str, int] | None]) -> None:
         self.run_id = run_id
         self.checked = checked
         self.input = state.input
@@ -42,8 +36,10 @@ class RunView:
         self.step_log = step_log  # ctx.logger's records, stored with the loop's next batch
         self._state = state
         self._rows = state.rows
-        self._declared = declared_keys(checked)  # the shared state's keys
-        self._parent_index = _parent_index(checked)
+        self._declared = declared  # the shared state's keys
+        # per step, its parents' ids -> their indices (``ctx.outputs``), each made on
+        # first use and kept for every later run of the checked workflow
+        self._parent_index = parent_index
 
     def template_context(self, index: int) -> dict[str, object]:
         return self._state.context(index)

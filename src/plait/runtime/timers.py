@@ -18,11 +18,7 @@ class Timers(list[tuple[float, int, TimerKind, int]]):
     A list itself, so the loop's checks on every turn (``if timers:``) cost what they
     cost on a plain list; ``seq`` keeps timers due at the same time in the order set."""
 
-    __slots__ = ("_seq",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._seq = 0
+    _seq = 0  # (set on the instance by the first add: no __init__ to run per run)
 
     def add(self, due: float, kind: TimerKind, step: int) -> None:
         self._seq += 1

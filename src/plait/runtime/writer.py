@@ -65,8 +65,12 @@ class RunWriter:
             self._notify(batch)
 
     async def commit_run(self, change: RunChange | None) -> None:
-        """Store the run's own change (if any) with what else changed, then mirror it."""
-        await self.flush(change)
+        """Store the run's own change (if any) with what else changed, then mirror it.
+        (``flush``'s body again: awaiting it would cost a coroutine per call.)"""
+        batch = self.batch(change)
+        if batch is not None:
+            await self._store.write(batch)
+            self._notify(batch)
         if change is not None:
             self.apply_run_change(change)
 

@@ -218,7 +218,7 @@ def test_a_finished_run_is_freed_by_reference_counting() -> None:
         secrets = Secrets()
         state = RunState(checked, run_id=run.run_id, input=run.input, secrets=secrets)
         loop = RunLoop(engine, checked, run, state, secrets,
-                       LocalSource(checked, clock=engine.clock))
+                       LocalSource(checked, engine.clock))
         await loop.run()
         result = loop.result()
         assert result.status == "completed", result.error
@@ -240,8 +240,8 @@ def _one_step_run(when: str | None = None) -> tuple[CheckedWorkflow, RunState, R
     checked = wf.validate()
     secrets = Secrets()
     state = RunState(checked, run_id="r1", input={}, secrets=secrets)
-    view = RunView(checked, state, run_id="r1", services=Engine(MemoryStore()).services,
-                   step_log=StepLog(secrets.redact_text))
+    view = RunView(checked, state, "r1", Engine(MemoryStore()).services,
+                   StepLog(secrets.redact_text), frozenset(), [None])
     return checked, state, view
 
 
@@ -250,7 +250,7 @@ async def test_local_source_reports_each_cancelled_attempt_once_started_or_not()
     # runner cannot report for it: the source does, on the next turn
     checked, _, view = _one_step_run()
     reported: list[Reported] = []
-    source = LocalSource(checked, clock=time.time)
+    source = LocalSource(checked, time.time)
     async with asyncio.TaskGroup() as tg:
         source.open(tg.create_task, reported.append)
         early = source.start(StepCall(checked.spec.steps[0], 0, 1, 0.0, view), False)
