@@ -193,8 +193,8 @@ def test_one_migration_at_a_time_with_data_between_gives_the_snapshot(
 
 def _add_rows(url: str, version: int) -> None:
     """A run with a step, an attempt and an event (from version 3, a ticket and an
-    outcome), as the schema of ``version`` has them (extend when a migration changes
-    these tables)."""
+    outcome; from version 4, a rated ticket, a pool's claim time and a breaker), as the
+    schema of ``version`` has them (extend when a migration changes these tables)."""
     with psycopg.connect(url, autocommit=True) as conn:
         run = conn.execute(
             "INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, "
@@ -211,10 +211,18 @@ def _add_rows(url: str, version: int) -> None:
             conn.execute("INSERT INTO tickets (run, step_id, attempt, fallback, priority, "
                          "pool, pool_limit, payload, token, claimed_by, expires_at) "
                          "VALUES (%s, 'a', 2, false, 0.5, 'gpu', 2, '{\"x\": 1}', "
-                         "'0123abcd', 'w1', now())", (run,))
+                         "%s, 'w1', now())", (run, f"0123abcd-{version}"))
             conn.execute("INSERT INTO outcomes (run, step_id, attempt, fallback, kind, "
                          "output, worker, at) VALUES (%s, 'a', 1, false, 'ok', '[1]', "
                          "'w1', 1.0)", (run,))
+        if version >= 4:  # a rated ticket, a claim time of its pool, a breaker's state
+            conn.execute("INSERT INTO tickets (run, step_id, attempt, fallback, priority, "
+                         "pool, payload, rate_count, rate_period) VALUES (%s, 'a', 3, "
+                         "false, 0.5, 'llm', '{}', 60, 60.0)", (run,))
+            conn.execute("INSERT INTO pool_starts (pool, at) VALUES ('llm', now())")
+            conn.execute("INSERT INTO breakers (key, state, version) VALUES (%s, "
+                         "'{\"failures\": 1, \"opened_at\": null, \"trial\": false}', 1)",
+                         (f"api-{version}",))
 
 
 def test_migrating_an_up_to_date_database_changes_nothing(pg_database: str) -> None:

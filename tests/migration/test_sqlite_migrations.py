@@ -103,6 +103,7 @@ def test_one_migration_at_a_time_with_data_between_gives_the_snapshot() -> None:
     assert with_tickets > 0
     assert conn.execute("SELECT count(*) FROM tickets").fetchone()[0] == with_tickets
     assert conn.execute("SELECT count(*) FROM outcomes").fetchone()[0] == with_tickets
+    assert conn.execute("SELECT count(*) FROM breakers").fetchone()[0] == 1
 
 
 def _add_rows(conn: sqlite3.Connection, version: int) -> bool:
@@ -128,6 +129,10 @@ def _add_rows(conn: sqlite3.Connection, version: int) -> bool:
                  "VALUES (?, 'a', 2, 0, 0.5, '{}', 1.0, ?, 'w1', 31.0)", (run, f"t{version}"))
     conn.execute("INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, "
                  "worker, at) VALUES (?, 'a', 1, 0, 'ok', '{\"x\": 1}', 'w1', 2.0)", (run,))
+    if "breakers" in tables:  # a pool's claim time and a breaker's state (0004)
+        conn.execute("INSERT INTO pool_starts (pool, at) VALUES ('llm', 1.0)")
+        conn.execute("INSERT INTO breakers (key, state, version) VALUES (?, ?, 1)",
+                     (f"api-{version}", '{"failures": 1, "opened_at": null, "trial": false}'))
     return True
 
 

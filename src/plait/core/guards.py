@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from .model import CircuitBreakerSpec, Rate
+from ..errors import StoreError
+from .model import CircuitBreakerSpec, JSONDict, Rate
 
 
 class CircuitBreaker:
@@ -41,6 +42,34 @@ class CircuitBreaker:
         self.failures += 1
         if self.trial or self.failures >= self.spec.failure_threshold:
             self.opened_at, self.trial = now, False
+
+    def to_json(self) -> JSONDict:
+        """The state as a JSON object, so that a store can share it between processes
+        (the spec is not part of it: each process has it from its definition)."""
+        return {"failures": self.failures, "opened_at": self.opened_at,
+                "trial": self.trial}
+
+    @classmethod
+    def from_json(cls, spec: CircuitBreakerSpec, state: JSONDict | None) -> CircuitBreaker:
+        """A breaker with ``spec``'s rules in the stored ``state`` (None: a new one,
+        closed).  A state that is not ``to_json``'s shape raises StoreError naming
+        what is wrong, since it can only come from a damaged or foreign store."""
+        breaker = cls(spec)
+        if state is None:
+            return breaker
+        failures, opened_at, trial = (state.get("failures"), state.get("opened_at"),
+                                      state.get("trial"))
+        if (not isinstance(failures, int) or isinstance(failures, bool) or failures < 0
+                or not (opened_at is None or (isinstance(opened_at, int | float)
+                                              and not isinstance(opened_at, bool)))
+                or not isinstance(trial, bool)):
+            raise StoreError(f"the stored state of circuit breaker {spec.key!r} is not "
+                             f"one: {state!r} (expected failures >= 0, opened_at a "
+                             f"number or null, trial a boolean)")
+        breaker.failures = failures
+        breaker.opened_at = None if opened_at is None else float(opened_at)
+        breaker.trial = trial
+        return breaker
 
 
 class RateWindow:

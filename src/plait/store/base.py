@@ -177,8 +177,14 @@ class Ticket:
     step's critical-path rank into it); tickets of equal priority are claimed in the
     order they were stored.  ``pool`` / ``pool_limit``: at most ``pool_limit`` tickets of
     ``pool`` are claimed at once across the whole store (cluster-wide admission; no
-    pool, or no limit: unbounded).  ``payload``: what a worker needs to run the attempt;
-    opaque to the store, stored and returned as given (JSON)."""
+    pool, or no limit: unbounded).  ``rate_count`` / ``rate_period``: the pool's rate
+    (``core.model.Rate``): a ticket of ``pool`` is claimed only while fewer than
+    ``rate_count`` tickets of ``pool`` that carried a rate were claimed in the last
+    ``rate_period`` seconds of store time, across the whole store (the rule of
+    ``core.guards.RateWindow``; both None: no rate; ignored without a pool).  Every
+    ticket of a pool should carry the pool's one rate: a claim judges the window with
+    the period of the ticket it admits.  ``payload``: what a worker needs to run the
+    attempt; opaque to the store, stored and returned as given (JSON)."""
 
     run_id: str
     step_id: str
@@ -188,6 +194,8 @@ class Ticket:
     pool: str | None = None
     pool_limit: int | None = None
     payload: JSONDict = field(default_factory=dict)
+    rate_count: int | None = None
+    rate_period: float | None = None
 
     @property
     def key(self) -> AttemptKey:
@@ -441,7 +449,11 @@ class Store(Protocol):
     async def claim_attempts(self, worker: str, limit: int, lease: float) -> list[Lease]:
         """Claim up to ``limit`` unclaimed tickets (never more; none for ``limit <= 0``)
         in priority order (lower first, then the order they were stored), skipping a
-        ticket whose pool already has ``pool_limit`` claimed tickets in the whole store.
+        ticket whose pool already has ``pool_limit`` claimed tickets in the whole store,
+        or whose pool's rate window is full: ``rate_count`` claims of rated tickets of
+        the pool in the last ``rate_period`` seconds of store time, in the whole store
+        (``Ticket``).  Admission is judged under the pool's lock: concurrent claimers
+        never exceed a pool's limit nor its rate between them.
         Each claimed ticket gets a fresh random token (uuid4 hex), ``worker`` as its
         holder and an expiry of store time + ``lease`` seconds; its step row's
         ``worker`` becomes ``worker`` (history shows who ran it).  Returned in claim
@@ -496,4 +508,23 @@ class Store(Protocol):
         a server the store's clock should write it too).  The caller then takes one
         with ``claim_run`` (which may still lose it to another worker).  Runs that wait
         for a person (``waiting``) or ended are never listed."""
+        ...
+
+    # ------------------------------------------------------------------ breakers
+    # Circuit breakers shared by every driver of a store (SPEC 5, 7).  The store keeps
+    # each breaker's state as an opaque JSON object with a version; the rules stay in
+    # ``core.guards.CircuitBreaker`` (``runtime.breakers.SharedBreaker`` reads the
+    # state, applies a rule, and writes it back with a compare-and-set).
+
+    async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
+        """The stored state of breaker ``key`` and its version; ``(None, 0)`` when none
+        is stored.  The state is the caller's own copy."""
+        ...
+
+    async def put_breaker(self, key: str, state: JSONDict, version: int) -> bool:
+        """Compare-and-set: store ``state`` as breaker ``key``'s only when its stored
+        version is still ``version`` (0: none stored yet), which then becomes
+        ``version + 1``; True when stored.  False, storing nothing, when another writer
+        got there first: read again and apply the rule again.  Of concurrent calls with
+        one version exactly one succeeds.  StoreError when ``state`` is not JSON."""
         ...

@@ -37,7 +37,7 @@ from .base import (
     WorkflowRecord,
     WriteBatch,
 )
-from .json_copy import copy_json, owned_output
+from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
 
 _PENDING = StepStatus.PENDING
@@ -60,6 +60,7 @@ class MemoryStore:
         self._last_fire: dict[tuple[str, str], float] = {}
         self._sightings: dict[tuple[str, str], float] = {}
         self._claims_made: MemoryClaims | None = None  # made by the first claims call
+        self._breakers: dict[str, tuple[JSONDict, int]] = {}  # key: (state, version)
 
     async def open(self) -> None:
         return None
@@ -351,6 +352,23 @@ class MemoryStore:
                                            and run.heartbeat_at < stale_before))]
         found.sort(key=lambda run: run.created_at)  # stable: ties in creation order
         return [run.run_id for run in found[:max(limit, 0)]]
+
+    # ------------------------------------------------------------------ breakers
+    # (no await: each call is one transaction)
+
+    async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
+        found = self._breakers.get(key)
+        if found is None:
+            return None, 0
+        return copy_json(found[0]), found[1]
+
+    async def put_breaker(self, key: str, state: JSONDict, version: int) -> bool:
+        owned = owned_json(state, f"the state of circuit breaker {key!r}")
+        stored = self._breakers.get(key)
+        if (stored[1] if stored is not None else 0) != version:
+            return False
+        self._breakers[key] = (owned, version + 1)
+        return True
 
     def _note(self, run_id: str, step_id: str | None, data: JSONDict) -> None:
         """A history note the store writes itself (data: the store's own)."""

@@ -6,7 +6,8 @@ that is the memory store's transaction.  Store time is ``time.time()`` at the ca
 
 Unclaimed tickets wait in a heap ordered by (priority, stored order); a ticket that
 leaves the heap other than by a claim (withdrawn) is marked gone and skipped when it
-surfaces.  Claimed tickets are found by token; each pool counts its claimed tickets.
+surfaces.  Claimed tickets are found by token; each pool counts its claimed tickets
+and, when its tickets carry a rate, keeps the core's ``RateWindow`` of its claims.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import uuid
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..core.model import JSONDict
+from ..core.guards import RateWindow
+from ..core.model import JSONDict, Rate
 from ..core.runstate import StepRuntime
 from ..errors import StaleWriteError, StoreError
 from .base import (
@@ -74,6 +76,7 @@ class MemoryClaims:
         self._unclaimed: list[tuple[float, int, _Held]] = []  # heap
         self._claimed: dict[str, _Held] = {}  # by token
         self._pool_held: dict[str, int] = {}  # claimed tickets per pool
+        self._windows: dict[str, RateWindow] = {}  # claims of rated tickets per pool
         self._stored = 0  # tickets ever stored: their order
 
     # ------------------------------------------------------------ in write()
@@ -141,7 +144,8 @@ class MemoryClaims:
         heap = self._unclaimed
         picked: list[Lease] = []
         blocked: list[tuple[float, int, _Held]] = []  # pools at their limit: put back
-        expires = time.time() + lease
+        now = time.time()
+        expires = now + lease
         while heap and len(picked) < limit:
             entry = heapq.heappop(heap)
             held = entry[2]
@@ -150,14 +154,31 @@ class MemoryClaims:
             pool, cap = held.ticket.pool, held.ticket.pool_limit
             if pool is not None:  # every claimed ticket of a pool counts, limited or not
                 in_pool = self._pool_held.get(pool, 0)
-                if cap is not None and in_pool >= cap:
+                window = self._window(held.ticket)
+                if (cap is not None and in_pool >= cap) \
+                        or (window is not None and window.wait(now) > 0):
                     blocked.append(entry)
                     continue
                 self._pool_held[pool] = in_pool + 1
+                if window is not None:
+                    window.record(now)
             picked.append(self._take(held, worker, expires))
         for entry in blocked:
             heapq.heappush(heap, entry)
         return picked
+
+    def _window(self, ticket: Ticket) -> RateWindow | None:
+        """The rate window of a rated ticket's pool (its rate the ticket's: the newest
+        dispatched definition's, its claims so far kept)."""
+        if ticket.pool is None or ticket.rate_count is None or ticket.rate_period is None:
+            return None
+        rate = Rate(count=ticket.rate_count, period=ticket.rate_period)
+        window = self._windows.get(ticket.pool)
+        if window is None:
+            window = self._windows[ticket.pool] = RateWindow(rate)
+        elif window.rate != rate:
+            window.rate = rate
+        return window
 
     def _take(self, held: _Held, worker: str, expires: float) -> Lease:
         ticket = held.ticket

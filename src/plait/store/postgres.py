@@ -395,3 +395,11 @@ class PostgresStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await postgres_claims.runs_to_drive(self._db, lease, limit)
+
+    # ------------------------------------------------------------------ breakers
+
+    async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
+        return await postgres_claims.get_breaker(self._db, key)
+
+    async def put_breaker(self, key: str, state: JSONDict, version: int) -> bool:
+        return await postgres_claims.put_breaker(self._db, key, state, version)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..core.model import JSONDict
 from ..errors import StaleWriteError, StoreError
 from .base import Lease, Outcome, Ticket, TicketRecord
 from .postgres_database import Database, Row, ServerRefusal
@@ -109,7 +110,8 @@ def outcome_records(run_id: str, found: list[Row]) -> list[Outcome]:
 def ticket_records(run_id: str, found: list[Row]) -> list[TicketRecord]:
     return [TicketRecord(ticket=Ticket(run_id=run_id, step_id=r[0], attempt=r[1],
                                        fallback=r[2], priority=r[3], pool=r[4],
-                                       pool_limit=r[5], payload=rows.decode(r[6])),
+                                       pool_limit=r[5], payload=rows.decode(r[6]),
+                                       rate_count=r[10], rate_period=r[11]),
                          created_at=r[7], claimed_by=r[8], expires_at=r[9])
             for r in found]
 
@@ -119,3 +121,25 @@ async def runs_to_drive(db: Database, lease: float, limit: int) -> list[str]:
         return []
     found = await db.fetchall(_Q["runs_to_drive"], {"lease": lease, "limit": limit})
     return [r[0] for r in found]
+
+
+# --------------------------------------------------------------- breakers
+
+
+async def get_breaker(db: Database, key: str) -> tuple[JSONDict | None, int]:
+    row = await db.fetchone(_Q["get_breaker"], {"key": text(key)})
+    if row is None:
+        return None, 0
+    state = rows.decode(row[0])
+    assert isinstance(state, dict)
+    return state, int(row[1])
+
+
+async def put_breaker(db: Database, key: str, state: JSONDict, version: int) -> bool:
+    """One statement: the first state (version 0) or a compare-and-set.  Retried after
+    a lost connection only when the first try provably did not commit: a repeat of one
+    that did would answer False and make its caller apply its rule twice."""
+    params = {"key": text(key), "version": version,
+              "state": rows.json_text(state, f"the state of circuit breaker {key!r}")}
+    query = _Q["insert_breaker"] if version == 0 else _Q["update_breaker"]
+    return await db.fetchone(query, params, idempotent=False) is not None

@@ -402,3 +402,11 @@ class SqliteStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await self._run(sqlite_claims.runs_to_drive, self._db, lease, limit)
+
+    # ------------------------------------------------------------------ breakers
+
+    async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
+        return await self._run(sqlite_claims.get_breaker, self._db, key)
+
+    async def put_breaker(self, key: str, state: JSONDict, version: int) -> bool:
+        return await self._write(sqlite_claims.put_breaker, key, state, version)

@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ..core.guards import RateWindow
+from ..core.model import Rate
 from ..errors import RunNotFound, StaleWriteError, StoreError
 from .base import (
     OUTCOME_KINDS,
@@ -73,7 +75,8 @@ def _ticket_values(key: int, ticket: Ticket, run_id: str, now: float) -> rows.Ro
     payload = rows.json_text(ticket.payload, f"the payload of the ticket of step "
                                              f"{ticket.step_id!r} of run {run_id!r}")
     return (key, ticket.step_id, ticket.attempt, ticket.fallback, ticket.priority,
-            ticket.pool, ticket.pool_limit, payload, now)
+            ticket.pool, ticket.pool_limit, payload, now, ticket.rate_count,
+            ticket.rate_period)
 
 
 def _ticket_refusal(conn: sqlite3.Connection, key: int, ticket: Ticket) -> StoreError:
@@ -90,31 +93,65 @@ def _ticket_refusal(conn: sqlite3.Connection, key: int, ticket: Ticket) -> Store
 
 def claim_attempts(db: Database, worker: str, limit: int, lease: float) -> list[Lease]:
     """Walk the unclaimed tickets in claim order, skipping those of a pool at its
-    limit, until ``limit`` are picked; then claim them.  (The walk reads to the end
-    only when pools hold back the queue's head.)"""
+    limit or with its rate window full, until ``limit`` are picked; then claim them.
+    (The walk reads to the end only when pools hold back the queue's head.)  The
+    write lock of the transaction is the pools' lock: no other claim runs between a
+    pool's count and its claims."""
     if limit <= 0:
         return []
     conn = db.conn
+    now = time.time()
     picked: list[int] = []
     in_pool: dict[str, int] = {}  # claimed tickets per pool met, picks included
+    windows: dict[str, RateWindow] = {}  # rate windows of the rated pools met
+    started: list[str] = []  # the pool of each rated ticket picked
     walk = conn.execute(_Q["tickets_to_claim"])
     try:
-        for rowid, pool, cap in walk:
+        for rowid, pool, cap, rate_count, rate_period in walk:
             if pool is not None:
                 count = in_pool.get(pool)
                 if count is None:
                     count = conn.execute(_Q["pool_claimed"], (pool,)).fetchone()[0]
-                if cap is not None and count >= cap:
+                window = None if rate_count is None or rate_period is None else \
+                    _window(conn, windows, pool, Rate(count=rate_count, period=rate_period),
+                            now)
+                if (cap is not None and count >= cap) \
+                        or (window is not None and window.wait(now) > 0):
                     in_pool[pool] = count
                     continue
                 in_pool[pool] = count + 1
+                if window is not None:
+                    window.record(now)
+                    started.append(pool)
             picked.append(rowid)
             if len(picked) == limit:
                 break
     finally:
         walk.close()  # before the rows it walks change
-    expires = time.time() + lease
+    _record_starts(conn, windows, started, now)
+    expires = now + lease
     return [_take(conn, rowid, worker, expires) for rowid in picked]
+
+
+def _window(conn: sqlite3.Connection, windows: dict[str, RateWindow], pool: str,
+            rate: Rate, now: float) -> RateWindow:
+    """The rate window of ``pool`` (the core's rule) with the claims stored in it,
+    read the first time this claim meets the pool."""
+    window = windows.get(pool)
+    if window is None:
+        window = windows[pool] = RateWindow(rate)
+        window.starts.extend(row[0] for row in conn.execute(
+            _Q["pool_window"], (pool, now - rate.period)))
+    else:
+        window.rate = rate
+    return window
+
+
+def _record_starts(conn: sqlite3.Connection, windows: dict[str, RateWindow],
+                   started: list[str], now: float) -> None:
+    for pool, window in windows.items():
+        conn.execute(_Q["prune_pool_starts"], (pool, now - window.rate.period))
+    conn.executemany(_Q["insert_pool_start"], [(pool, now) for pool in started])
 
 
 def _take(conn: sqlite3.Connection, rowid: int, worker: str, expires: float) -> Lease:
@@ -212,7 +249,8 @@ def tickets(db: Database, run_id: str) -> list[TicketRecord]:
     found = db.conn.execute(_Q["get_tickets"], (db.run_key(run_id),))
     return [TicketRecord(ticket=Ticket(run_id=run_id, step_id=r[0], attempt=r[1],
                                        fallback=bool(r[2]), priority=r[3], pool=r[4],
-                                       pool_limit=r[5], payload=rows.decode(r[6])),
+                                       pool_limit=r[5], payload=rows.decode(r[6]),
+                                       rate_count=r[10], rate_period=r[11]),
                          created_at=r[7], claimed_by=r[8], expires_at=r[9])
             for r in found]
 
@@ -220,3 +258,23 @@ def tickets(db: Database, run_id: str) -> list[TicketRecord]:
 def runs_to_drive(db: Database, lease: float, limit: int) -> list[str]:
     found = db.conn.execute(_Q["runs_to_drive"], (time.time() - lease, max(limit, 0)))
     return [row[0] for row in found]
+
+
+# --------------------------------------------------------------- breakers
+
+
+def get_breaker(db: Database, key: str) -> tuple[dict[str, Any] | None, int]:
+    row = db.conn.execute(_Q["get_breaker"], (key,)).fetchone()
+    if row is None:
+        return None, 0
+    state = rows.decode(row[0])
+    assert isinstance(state, dict)
+    return state, int(row[1])
+
+
+def put_breaker(db: Database, key: str, state: dict[str, Any], version: int) -> bool:
+    """A write job: the compare-and-set of ``Store.put_breaker``."""
+    text = rows.json_text(state, f"the state of circuit breaker {key!r}")
+    if version == 0:
+        return db.conn.execute(_Q["insert_breaker"], (key, text)).rowcount == 1
+    return db.conn.execute(_Q["update_breaker"], (text, key, version)).rowcount == 1

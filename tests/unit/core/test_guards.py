@@ -6,6 +6,7 @@ import pytest
 
 from plait.core.guards import CircuitBreaker, RateWindow
 from plait.core.model import CircuitBreakerSpec, Rate
+from plait.errors import StoreError
 
 
 def breaker(threshold: int = 3, reset_after: float = 10.0) -> CircuitBreaker:
@@ -97,3 +98,33 @@ def test_rate_window_never_allows_more_than_count_in_any_window() -> None:
             now += wait
     for i in range(len(starts) - 3):
         assert starts[i + 3] - starts[i] >= 1.0 - 1e-9
+
+
+def test_a_breaker_goes_through_json_unchanged_in_every_state() -> None:
+    b = breaker(threshold=2, reset_after=10.0)
+    states = [b.to_json()]
+    b.record_failure(1.0)
+    states.append(b.to_json())
+    b.record_failure(2.0)  # open
+    states.append(b.to_json())
+    assert b.allow(12.0)  # half-open
+    states.append(b.to_json())
+    assert states[-1] == {"failures": 2, "opened_at": 2.0, "trial": True}
+    for state in states:
+        again = CircuitBreaker.from_json(b.spec, state)
+        assert again.to_json() == state
+    assert CircuitBreaker.from_json(b.spec, None).to_json() == states[0]
+    restored = CircuitBreaker.from_json(b.spec, states[2])
+    assert restored.state == "open" and not restored.allow(5.0)
+
+
+@pytest.mark.parametrize("state", [
+    {"failures": -1, "opened_at": None, "trial": False},
+    {"failures": True, "opened_at": None, "trial": False},
+    {"failures": 1, "opened_at": "soon", "trial": False},
+    {"failures": 1, "opened_at": None, "trial": 0},
+    {"opened_at": None, "trial": False},
+])
+def test_a_stored_breaker_state_of_another_shape_is_refused(state: dict[str, object]) -> None:
+    with pytest.raises(StoreError, match="circuit breaker 'llm'"):
+        CircuitBreaker.from_json(breaker().spec, state)  # type: ignore[arg-type]

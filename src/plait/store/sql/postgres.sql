@@ -144,7 +144,8 @@ SELECT plait_write_batch(
     %(w_step)s::text[], %(w_attempt)s::integer[], %(w_fallback)s::boolean[],
     %(t_step)s::text[], %(t_attempt)s::integer[], %(t_fallback)s::boolean[],
     %(t_priority)s::double precision[], %(t_pool)s::text[], %(t_pool_limit)s::integer[],
-    %(t_payload)s::json[]);
+    %(t_payload)s::json[], %(t_rate_count)s::integer[],
+    %(t_rate_period)s::double precision[]);
 
 -- stored_statuses --
 -- The stored status of a run and of some of its steps (to explain a refused batch):
@@ -354,7 +355,7 @@ ORDER BY o.id;
 -- the database's clock.  No row: no such run; one row of NULLs: no ticket.  (run_id)
 SELECT t.step_id, t.attempt, t.fallback, t.priority, t.pool, t.pool_limit, t.payload,
        extract(epoch FROM t.created_at)::double precision, t.claimed_by,
-       extract(epoch FROM t.expires_at)::double precision
+       extract(epoch FROM t.expires_at)::double precision, t.rate_count, t.rate_period
 FROM runs AS r LEFT JOIN tickets AS t ON t.run = r.id
 WHERE r.run_id = %(run_id)s
 ORDER BY t.id;
@@ -369,3 +370,23 @@ WHERE status IN ('pending', 'running')
        OR owner_seen_at < now() - make_interval(secs => %(lease)s::double precision))
 ORDER BY created_at, id
 LIMIT %(limit)s;
+
+-- ------------------------------------------------------------------------------------
+-- Circuit breakers (0004_pool_rates_breakers.sql).
+
+-- get_breaker --
+-- A breaker's state and version.  (key)
+SELECT state, version FROM breakers WHERE key = %(key)s;
+
+-- insert_breaker --
+-- The first state of a breaker; no row returned: one is stored already.  (key, state)
+INSERT INTO breakers (key, state, version) VALUES (%(key)s, %(state)s::json, 1)
+ON CONFLICT DO NOTHING
+RETURNING version;
+
+-- update_breaker --
+-- Compare-and-set; no row returned: the stored version is not the one read.
+-- (key, state, version)
+UPDATE breakers SET state = %(state)s::json, version = version + 1
+WHERE key = %(key)s AND version = %(version)s
+RETURNING version;

@@ -174,7 +174,8 @@ def run_params(run: RunRecord, step_ids: list[str]) -> Params:
 
 _NO_CLAIMS: Params = {name: [] for name in (
     "c_step", "c_attempt", "c_fallback", "w_step", "w_attempt", "w_fallback", "t_step",
-    "t_attempt", "t_fallback", "t_priority", "t_pool", "t_pool_limit", "t_payload")}
+    "t_attempt", "t_fallback", "t_priority", "t_pool", "t_pool_limit", "t_payload",
+    "t_rate_count", "t_rate_period")}
 
 
 def _keys(prefix: str, keys: Sequence[AttemptKey]) -> Params:
@@ -200,7 +201,9 @@ def _claims_params(batch: WriteBatch) -> Params:
         t_pool_limit=[t.pool_limit for t in tickets],
         t_payload=[json_text(t.payload, f"the payload of the ticket of step "
                                         f"{t.step_id!r} of run {run_id!r}")
-                   for t in tickets])
+                   for t in tickets],
+        t_rate_count=[t.rate_count for t in tickets],
+        t_rate_period=[t.rate_period for t in tickets])
     return params
 
 

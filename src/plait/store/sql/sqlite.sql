@@ -211,10 +211,11 @@ SELECT max(at) FROM (
 -- insert_ticket --
 -- Store an unclaimed ticket when its attempt is neither a ticket nor an inbox outcome
 -- of the run already and the step exists; 0 rows: refused (see ticket_refusal).
--- (run, step_id, attempt, fallback, priority, pool, pool_limit, payload, created_at)
+-- (run, step_id, attempt, fallback, priority, pool, pool_limit, payload, created_at,
+--  rate_count, rate_period)
 INSERT INTO tickets (run, step_id, attempt, fallback, priority, pool, pool_limit,
-                     payload, created_at)
-SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9
+                     payload, created_at, rate_count, rate_period)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
 WHERE EXISTS (SELECT 1 FROM steps WHERE run = ?1 AND step_id = ?2)
   AND NOT EXISTS (SELECT 1 FROM outcomes
                   WHERE run = ?1 AND step_id = ?2 AND attempt = ?3 AND fallback = ?4)
@@ -233,7 +234,21 @@ DELETE FROM outcomes WHERE run = ? AND step_id = ? AND attempt = ? AND fallback 
 -- tickets_to_claim --
 -- Unclaimed tickets in claim order (through tickets_to_claim), read lazily: the claim
 -- stops at its limit.  ()
-SELECT rowid, pool, pool_limit FROM tickets WHERE token IS NULL ORDER BY priority, rowid;
+SELECT rowid, pool, pool_limit, rate_count, rate_period
+FROM tickets WHERE token IS NULL ORDER BY priority, rowid;
+
+-- pool_window --
+-- The claim times of a pool's rated tickets still inside a window, oldest first.
+-- (pool, window start: times after it count)
+SELECT at FROM pool_starts WHERE pool = ? AND at > ? ORDER BY at;
+
+-- prune_pool_starts --
+-- Forget a pool's claim times that fell out of its window.  (pool, window start)
+DELETE FROM pool_starts WHERE pool = ? AND at <= ?;
+
+-- insert_pool_start --
+-- A rated ticket of a pool claimed.  (pool, at)
+INSERT INTO pool_starts (pool, at) VALUES (?, ?);
 
 -- pool_claimed --
 -- How many tickets of a pool are claimed, in the whole store.  (pool)
@@ -298,7 +313,7 @@ FROM outcomes WHERE run = ? ORDER BY rowid;
 -- get_tickets --
 -- A run's tickets in the order they were stored.  (run)
 SELECT step_id, attempt, fallback, priority, pool, pool_limit, payload, created_at,
-       claimed_by, expires_at
+       claimed_by, expires_at, rate_count, rate_period
 FROM tickets WHERE run = ? ORDER BY rowid;
 
 -- runs_to_drive --
@@ -308,3 +323,19 @@ SELECT run_id FROM runs
 WHERE (status = 'pending' OR status = 'running')
   AND (owner IS NULL OR heartbeat_at < ?)
 ORDER BY created_at, id LIMIT ?;
+
+-- ------------------------------------------------------------------------------------
+-- Circuit breakers (0004_pool_rates_breakers.sql).
+
+-- get_breaker --
+-- A breaker's state and version.  (key)
+SELECT state, version FROM breakers WHERE key = ?;
+
+-- insert_breaker --
+-- The first state of a breaker; 0 rows: one is stored already.  (key, state)
+INSERT INTO breakers (key, state, version) VALUES (?, ?, 1) ON CONFLICT DO NOTHING;
+
+-- update_breaker --
+-- Compare-and-set; 0 rows: the stored version is not the one read.
+-- (state, key, version read)
+UPDATE breakers SET state = ?, version = version + 1 WHERE key = ? AND version = ?;

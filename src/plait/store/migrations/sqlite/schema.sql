@@ -104,7 +104,7 @@ CREATE TABLE tickets (
     created_at REAL    NOT NULL,
     token      TEXT,
     claimed_by TEXT,
-    expires_at REAL,
+    expires_at REAL, rate_count INTEGER, rate_period REAL,
     PRIMARY KEY (run, step_id, attempt, fallback)
 );
 
@@ -123,6 +123,17 @@ CREATE TABLE outcomes (
     PRIMARY KEY (run, step_id, attempt, fallback)
 );
 
+CREATE TABLE pool_starts (
+    pool TEXT NOT NULL,
+    at   REAL NOT NULL
+);
+
+CREATE TABLE breakers (
+    key     TEXT    NOT NULL PRIMARY KEY,
+    state   TEXT    NOT NULL,
+    version INTEGER NOT NULL
+) WITHOUT ROWID;
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -138,4 +149,6 @@ CREATE INDEX tickets_by_pool ON tickets (pool) WHERE token IS NOT NULL AND pool 
 CREATE INDEX runs_unfinished ON runs (created_at)
     WHERE status = 'pending' OR status = 'running';
 
-PRAGMA user_version = 3;
+CREATE INDEX pool_starts_by_pool ON pool_starts (pool, at);
+
+PRAGMA user_version = 4;
