@@ -1,4 +1,4 @@
--- 0002_attempt_tickets: claimable attempts (tickets) and the outcome inbox (issue 11;
+-- 0003_attempt_tickets: claimable attempts (tickets) and the outcome inbox (issue 11;
 -- the contract is plait.store.base's docstring).  The conventions of 0001_initial hold.
 
 -- An attempt a run's driver stored for any worker to claim.  token, claimed_by and
