@@ -46,6 +46,7 @@ from .preflight import check_input_params, preflight
 from .results import RunResult
 from .secrets import Secrets
 from .threads import DaemonThreadPool, shared_pool
+from .worksource import WorkSource
 
 _log = logging.getLogger("plait.engine")
 _MISSING = object()
@@ -157,9 +158,12 @@ class Engine:
         return run
 
     async def execute(self, checked: CheckedWorkflow, run: RunRecord,
-                      state: RunState | None = None) -> RunResult:
+                      state: RunState | None = None, *,
+                      source: WorkSource | None = None) -> RunResult:
         """Drive a stored run until it ends (or waits for a person).  The engine owns
-        the run meanwhile (claim, heartbeat, release), so no other process executes it."""
+        the run meanwhile (claim, heartbeat, release), so no other process executes it.
+        ``source``: where its attempts run (default: in this process, ``LocalSource``;
+        a worker of a cluster gives a ``ClaimSource`` built on ``state``)."""
         claimed = await self._claim(run)
         secrets = Secrets()
         # the run's rows, history and result are long-lived: see gctune
@@ -170,7 +174,7 @@ class Engine:
             else:
                 state.secrets = secrets
             loop = RunLoop(self, checked, claimed, state, secrets,
-                           LocalSource(checked, self.clock))
+                           source or LocalSource(checked, self.clock))
             self._loops[run.run_id] = loop
             try:
                 await loop.run()
@@ -185,6 +189,13 @@ class Engine:
                 else:
                     await asyncio.shield(self._release(run.run_id))
             return loop.result()
+
+    def detach(self, run_id: str) -> None:
+        """Let the next cancellation of the run's task stop driving it without writing
+        anything (``RunLoop.detach``): the run is released for another process."""
+        loop = self._loops.get(run_id)
+        if loop is not None:
+            loop.detach()
 
     async def _release(self, run_id: str) -> None:
         """Give up the run, also when the store fails (the run loop may have stopped on
@@ -218,13 +229,16 @@ class Engine:
             raise RunError(f"run {run_id!r} ran {run.workflow} with fingerprint "
                            f"{run.fingerprint}, but the definition given has "
                            f"{checked.fingerprint}")
+        return await self.execute(checked, run, await self.restore(run, checked))
+
+    async def restore(self, run: RunRecord, checked: CheckedWorkflow) -> RunState:
+        """The run's state rebuilt from its stored step rows (``RunState.restore``)."""
         rows = {s.step_id: StepRuntime(s.status, s.attempts, s.output, s.error,
                                        s.started_at, s.finished_at, s.skip_reason,
                                        s.fallback_used, s.next_attempt_at, s.worker)
-                for s in await self.store.get_steps(run_id)}
-        state = RunState.restore(checked, run_id=run_id, input=run.input, rows=rows,
-                                 now=self.clock())
-        return await self.execute(checked, run, state)
+                for s in await self.store.get_steps(run.run_id)}
+        return RunState.restore(checked, run_id=run.run_id, input=run.input, rows=rows,
+                                now=self.clock())
 
     async def fork(self, run_id: str, *, from_step: str | None = None,
                    input: JSON = _MISSING) -> RunRecord:  # type: ignore[assignment]

@@ -20,13 +20,14 @@ from typing import cast
 from ..core.validate import CheckedWorkflow
 from ..steps.registry import StepCall
 from .runner import AttemptRunner, attempt_functions
-from .worksource import Outcome, Report, Spawn
+from .worksource import Claims, Outcome, Report, Reported, Spawn
 
 
 class LocalSource:
     """Attempts as tasks the run owns (see the module docstring)."""
 
     __slots__ = ("_clock", "_max_output_bytes", "_report", "_run", "_runs", "_spawn")
+    remote = False  # its attempts are this process's tasks
 
     def __init__(self, checked: CheckedWorkflow, clock: Callable[[], float]) -> None:
         self._runs = attempt_functions(checked)  # a type's `prepare` raises here, if at all
@@ -57,6 +58,16 @@ class LocalSource:
             outcome = Outcome(call.index, call.attempt, "cancelled", None, None,
                               given["fallback"])
             asyncio.get_running_loop().call_soon(self._report, outcome)
+
+    def adopt(self, running: list[int]) -> dict[int, object]:
+        """An attempt stored running died with the process that ran it: none goes on."""
+        return {}
+
+    def claims(self) -> Claims | None:  # never asked: not remote
+        return None
+
+    def applied(self, outcomes: list[Reported]) -> None:  # never called: not remote
+        pass
 
     def close(self) -> None:
         """The run's TaskGroup owns every task this source started: nothing to stop.

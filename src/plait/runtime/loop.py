@@ -130,6 +130,16 @@ class RunLoop:
         self._polls = not isinstance(self.store, MemoryStore)
         # ...and its writes complete at once: the loop calls them without a coroutine
         self._write_now = self.writer.write_now
+        # a source whose attempts run elsewhere (``WorkSource.remote``): its tickets and
+        # consumed outcomes ride in the loop's batches, so ``start`` is called before
+        # the commit that stores the attempt; the run's lease is heartbeated whatever
+        # the store, since other processes may take the run over
+        self._remote = source.remote
+        if self._remote:
+            self._polls = True
+            self._write_now = None
+            self.writer.claims = source.claims
+        self._detached = False
         self._aio: asyncio.AbstractEventLoop
         self._held_change: RunChange | None = None  # the run's start, see _start
         # the loop's task waits for nothing but attempts, on a store whose writes
@@ -159,8 +169,14 @@ class RunLoop:
                 raise group.exceptions[0] from None
             raise
         except asyncio.CancelledError:
-            await self._abort("cancelled (interrupted)")
+            if not self._detached:
+                await self._abort("cancelled (interrupted)")
             raise
+
+    def detach(self) -> None:
+        """The next cancellation of the loop's task stops driving the run without
+        writing anything: another process takes it over (a worker that drains)."""
+        self._detached = True
 
     async def _main(self) -> None:
         state, timers, parked, slots = self.state, self.timers, self.approvals.parked, \
@@ -168,6 +184,11 @@ class RunLoop:
         await self._start()
         while True:
             starts = self._launch(self.clock())
+            if starts and self._remote:  # the tickets are committed with the attempts
+                tasks, start = self.tasks, self._start_attempt
+                for call in starts:
+                    tasks[call.index] = start(call, False)
+                starts = []
             if self._held_change is not None:
                 change, self._held_change = self._held_change, None
                 await self.writer.commit_run(change)
@@ -235,6 +256,12 @@ class RunLoop:
         state.start(now)
         for due, i in state.queued_later():  # retries that were waiting when it stopped
             self.timers.add(due, "retry", i)
+        for i, handle in self.source.adopt(state.interrupted).items():
+            # taken over: the attempt still runs elsewhere, its outcome will come
+            state.interrupted.remove(i)
+            self.tasks[i] = handle
+            if (pool := self._pool_of[i]) is not None:
+                self._slots.hold(pool, now)
         for i in state.interrupted:  # resumed: those attempts died with their process
             error = error_info(InterruptedAttempt(state.rows[i].worker,
                                                   step=self.spec.steps[i].id))
@@ -369,6 +396,8 @@ class RunLoop:
                 self.state.cancel_step(i, now, self.halt.why())
             elif (follow := handle(i, kind, output, error, fallback, now)) is not None:
                 self._follow(follow)
+        if self._remote:  # applied (or dropped): consumed by the batch that follows
+            self.source.applied(outcomes)
 
     def _drop(self, i: int, attempt: int, kind: str) -> None:
         out = f"attempt {self._rows[i].attempts} is out" if i in self.tasks \

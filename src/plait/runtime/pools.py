@@ -134,5 +134,10 @@ class PoolSlots:
         signal()
         return True
 
+    def hold(self, name: str, now: float) -> None:
+        """Count a slot taken by an attempt already running elsewhere (a run taken
+        over), even past the pool's limit: it is running, whatever the limit says."""
+        shared_limits().pools.get(self._specs[name]).acquire(now)
+
     def release(self, name: str) -> None:
         shared_limits().pools.get(self._specs[name]).release()

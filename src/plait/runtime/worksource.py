@@ -28,7 +28,18 @@ The contract, from the loop's side:
    or ``cancelled`` (it stopped because it was cancelled).  An attempt that ended
    before its cancel reports how it ended.  ``report`` may do a whole turn of the
    loop before it returns, ``start`` calls included.
-5. ``close()`` is called once when the loop ends, whatever ended it.  Outcomes reported
+5. A source is ``remote`` when its attempts run in other processes (``ClaimSource``,
+   in ``runtime.claims``).  Then ``start`` only records the attempt and is called
+   *before* the commit that stores it ``running``: each batch the loop commits takes
+   what ``claims()`` returns (tickets to dispatch, inbox outcomes consumed, tickets
+   withdrawn), so an attempt and its ticket are stored together, and an outcome is
+   consumed by the batch that writes what it caused.  After each turn that processed
+   outcomes the loop calls ``applied(outcomes)`` with them (dropped ones too).
+   ``adopt(running)`` is asked once, when the loop starts, which of the steps stored
+   ``running`` still have their attempt out (a run taken over): it returns their
+   handles, and the loop waits for their outcomes instead of counting them
+   interrupted.  A local source adopts none.
+6. ``close()`` is called once when the loop ends, whatever ended it.  Outcomes reported
    after that are ignored (the TaskGroup's exit cancels attempts still running).
 
 What the loop does with an outcome is the same for every source: it drops (and logs)
@@ -51,6 +62,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from ..steps.registry import StepCall
+    from ..store.base import AttemptKey, Ticket
 
 OutcomeKind = Literal["ok", "error", "refused", "interrupted", "cancelled"]
 
@@ -80,8 +92,20 @@ Spawn = Callable[[Coroutine[object, object, None]], "asyncio.Task[None]"]
 Report = Callable[[Reported], None]
 
 
+Claims = tuple[list["Ticket"], list["AttemptKey"], list["AttemptKey"]]
+
+
 class WorkSource(Protocol):
     """Starts the attempts of one run and brings their outcomes back (module docstring)."""
+
+    @property
+    def remote(self) -> bool: ...
+
+    def adopt(self, running: list[int]) -> dict[int, object]: ...
+
+    def claims(self) -> Claims | None: ...
+
+    def applied(self, outcomes: list[Reported]) -> None: ...
 
     def open(self, spawn: Spawn, report: Report) -> None: ...
 

@@ -18,6 +18,7 @@ from ..store.base import RunChange, RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from .context import StepLog
 from .results import RunResult, StepResults
+from .worksource import Claims
 
 Listener = Callable[[WriteBatch], None]
 _FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -27,7 +28,7 @@ _log = logging.getLogger("plait.engine")
 class RunWriter:
     """Commits one run's changes (see the module docstring)."""
 
-    __slots__ = ("_listeners", "_run_id", "_state", "_step_log", "_store", "run",
+    __slots__ = ("_listeners", "_run_id", "_state", "_step_log", "_store", "claims", "run",
                  "write_now")
 
     def __init__(self, store: Store, run: RunRecord, state: RunState, step_log: StepLog,
@@ -40,11 +41,19 @@ class RunWriter:
         self._listeners = listeners  # the engine's list: one added later sees what follows
         # a memory store's writes complete at once: the loop calls them without awaiting
         self.write_now = store.write_now if isinstance(store, MemoryStore) else None
+        # a remote source's tickets, consumed outcomes and withdrawals, taken into each
+        # batch (``WorkSource.claims``); None for a local run, at no cost per batch
+        self.claims: Callable[[], Claims | None] | None = None
 
     def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
         """What the core changed since the last commit (None when nothing did)."""
         steps, attempts = self._state.drain()
         notes = self._step_log.drain() if self._step_log.pending else []
+        claims = self.claims() if self.claims is not None else None
+        if claims is not None:
+            dispatch, consumed, withdrawn = claims
+            return WriteBatch(self._run_id, steps, attempts, run_change, notes,
+                              dispatch=dispatch, consumed=consumed, withdrawn=withdrawn)
         if not steps and not attempts and run_change is None and not notes:
             return None
         return WriteBatch(self._run_id, steps, attempts, run_change, notes)

@@ -30,7 +30,7 @@ from plait.runtime.runner import error_info
 from plait.runtime.runview import RunView
 from plait.runtime.secrets import Secrets
 from plait.runtime.when import WhenJudge
-from plait.runtime.worksource import Outcome, Report, Reported, Spawn, WorkSource
+from plait.runtime.worksource import Claims, Outcome, Report, Reported, Spawn, WorkSource
 from plait.steps.registry import StepCall
 from plait.store.memory import MemoryStore
 
@@ -44,6 +44,8 @@ def never() -> None:
 
 class FakeSource:
     """Records starts and cancels; outcomes are reported by the test (``report``)."""
+
+    remote = False
 
     def __init__(self) -> None:
         self.started: list[StepCall] = []
@@ -65,6 +67,15 @@ class FakeSource:
 
     def cancel(self, handle: object) -> None:
         self.cancelled.append(handle)
+
+    def adopt(self, running: list[int]) -> dict[int, object]:
+        return {}
+
+    def claims(self) -> Claims | None:
+        raise AssertionError("a local source is never asked for claims")
+
+    def applied(self, outcomes: list[Reported]) -> None:
+        raise AssertionError("a local source is never told what was applied")
 
     def close(self) -> None:
         self.closed += 1

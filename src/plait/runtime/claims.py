@@ -1,0 +1,251 @@
+"""``ClaimSource``: a run's attempts as tickets that any worker of a cluster claims.
+
+The ``WorkSource`` of a run driven on a shared store (docs/design/workers.md).  The
+driver (the process holding the run's lease) keeps making every decision in its one
+``RunLoop``; this source only turns each attempt the loop begins into a ``Ticket``
+and brings the outcomes that workers put in the run's inbox back to the loop.
+
+- ``start`` builds the ticket and keeps it until the loop's next batch takes it
+  (``claims``): the ticket is committed in the transaction that stores the step
+  ``running`` with its attempt counted, never alone.
+- Outcomes: a reader task reads ``store.outcomes(run_id)`` when told that an outcome
+  was stored (PostgreSQL's ``NOTIFY plait_outcome``, through ``wake``) and every
+  ``poll`` seconds whatever the store, so a lost notification costs latency only.
+  Each new inbox row of an attempt out is reported to the loop; its key is consumed
+  by the batch that writes what the outcome caused (``applied``), which fences two
+  drivers.  An inbox row of an attempt already resolved (cancelled meanwhile, or from
+  before a takeover) is consumed silently.
+- ``cancel`` withdraws the ticket (a worker holding it loses its lease) and reports
+  ``cancelled`` on the next turn of the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from ..core.model import JSONDict
+from ..core.retry import ErrorInfo
+from ..core.runstate import RunState
+from ..core.states import StepStatus
+from ..core.validate import CheckedWorkflow
+from ..errors import StoreError
+from ..steps.registry import StepCall
+from ..store.base import AttemptKey, Outcome, Store, Ticket
+from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
+
+_log = logging.getLogger("plait.engine")
+Subscribe = Callable[[str, Callable[[], None]], Callable[[], None]]
+
+
+def error_dict(error: ErrorInfo, *, refused: bool = False) -> JSONDict:
+    """An attempt's error info as the inbox stores it (``error_info`` reads it back)."""
+    value: JSONDict = {"type": error.type, "message": error.message,
+                       "names": list(error.names), "retryable": error.retryable,
+                       "retry_after": error.retry_after, "traceback": error.traceback}
+    if refused:
+        value["refused"] = True
+    return value
+
+
+def error_info(error: JSONDict | None) -> ErrorInfo:
+    """An inbox outcome's error as the core reads it (any shape a store may hold)."""
+    error = error or {}
+    names = error.get("names")
+    retry_after = error.get("retry_after")
+    traceback = error.get("traceback")
+    return ErrorInfo(
+        type=str(error.get("type") or "Error"), message=str(error.get("message") or ""),
+        names=tuple(str(n) for n in names) if isinstance(names, list) else (),
+        retryable=error.get("retryable") is not False,
+        retry_after=float(retry_after) if isinstance(retry_after, int | float) else None,
+        traceback=traceback if isinstance(traceback, str) else None)
+
+
+def to_reported(index: int, outcome: Outcome) -> Reported:
+    """An inbox outcome as the loop's ``Outcome`` fields."""
+    kind: OutcomeKind = outcome.kind
+    error = None
+    if outcome.kind in ("error", "interrupted"):
+        error = error_info(outcome.error)
+        if outcome.kind == "error" and (outcome.error or {}).get("refused") is True:
+            kind = "refused"
+    return (index, outcome.attempt, kind, outcome.output if kind == "ok" else None, error,
+            outcome.fallback)
+
+
+def _ancestors(checked: CheckedWorkflow) -> list[tuple[int, ...] | None]:
+    return checked.derive("ancestors", lambda: [None] * checked.graph.size)
+
+
+def ancestors_of(checked: CheckedWorkflow, i: int) -> tuple[int, ...]:
+    """The steps whose outputs step ``i`` may read: its ancestors (templates may read
+    only those; validation refuses others), kept per checked workflow."""
+    cache = _ancestors(checked)
+    found = cache[i]
+    if found is None:
+        parents = checked.graph.parents
+        seen: set[int] = set()
+        todo = list(parents[i])
+        while todo:
+            p = todo.pop()
+            if p not in seen:
+                seen.add(p)
+                todo.extend(parents[p])
+        found = cache[i] = tuple(sorted(seen))
+    return found
+
+
+def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
+    """What a worker needs to run the attempt: the run's input, the status and output
+    of every step it may read, the shared state, its own last error (a fallback's
+    ``error``) and when the step first started."""
+    rows, ids = state.rows, state.graph.ids
+    steps: JSONDict = {}
+    for p in ancestors_of(state.checked, call.index):
+        row = rows[p]
+        steps[ids[p]] = {"status": str(row.status),
+                         "output": row.output if row.status is StepStatus.COMPLETED
+                         else None}
+    own = rows[call.index]
+    return {"input": state.input, "state": dict(state.state), "steps": steps,
+            "started_at": call.started_at, "error": own.error if fallback else None}
+
+
+class ClaimSource:
+    """Attempts as tickets, outcomes from the inbox (see the module docstring)."""
+
+    remote = True
+
+    def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store, *,
+                 run_id: str, poll: float = 1.0, priority: float = 0.0,
+                 in_flight: dict[int, AttemptKey] | None = None,
+                 subscribe: Subscribe | None = None) -> None:
+        self._checked = checked
+        self._state = state
+        self._store = store
+        self._run_id = run_id
+        self._poll = poll
+        self._priority = priority
+        self._in_flight = dict(in_flight or {})
+        self._subscribe = subscribe
+        self._index = checked.graph.index
+        self._out: dict[AttemptKey, int] = {}  # attempts out -> their step's index
+        self._seen: set[AttemptKey] = set()  # inbox keys read already
+        self._from_inbox: set[AttemptKey] = set()  # reported, to consume when applied
+        self._dispatch: list[Ticket] = []
+        self._consumed: list[AttemptKey] = []
+        self._withdrawn: list[AttemptKey] = []
+        self._wake = asyncio.Event()
+        self._report: Report | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------- the contract
+
+    def open(self, spawn: Spawn, report: Report) -> None:
+        self._report = report
+        if self._subscribe is not None:
+            self._unsubscribe = self._subscribe(self._run_id, self._wake.set)
+        self._reader = spawn(self._read())
+
+    def adopt(self, running: list[int]) -> dict[int, object]:
+        adopted: dict[int, object] = {}
+        for i in running:
+            key = self._in_flight.get(i)
+            if key is not None:
+                self._out[key] = i
+                adopted[i] = key
+        if adopted:
+            self._wake.set()  # their outcomes may be in the inbox already
+        return adopted
+
+    def start(self, call: StepCall, fallback: bool) -> AttemptKey:
+        step = call.step
+        pool = step.pool
+        limit = self._checked.spec.pools[pool].concurrency if pool is not None else None
+        ticket = Ticket(run_id=self._run_id, step_id=step.id, attempt=call.attempt,
+                        fallback=fallback,
+                        priority=self._priority - self._checked.priority[call.index],
+                        pool=pool, pool_limit=limit,
+                        payload=payload_of(self._state, call, fallback))
+        self._dispatch.append(ticket)
+        self._out[ticket.key] = call.index
+        return ticket.key
+
+    def cancel(self, handle: object) -> None:
+        key: AttemptKey = handle  # type: ignore[assignment]
+        i = self._out.pop(key, None)
+        if i is None:
+            return  # resolved already: its outcome is on its way to the loop
+        if any(t.key == key for t in self._dispatch):  # never committed: drop it
+            self._dispatch = [t for t in self._dispatch if t.key != key]
+        else:
+            self._withdrawn.append(key)
+        report = self._report
+        if report is not None:
+            asyncio.get_running_loop().call_soon(
+                report, (i, key[1], "cancelled", None, None, key[2]))
+
+    def claims(self) -> Claims | None:
+        if not (self._dispatch or self._consumed or self._withdrawn):
+            return None
+        taken = (self._dispatch, self._consumed, self._withdrawn)
+        self._dispatch, self._consumed, self._withdrawn = [], [], []
+        return taken
+
+    def applied(self, outcomes: list[Reported]) -> None:
+        ids, from_inbox = self._checked.graph.ids, self._from_inbox
+        for i, attempt, _kind, _output, _error, fallback in outcomes:
+            key = (ids[i], attempt, fallback)
+            if key in from_inbox:
+                from_inbox.discard(key)
+                self._consumed.append(key)
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self._reader is not None:
+            self._reader.cancel()
+        self._report = None
+
+    # ------------------------------------------------------------- the inbox
+
+    async def _read(self) -> None:
+        """Read the inbox when woken, and every ``poll`` seconds (the fallback)."""
+        delay = self._poll
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if not self._out:
+                continue
+            try:
+                inbox = await self._store.outcomes(self._run_id)
+            except StoreError as exc:
+                _log.warning("run %s: reading its outcomes failed (%s); retrying in "
+                             "%gs", self._run_id, exc, delay)
+                delay = min(delay * 2, max(self._poll, 10.0))
+                continue
+            delay = self._poll
+            self._take(inbox)
+
+    def _take(self, inbox: list[Outcome]) -> None:
+        report = self._report
+        if report is None:
+            return
+        for outcome in inbox:
+            key = outcome.key
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            i = self._out.pop(key, None)
+            if i is None:  # resolved already (withdrawn, or before a takeover)
+                self._consumed.append(key)
+                continue
+            self._from_inbox.add(key)
+            report(to_reported(i, outcome))
+

@@ -1,0 +1,427 @@
+"""``Worker``: one process's share of a cluster (``plait worker``; SPEC 7).
+
+A worker has two roles (docs/design/workers.md):
+
+- **executing attempts** of any run: a claim loop takes up to its free slots of
+  tickets (``claim_attempts``; never more), woken by ``NOTIFY plait_work`` on
+  PostgreSQL and by a poll timer on every store; each lease runs with the same
+  ``AttemptRunner`` as a local run, through a ``RunView`` built from the ticket's
+  payload.  The outcomes of one turn are stored by ONE ``complete_attempts``.  A
+  heartbeat loop extends the leases every lease/3; an attempt whose lease is lost is
+  cancelled (the store discards its result and notes it).
+- **driving runs**: a reaper loop turns expired leases into ``interrupted`` outcomes
+  (``reap_expired``) and takes runs that need a driver (``runs_to_drive`` ->
+  ``claim_run``), at most ``max_runs`` at once; each is driven by ``Engine.execute``
+  with a ``ClaimSource``.  A run taken over keeps the attempts that are still out (a
+  ticket or an inbox outcome for the step's current attempt) and counts the others
+  interrupted, as a resumed run does.  The cron ``Scheduler`` ticks too: the runs it
+  creates are pending runs like any other.
+
+``stop()`` drains: no new claims, no new runs; the runs it drives are released at
+once for another worker; running attempts finish, or after ``grace`` seconds are
+cancelled and stored ``interrupted`` (they retry elsewhere under the step's policy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
+
+from ..core.runstate import RunState, StepRuntime
+from ..core.states import RunStatus, StepStatus
+from ..core.validate import CheckedWorkflow
+from ..errors import RunBusy, StoreError
+from ..steps.builtin import declared_keys
+from ..steps.registry import StepCall, StepFunction, get_step_type
+from ..store.base import AttemptKey, Lease, Outcome, Store
+from .binding import import_call
+from .claims import ClaimSource, Subscribe, error_dict
+from .context import StepLog
+from .engine import Engine, default_worker_id
+from .runner import AttemptRunner
+from .runview import RunView
+from .scheduler import Scheduler
+from .secrets import Secrets
+from .worksource import Reported
+
+_log = logging.getLogger("plait.worker")
+_FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class Notifications(Protocol):
+    """Wake-ups from the store (``runtime.notify.PgNotifications`` on PostgreSQL)."""
+
+    on_work: Callable[[], None] | None
+
+    def subscribe(self, run_id: str, callback: Callable[[], None]) -> Callable[[], None]: ...
+
+    async def run(self) -> None: ...
+
+
+class _OneStep(Sequence[StepFunction]):
+    """The runner's per-step functions, of which a worker knows the one it runs."""
+
+    def __init__(self, index: int, fn: StepFunction, size: int) -> None:
+        self._index, self._fn, self._size = index, fn, size
+
+    def __getitem__(self, i: Any) -> Any:
+        if i != self._index:
+            raise IndexError(i)
+        return self._fn
+
+    def __len__(self) -> int:
+        return self._size
+
+
+class StepLoadError(Exception):
+    """This worker cannot load a step's code (retryable: another worker may)."""
+
+
+async def in_flight(store: Store, run_id: str, state: RunState) -> dict[int, AttemptKey]:
+    """The steps stored ``running`` whose current attempt is still out: a ticket or an
+    inbox outcome exists for it (the invariant of a run driven on a cluster)."""
+    keys = {t.ticket.key for t in await store.tickets(run_id)}
+    keys |= {o.key for o in await store.outcomes(run_id)}
+    found: dict[int, AttemptKey] = {}
+    ids = state.graph.ids
+    for i in state.interrupted:
+        attempt = state.rows[i].attempts
+        for fallback in (True, False):
+            key = (ids[i], attempt, fallback)
+            if key in keys:
+                found[i] = key
+                break
+    return found
+
+
+class Worker:
+    """See the module docstring."""
+
+    def __init__(self, store: Store, *, concurrency: int = 4, lease: float = 30.0,
+                 poll: float = 1.0, grace: float = 30.0, name: str | None = None,
+                 max_runs: int = 100, schedules: bool = True,
+                 notifications: Notifications | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        self.store = store
+        self.concurrency = concurrency
+        self.lease = lease
+        self.poll = poll
+        self.grace = grace
+        self.name = name or default_worker_id()
+        self.max_runs = max_runs
+        self.clock = clock
+        self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
+        self._notifications = notifications
+        self._schedules = schedules
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
+        self._tokens: set[str] = set()  # leases held until their completion is stored
+        self._abandoned: dict[str, str] = {}  # token -> "lost" | "drained"
+        self._finished: list[tuple[str, Outcome]] = []
+        self._driving: dict[str, asyncio.Task[None]] = {}  # run id -> its driver
+        self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
+        self._functions: dict[tuple[str, int, int], StepFunction] = {}
+        self._work = asyncio.Event()  # something to claim, or a slot freed
+        self._done = asyncio.Event()  # an attempt ended: completions to store
+        self._stop = asyncio.Event()
+        self.draining = False
+        self.completed = 0  # attempts this worker completed (stored in an inbox)
+
+    # ------------------------------------------------------------- lifecycle
+
+    def stop(self) -> None:
+        """Drain (see the module docstring); ``run`` returns when it is done."""
+        self.draining = True
+        self._stop.set()
+        self._work.set()
+
+    async def run(self) -> None:
+        loops: list[asyncio.Task[None]] = []
+
+        def spawn(coro: Coroutine[Any, Any, None]) -> None:
+            loops.append(asyncio.create_task(coro))
+        if self._notifications is not None:
+            self._notifications.on_work = self._work.set
+            spawn(self._notifications.run())
+        spawn(self._claim_loop())
+        spawn(self._heartbeat_loop())
+        spawn(self._complete_loop())
+        spawn(self._drive_loop())
+        if self._schedules:
+            spawn(Scheduler(self.store, clock=self.clock).run())
+        try:
+            await self._stop.wait()
+            await self._drain()
+        finally:
+            for task in loops:
+                task.cancel()
+            for task in (*self._tasks.values(), *self._driving.values()):
+                task.cancel()
+            await asyncio.gather(*loops, *self._tasks.values(), *self._driving.values(),
+                                 return_exceptions=True)
+
+    async def _drain(self) -> None:
+        drivers = list(self._driving.items())
+        for run_id, task in drivers:
+            self.engine.detach(run_id)
+            task.cancel()
+        await asyncio.gather(*(t for _, t in drivers), return_exceptions=True)
+        running = list(self._tasks.values())
+        if running:
+            await asyncio.wait(running, timeout=self.grace)
+        for token, task in list(self._tasks.items()):
+            if not task.done():
+                self._abandoned[token] = "drained"
+                task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        deadline = time.monotonic() + max(self.lease, 1.0)
+        while (self._finished or self._tokens) and time.monotonic() < deadline:
+            self._done.set()
+            await asyncio.sleep(0.01)
+
+    @property
+    def subscribe(self) -> Subscribe | None:
+        return self._notifications.subscribe if self._notifications is not None else None
+
+    # ------------------------------------------------------------- attempts
+
+    async def _claim_loop(self) -> None:
+        delay = self.poll
+        while not self.draining:
+            free = self.concurrency - len(self._tasks)
+            if free > 0:
+                try:
+                    leases = await self.store.claim_attempts(self.name, free, self.lease)
+                except StoreError as exc:
+                    _log.warning("worker %s: claiming failed (%s)", self.name, exc)
+                    leases = []
+                    delay = min(delay * 2, 10 * self.poll)
+                else:
+                    delay = self.poll
+                for lease in leases:
+                    if self.draining:  # claimed while stopping: let it go at once
+                        self._tokens.add(lease.token)
+                        self._finish(lease, self._interrupted(lease, "the worker stops"))
+                        continue
+                    self._start(lease)
+            self._work.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._work.wait(), delay)
+
+    def _start(self, lease: Lease) -> None:
+        token = lease.token
+        self._tokens.add(token)
+        task = asyncio.create_task(self._execute(lease))
+        self._tasks[token] = task
+
+    async def _execute(self, lease: Lease) -> None:
+        token = lease.token
+        try:
+            outcome = await self._attempt(lease)
+        except asyncio.CancelledError:
+            why = self._abandoned.pop(token, None)
+            if why is None:
+                raise  # the worker itself is being torn down
+            if why == "drained":
+                outcome = self._interrupted(lease, f"the worker {self.name} drained and "
+                                            f"let the attempt go after {self.grace:g}s")
+            else:
+                outcome = self._outcome(lease, (0, lease.attempt, "cancelled", None, None,
+                                                lease.fallback))
+        finally:
+            self._tasks.pop(token, None)
+            self._work.set()  # a slot is free
+        self._finish(lease, outcome)
+
+    def _finish(self, lease: Lease, outcome: Outcome) -> None:
+        self._finished.append((lease.token, outcome))
+        self._done.set()
+
+    async def _attempt(self, lease: Lease) -> Outcome:
+        reported: list[Reported] = []
+        try:
+            checked = await self._workflow(lease.workflow, lease.version)
+            index = checked.graph.index[lease.step_id]
+            fn = self._function(checked, lease, index)
+        except (StepLoadError, StoreError) as exc:
+            return self._outcome(lease, None, error={
+                "type": "StepLoadError", "message": str(exc), "names": ["StepLoadError"],
+                "retryable": True})
+        call = self._call(checked, lease, index)
+        runner = AttemptRunner(_OneStep(index, fn, checked.graph.size),
+                               checked.spec.limits.max_output_bytes, self.clock,
+                               reported.append)
+        await runner.run(call, lease.fallback)
+        return self._outcome(lease, reported[-1])
+
+    def _call(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepCall:
+        payload = lease.payload
+        secrets = Secrets()
+        state = RunState(checked, run_id=lease.run_id, input=payload.get("input"),
+                         secrets=secrets)
+        shared = payload.get("state")
+        if isinstance(shared, dict):
+            state.state.update(shared)
+        steps = payload.get("steps")
+        graph = checked.graph.index
+        if isinstance(steps, dict):
+            for sid, row in steps.items():
+                if sid in graph and isinstance(row, dict):
+                    state.rows[graph[sid]] = StepRuntime(
+                        StepStatus(str(row.get("status"))), output=row.get("output"))
+        error = payload.get("error")
+        state.rows[index].error = error if isinstance(error, str) else None
+        view = RunView(checked, state, lease.run_id, self.engine.services,
+                       StepLog(secrets.redact_text), declared_keys(checked),
+                       [None] * checked.graph.size)
+        started = payload.get("started_at")
+        return StepCall(checked.spec.steps[index], index, lease.attempt,
+                        float(started) if isinstance(started, int | float) else self.clock(),
+                        view)
+
+    async def _workflow(self, name: str, version: int) -> CheckedWorkflow:
+        checked = self._workflows.get((name, version))
+        if checked is None:
+            try:
+                checked = await self.engine.stored_workflow(name, version)
+            except StoreError:
+                raise
+            except Exception as exc:  # named in the attempt's error
+                raise StepLoadError(f"worker {self.name} cannot load workflow "
+                                    f"{name}@{version}: {exc}") from exc
+            self._workflows[(name, version)] = checked
+        return checked
+
+    def _function(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepFunction:
+        key = (lease.workflow, lease.version, index)
+        fn = self._functions.get(key)
+        if fn is None:
+            step = checked.spec.steps[index]
+            try:
+                call = step.config.get("call") if step.type == "python" else None
+                if isinstance(call, str) and step.func is None:
+                    import_call(call)  # a module this worker lacks: retryable, named
+                step_type = get_step_type(step.type)
+                fn = step_type.run if step_type.prepare is None \
+                    else step_type.prepare(step, checked)
+            except Exception as exc:  # named in the attempt's error
+                raise StepLoadError(f"worker {self.name} cannot load step {step.id!r}: "
+                                    f"{exc}") from exc
+            self._functions[key] = fn
+        return fn
+
+    def _outcome(self, lease: Lease, reported: Reported | None, *,
+                 error: dict[str, Any] | None = None) -> Outcome:
+        if reported is None:
+            return Outcome(run_id=lease.run_id, step_id=lease.step_id,
+                           attempt=lease.attempt, fallback=lease.fallback, kind="error",
+                           error=error, worker=self.name, at=self.clock())
+        _, _, kind, output, info, _ = reported
+        stored = error_dict(info, refused=kind == "refused") if info is not None else None
+        return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
+                       fallback=lease.fallback,
+                       kind="error" if kind == "refused" else kind,
+                       output=output, error=stored, worker=self.name, at=self.clock())
+
+    def _interrupted(self, lease: Lease, message: str) -> Outcome:
+        return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
+                       fallback=lease.fallback, kind="interrupted",
+                       error={"type": "WorkerDrained", "message": message,
+                              "retryable": True},
+                       worker=self.name, at=self.clock())
+
+    async def _complete_loop(self) -> None:
+        delay = 0.05
+        while True:
+            await self._done.wait()
+            self._done.clear()
+            if not self._finished:
+                continue
+            batch, self._finished = self._finished, []
+            try:
+                stored = await self.store.complete_attempts(self.name, batch)
+            except StoreError as exc:
+                _log.warning("worker %s: storing %d outcomes failed (%s); retrying",
+                             self.name, len(batch), exc)
+                self._finished[:0] = batch
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                self._done.set()
+                continue
+            delay = 0.05
+            for (token, outcome), ok in zip(batch, stored, strict=True):
+                self._tokens.discard(token)
+                if ok:
+                    self.completed += 1
+                else:
+                    _log.warning("worker %s: the result of attempt %d of step %r (run %s) "
+                                 "was discarded: the lease was lost", self.name,
+                                 outcome.attempt, outcome.step_id, outcome.run_id)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            tokens = list(self._tokens)
+            if not tokens:
+                continue
+            try:
+                alive = await self.store.extend_leases(self.name, tokens, self.lease)
+            except StoreError as exc:
+                _log.warning("worker %s: extending leases failed (%s)", self.name, exc)
+                continue
+            for token in tokens:
+                task = self._tasks.get(token)
+                if token not in alive and task is not None and not task.done():
+                    self._abandoned[token] = "lost"
+                    task.cancel()
+
+    # ------------------------------------------------------------- runs
+
+    async def _drive_loop(self) -> None:
+        last_reap = 0.0
+        while not self.draining:
+            now = time.monotonic()
+            try:
+                if now - last_reap >= self.lease / 2:
+                    last_reap = now
+                    await self.store.reap_expired()
+                free = self.max_runs - len(self._driving)
+                if free > 0:
+                    for run_id in await self.store.runs_to_drive(self.lease, free):
+                        if run_id not in self._driving and not self.draining:
+                            await self._take(run_id)
+            except StoreError as exc:
+                _log.warning("worker %s: looking for runs failed (%s)", self.name, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.poll)
+
+    async def _take(self, run_id: str) -> None:
+        run = await self.store.claim_run(run_id, self.name, self.clock(), self.lease)
+        if run is None or run.status in _FINAL:
+            return
+        self._driving[run_id] = asyncio.create_task(self._drive(run_id))
+
+    async def _drive(self, run_id: str) -> None:
+        try:
+            run = await self.store.get_run(run_id)
+            checked = await self.engine.stored_workflow(run.workflow, run.version)
+            state = await self.engine.restore(run, checked)
+            source = ClaimSource(checked, state, self.store, run_id=run_id, poll=self.poll,
+                                 in_flight=await in_flight(self.store, run_id, state),
+                                 subscribe=self.subscribe)
+            await self.engine.execute(checked, run, state, source=source)
+        except RunBusy:
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - one run's failure must not stop the worker
+            _log.exception("worker %s: driving run %s failed", self.name, run_id)
+            with contextlib.suppress(StoreError):
+                await self.store.release_run(run_id, self.name)
+        finally:
+            self._driving.pop(run_id, None)

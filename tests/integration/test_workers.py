@@ -1,0 +1,277 @@
+"""Workers of a cluster, in one process: ``Worker`` and ``ClaimSource`` on every store
+(docs/workers.md).  Two workers drive and execute runs together; leases that stop
+being heartbeated are reaped and retried; a late result is discarded and noted; a
+driver that dies is taken over without re-running what was still in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plait.core.states import RunStatus
+from plait.definitions import check_definition
+from plait.errors import StoreError
+from plait.runtime.claims import ClaimSource
+from plait.runtime.engine import Engine
+from plait.runtime.worker import Worker, in_flight
+from plait.store.base import Outcome, RunRecord, Store
+from plait.store.memory import MemoryStore
+from plait.store.url import open_store
+
+_STEPS = '''
+import os, time
+
+def start(n):
+    return {"n": n}
+
+def branch(start, input):
+    return start["n"] * input["k"]
+
+def join(b1, b2, b3):
+    return b1 + b2 + b3
+
+def last(join):
+    return {"total": join}
+
+def slow(marker):
+    with open(marker, "a") as f:
+        f.write("x")
+    time.sleep(1.0)
+    return "slow done"
+'''
+
+
+@pytest.fixture
+def steps_module(tmp_path: Path) -> Iterator[str]:
+    name = f"wsteps_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(_STEPS))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield name
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql",
+                                                         marks=pytest.mark.postgres)])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param == "memory":
+        opened: Store = MemoryStore()
+    elif request.param == "sqlite":
+        opened = open_store(f"sqlite:///{tmp_path / 'plait.db'}")
+    else:
+        opened = open_store(request.getfixturevalue("pg_database"))
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def _fan_out(module: str) -> dict[str, Any]:
+    py = "python"
+    return {"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
+        {"id": "start", "type": py, "call": f"{module}:start", "with": {"n": 2}},
+        *({"id": f"b{k}", "type": py, "call": f"{module}:branch", "depends_on": ["start"]}
+          for k in (1, 2, 3)),
+        {"id": "join", "type": py, "call": f"{module}:join", "depends_on": ["b1", "b2", "b3"]},
+        {"id": "last", "type": py, "call": f"{module}:last", "depends_on": ["join"]}]}
+
+
+async def _until(check: Callable[[], Any], timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def _final(store: Store, run_ids: list[str], timeout: float = 20.0) -> None:
+    async def done() -> bool:
+        runs = [await store.get_run(r) for r in run_ids]
+        return all(r.status in (RunStatus.COMPLETED, RunStatus.FAILED,
+                                RunStatus.CANCELLED) for r in runs)
+    await _until(done, timeout)
+
+
+class _Workers:
+    def __init__(self, *workers: Worker) -> None:
+        self.workers = workers
+        self.tasks = [asyncio.create_task(w.run()) for w in workers]
+
+    async def stop(self) -> None:
+        for w in self.workers:
+            w.stop()
+        await asyncio.wait_for(asyncio.gather(*self.tasks), 15)
+
+
+def _worker(store: Store, name: str, **kwargs: Any) -> Worker:
+    options: dict[str, Any] = {"concurrency": 2, "lease": 2.0, "poll": 0.1, "grace": 2.0,
+                               "schedules": False}
+    options.update(kwargs)
+    return Worker(store, name=name, **options)
+
+
+async def test_two_workers_complete_fan_out_and_chain_runs(store: Store,
+                                                           steps_module: str) -> None:
+    checked = check_definition(_fan_out(steps_module))
+    engine = Engine(store)
+    runs = [await engine.submit(checked, {"k": k}) for k in (1, 2, 3)]
+    workers = _Workers(_worker(store, "w1", concurrency=1),
+                       _worker(store, "w2", concurrency=1))
+    try:
+        await _final(store, [r.run_id for r in runs])
+    finally:
+        await workers.stop()
+    for k, run in zip((1, 2, 3), runs, strict=True):
+        stored = await store.get_run(run.run_id)
+        assert stored.status is RunStatus.COMPLETED, stored.error
+        steps = {s.step_id: s for s in await store.get_steps(run.run_id)}
+        assert steps["last"].output == {"total": 3 * 2 * k}
+        assert all(s.attempts == 1 for s in steps.values())
+        assert await store.tickets(run.run_id) == []
+        assert await store.outcomes(run.run_id) == []
+    assert sum(w.completed for w in workers.workers) == 6 * 3
+    assert all(w.completed > 0 for w in workers.workers)
+
+
+async def test_an_expired_lease_is_reaped_retried_elsewhere_and_its_late_result_noted(
+        store: Store, steps_module: str) -> None:
+    definition = _fan_out(steps_module)
+    definition["steps"][0]["retry"] = {"max_retries": 2, "initial_delay": "0s"}
+    checked = check_definition(definition)
+    engine = Engine(store)
+    run = await engine.submit(checked, {"k": 1})
+    # a driver alone first: the start step's ticket is stored; a ghost claims it and
+    # never heartbeats (a worker that froze)
+    driver = _worker(store, "driver", concurrency=1, lease=0.5)
+    driver.concurrency = 1
+    ghost_lease = None
+    drive = _Workers(driver)
+    try:
+        async def ghost_claims() -> bool:
+            nonlocal ghost_lease
+            taken = await store.claim_attempts("ghost", 1, 0.5)
+            ghost_lease = taken[0] if taken else ghost_lease
+            return ghost_lease is not None
+        driver._claim_loop = _never  # type: ignore[method-assign]
+        await drive.stop()
+        drive = _Workers(_no_claims(_worker(store, "driver", lease=0.5)))
+        await _until(ghost_claims)
+        assert ghost_lease is not None and ghost_lease.step_id == "start"
+        helper = _Workers(_worker(store, "helper", lease=0.5))
+        await _final(store, [run.run_id])
+        await helper.stop()
+    finally:
+        await drive.stop()
+    steps = {s.step_id: s for s in await store.get_steps(run.run_id)}
+    assert (await store.get_run(run.run_id)).status is RunStatus.COMPLETED
+    assert steps["start"].attempts == 2  # the reaped attempt counted
+    late = Outcome(run_id=run.run_id, step_id="start", attempt=1, kind="ok",
+                   output={"n": 99}, at=0.0)
+    assert await store.complete_attempts("ghost", [(ghost_lease.token, late)]) == [False]
+    notes = [e.data for e in await store.get_events(run.run_id) if e.kind == "note"]
+    assert {"late_result_discarded": {"step": "start", "attempt": 1, "fallback": False,
+                                      "worker": "ghost"}} in notes
+    assert steps["last"].output == {"total": 6}  # the late result changed nothing
+
+
+async def _never() -> None:
+    await asyncio.Event().wait()
+
+
+def _no_claims(worker: Worker) -> Worker:
+    """A worker that drives runs and reaps, but executes nothing."""
+    worker._claim_loop = _never  # type: ignore[method-assign]
+    return worker
+
+
+class _Dying:
+    """A store proxy whose process dies: after ``die()`` every call fails."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.dead = False
+
+    def die(self) -> None:
+        self.dead = True
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if not callable(value):
+            return value
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if self.dead:
+                raise StoreError("this process is dead")
+            return await value(*args, **kwargs)
+        return call
+
+
+async def test_a_dead_driver_is_taken_over_and_in_flight_attempts_are_not_rerun(
+        store: Store, steps_module: str, tmp_path: Path) -> None:
+    marker = tmp_path / "slow.marker"
+    checked = check_definition({"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
+        {"id": "slow", "type": "python", "call": f"{steps_module}:slow",
+         "with": {"marker": str(marker)}},
+        {"id": "after", "type": "python", "call": f"{steps_module}:start",
+         "with": {"n": 1}, "depends_on": ["slow"]}]})
+    run = await Engine(store).submit(checked, {})
+    dying = _Dying(store)
+    engine = Engine(dying, worker="dead-driver", lease=1.0)  # type: ignore[arg-type]
+    state = await engine.restore(run, checked)
+    source = ClaimSource(checked, state, dying, run_id=run.run_id,  # type: ignore[arg-type]
+                         poll=0.1, in_flight=await in_flight(store, run.run_id, state))
+    driving = asyncio.create_task(engine.execute(checked, run, state, source=source))
+    executor = _Workers(_worker(store, "executor", lease=1.0, max_runs=0))
+    try:
+        await _until(lambda: _exists(marker))  # the slow step runs on the executor
+        dying.die()  # the driver's process dies: it writes nothing more, releases nothing
+        driving.cancel()
+        await asyncio.gather(driving, return_exceptions=True)
+        assert (await store.get_run(run.run_id)).owner == "dead-driver"
+        heir = _Workers(_worker(store, "heir", lease=1.0))
+        await _final(store, [run.run_id])
+        await heir.stop()
+    finally:
+        await executor.stop()
+    stored = await store.get_run(run.run_id)
+    assert stored.status is RunStatus.COMPLETED, stored.error
+    steps = {s.step_id: s for s in await store.get_steps(run.run_id)}
+    assert steps["slow"].attempts == 1 and steps["slow"].output == "slow done"
+    assert marker.read_text() == "x"  # ran once: the heir waited for its outcome
+
+
+async def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+async def test_a_step_whose_module_a_worker_cannot_import_fails_naming_it(
+        store: Store) -> None:
+    module = f"wgone_{uuid.uuid4().hex[:8]}"  # importable by nobody here
+    checked = check_definition({"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
+        {"id": "lost", "type": "python", "call": f"{module}:f"}]})
+    # stored as a submitter that could import it would store it
+    stored = await store.save_workflow(checked.spec.name, checked.definition_json,
+                                       checked.fingerprint, None)
+    run = RunRecord(run_id=uuid.uuid4().hex, workflow=stored.name, version=stored.version,
+                    fingerprint=checked.fingerprint, status=RunStatus.PENDING, input={},
+                    created_at=time.time())
+    await store.create_run(run, checked.graph.ids)
+    workers = _Workers(_worker(store, "w1"))
+    try:
+        await _final(store, [run.run_id])
+    finally:
+        await workers.stop()
+    steps = await store.get_steps(run.run_id)
+    assert (await store.get_run(run.run_id)).status is RunStatus.FAILED
+    assert module in (steps[0].error or "")
+    assert "StepLoadError" in (steps[0].error or "") and "w1" in (steps[0].error or "")
