@@ -164,11 +164,15 @@ class ClaimSource:
     def start(self, call: StepCall, fallback: bool) -> AttemptKey:
         step = call.step
         pool = step.pool
-        limit = self._checked.spec.pools[pool].concurrency if pool is not None else None
+        spec = self._checked.spec.pools[pool] if pool is not None else None
+        # the pool's limits travel on the ticket: the claim judges them store-wide
+        rate = spec.rate if spec is not None else None
         ticket = Ticket(run_id=self._run_id, step_id=step.id, attempt=call.attempt,
                         fallback=fallback,
                         priority=self._priority - self._checked.priority[call.index],
-                        pool=pool, pool_limit=limit,
+                        pool=pool, pool_limit=spec.concurrency if spec is not None else None,
+                        rate_count=rate.count if rate is not None else None,
+                        rate_period=rate.period if rate is not None else None,
                         payload=payload_of(self._state, call, fallback))
         self._dispatch.append(ticket)
         self._out[ticket.key] = call.index
