@@ -47,6 +47,11 @@ def timed(seconds):
     time.sleep(seconds)
     return {"t0": t0, "t1": time.time()}
 
+def boom(marker):
+    with open(marker, "a") as f:
+        f.write("x")
+    raise RuntimeError("the service is down")
+
 def slow(marker):
     with open(marker, "a") as f:
         f.write("x")
@@ -384,3 +389,31 @@ async def test_a_pools_rate_holds_across_workers(shared_url: str, steps_module: 
     assert starts[-1] - starts[0] >= 2.0 - 0.2
     for i in range(len(starts) - 2):
         assert starts[i + 2] - starts[i] >= 1.0 - 0.2, starts
+
+
+async def test_a_circuit_breaker_opened_on_one_worker_refuses_on_every_worker(
+        shared_url: str, steps_module: str, tmp_path: Path) -> None:
+    marker = tmp_path / "calls"
+    definition = {"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [{
+        "id": "call", "type": "python", "call": f"{steps_module}:boom",
+        "with": {"marker": str(marker)}, "retry": {"max_retries": 0},
+        "circuit_breaker": {"key": f"svc-{uuid.uuid4().hex[:6]}", "failure_threshold": 2,
+                            "reset_after": "1h"}}]}
+    store, _ = await _submitted(shared_url, definition, 0)
+    engine, checked = Engine(store), check_definition(definition)
+    workers = _Threads(shared_url, 2, concurrency=2, max_runs=1)
+    errors = []
+    try:
+        for _ in range(4):  # one after another: each sees what the last one recorded
+            run = await engine.submit(checked, {})
+            await _final(store, [run.run_id])
+            (step,) = await store.get_steps(run.run_id)
+            errors.append(step.error or "")
+    finally:
+        workers.stop()
+        await store.close()
+    # two failures open the breaker for the whole store: the bodies ran twice, and the
+    # later runs' attempts were refused, whichever worker (thread, event loop) took them
+    assert marker.read_text() == "xx"
+    assert all("the service is down" in e for e in errors[:2]), errors
+    assert all("circuit" in e.lower() for e in errors[2:]), errors

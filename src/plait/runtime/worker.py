@@ -34,15 +34,16 @@ from typing import Any, Protocol
 from ..core.runstate import RunState, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import RunBusy, StoreError
+from ..errors import CircuitOpenError, RunBusy, StoreError
 from ..steps.builtin import declared_keys
 from ..steps.registry import StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, Lease, Outcome, Store
 from .binding import import_call
+from .breakers import SharedBreaker
 from .claims import ClaimSource, Subscribe, error_dict
 from .context import StepLog
 from .engine import Engine, default_worker_id
-from .runner import AttemptRunner
+from .runner import AttemptRunner, failed
 from .runview import RunView
 from .scheduler import Scheduler
 from .secrets import Secrets
@@ -253,11 +254,22 @@ class Worker:
                 "type": "StepLoadError", "message": str(exc), "names": ["StepLoadError"],
                 "retryable": True})
         call = self._call(checked, lease, index)
+        guard = call.step.circuit_breaker
+        breaker = SharedBreaker(self.store, guard) \
+            if guard is not None and not lease.fallback else None
+        if breaker is not None and not await breaker.allow(self.clock()):
+            assert guard is not None
+            return self._outcome(lease, failed(
+                call, CircuitOpenError(guard.key, step=call.step.id), False))
         runner = AttemptRunner(_OneStep(index, fn, checked.graph.size),
                                checked.spec.limits.max_output_bytes, self.clock,
                                reported.append)
         await runner.run(call, lease.fallback)
-        return self._outcome(lease, reported[-1])
+        outcome = reported[-1]
+        if breaker is not None and outcome[2] in ("ok", "error"):
+            # the breaker's state is the store's: every worker of the cluster sees it
+            await breaker.record(outcome[2] == "ok", self.clock())
+        return self._outcome(lease, outcome)
 
     def _call(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepCall:
         payload = lease.payload
