@@ -209,8 +209,9 @@ async def _execute_new(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
 
 
 async def resume_command(run_id: str, *, db: str, view: RunView) -> ExitCode:
-    """``plait resume``: continue a stored run in the foreground (exit codes as run).
-    A run that already ended is shown as it is, with a notice."""
+    """``plait resume``: continue a stored run in the foreground (exit codes as run);
+    on PostgreSQL a worker continues it and this process follows it.  A run that
+    already ended is shown as it is, with a notice."""
 
     async def body(store: Store) -> ExitCode:
         run = await store.get_run(run_id)
@@ -224,6 +225,9 @@ async def resume_command(run_id: str, *, db: str, view: RunView) -> ExitCode:
                 result = await engine.result(run_id)
                 view.finish(result)
                 return exit_code_for(result.status)
+            if for_workers(db):  # a worker takes it over: this process follows it
+                await announce(store, run)
+                return await _follow(engine, run, view, db)
             checked = await runnable_definition(engine, run)
             try:
                 return await continue_run(engine, checked, run, view)
@@ -298,7 +302,8 @@ async def continue_run(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
 async def retry_command(run_id: str, *, from_step: str | None, new_input: JSON,
                         replace_input: bool, db: str, view: RunView) -> ExitCode:
     """``plait retry``: a new run reusing the completed outputs upstream of what failed
-    (or of ``from_step``), executed in the foreground (exit codes as run)."""
+    (or of ``from_step``), executed in the foreground (exit codes as run); on
+    PostgreSQL the workers execute it and this process follows it, as ``plait run``."""
 
     async def body(store: Store) -> ExitCode:
         old = await store.get_run(run_id)
@@ -309,6 +314,9 @@ async def retry_command(run_id: str, *, from_step: str | None, new_input: JSON,
                               {"input": new_input} if replace_input else {})
             steps = await store.get_steps(new.run_id)
             view.notices().print(_retry_notice(old, new, steps))
+            if for_workers(db):  # SPEC 7: the workers execute it, as `plait run`'s
+                await announce(store, new)
+                return await _follow(engine, new, view, db)
             try:
                 return await continue_run(engine, checked, new, view, steps)
             except RunError as exc:
