@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: setup demo test lint types unit bench bench-quick bench-peers clean
+.PHONY: setup demo test lint types unit bench bench-quick bench-peers bench-cluster clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -42,6 +42,11 @@ bench-quick: setup
 
 bench-peers: setup
 	bash benchmarks/peers/run.sh
+	$(BIN)/python benchmarks/quote_readme.py
+
+# many workers on PostgreSQL (PLAIT_TEST_DATABASE_URL's server; pgbench from postgresql-client)
+bench-cluster: setup
+	$(BIN)/python benchmarks/cluster.py --out benchmarks/cluster.json --md benchmarks/CLUSTER.md
 	$(BIN)/python benchmarks/quote_readme.py
 
 clean:

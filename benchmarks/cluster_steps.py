@@ -8,12 +8,13 @@ harness measures what a user waits for: the time from a parent's return to its
 child's start, which spans the completion's commit, the driver applying it, the
 child's dispatch and a worker claiming it.
 
-``slow`` sleeps first (``input.sleep`` seconds, default 0): the step a recovery
-measurement kills its worker under.
+``slow`` sleeps first (``input.sleep`` seconds, default 0) after writing its process
+id to ``input.pidfile``: the step a recovery measurement kills its worker under.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -30,7 +31,11 @@ def body(ctx: Any) -> dict[str, Any]:
 
 def slow(ctx: Any) -> dict[str, Any]:
     started = time.time()
-    seconds = float((ctx.input or {}).get("sleep", 0))
+    given = ctx.input or {}
+    if given.get("pidfile"):  # who runs it: the recovery measurement kills that process
+        with open(given["pidfile"], "w") as f:
+            f.write(str(os.getpid()))
+    seconds = float(given.get("sleep", 0))
     time.sleep(seconds)
     value = step_value(ctx.step_id, [o for o in ctx.outputs.values() if o is not None])
     value["t0"] = started

@@ -1,6 +1,8 @@
 """Copy the generated benchmark tables into README.md, between the markers
 ``<!-- bench:start -->`` and ``<!-- bench:end -->``.  Nothing is retyped: the tables come
-from benchmarks/RESULTS.md and benchmarks/peers/RESULTS.md as the scripts wrote them.
+from benchmarks/RESULTS.md and benchmarks/peers/RESULTS.md as the scripts wrote them,
+and benchmarks/CLUSTER.md (``make bench-cluster``) between ``<!-- cluster:start -->`` and
+``<!-- cluster:end -->``.
 
     python benchmarks/quote_readme.py
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+CLUSTER_START, CLUSTER_END = "<!-- cluster:start -->", "<!-- cluster:end -->"
 PEER_SECTIONS = ("chain-1000", "fanout-1-1000-1", "random-500-in-10-layers",
                  "unbalanced-sleeps", "parallel-200-sleeps")
 
@@ -85,7 +88,16 @@ def main() -> int:
         print(f"README.md has no {START} ... {END} markers", file=sys.stderr)
         return 1
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
-    README.write_text(pattern.sub(lambda _: quoted(), text, count=1))
+    text = pattern.sub(lambda _: quoted(), text, count=1)
+    cluster = HERE / "CLUSTER.md"
+    if cluster.exists() and CLUSTER_START in text:
+        report = cluster.read_text()
+        body = report.split("\n- ", 1)[1]  # from the first header line on
+        block = "\n".join([CLUSTER_START, "`benchmarks/CLUSTER.md`:", "", "- " + body.strip(),
+                           CLUSTER_END])
+        pattern = re.compile(re.escape(CLUSTER_START) + ".*?" + re.escape(CLUSTER_END), re.S)
+        text = pattern.sub(lambda _: block, text, count=1)
+    README.write_text(text)
     print("README.md: benchmark tables updated")
     return 0
 
