@@ -147,3 +147,18 @@ async def test_claimers_on_separate_store_instances_take_exactly_the_free_slots(
     assert sum(got) == 2
     holders = [(await store.get_run(run_id)).owner for run_id in runs]
     assert sum(owner is not None for owner in holders) == 2
+
+
+async def test_runs_to_drive_skips_runs_held_back_by_a_full_key(
+        store: Store, uid: UID) -> None:
+    key = uid("customer")
+    first, held = await _runs(store, uid("wf"), key, 1, 2)
+    [free] = await _runs(store, uid("wf"), uid("other"), 1, 1)
+    assert await _claim(store, first, "host:1")
+    await _move(store, first, R.PENDING, R.RUNNING)
+    await store.release_run(first, "host:1")  # its driver stopped: a takeover's turn
+    listed = await store.runs_to_drive(LEASE, 100_000)
+    assert first in listed and free in listed
+    assert held not in listed
+    await _move(store, first, R.RUNNING, R.COMPLETED)
+    assert held in await store.runs_to_drive(LEASE, 100_000)

@@ -520,7 +520,10 @@ class Store(Protocol):
         ``claim_run`` and ``heartbeat`` were given: drivers pass ``time.time()``, and on
         a server the store's clock should write it too).  The caller then takes one
         with ``claim_run`` (which may still lose it to another worker).  Runs that wait
-        for a person (``waiting``) or ended are never listed."""
+        for a person (``waiting``) or ended are never listed, nor is a ``pending`` run
+        whose concurrency key has no slot free as ``claim_run`` counts them (judged
+        without its lock: the claim decides), so runs held back by a full key never
+        hide the runs created after them."""
         ...
 
     # ------------------------------------------------------------------ breakers

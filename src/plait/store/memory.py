@@ -275,11 +275,12 @@ class MemoryStore:
         run.owner, run.heartbeat_at = owner, now
         return _copy_run(run)
 
-    def _key_admits(self, run: RunRecord, owner: str, stale_before: float) -> bool:
+    def _key_admits(self, run: RunRecord, owner: str | None, stale_before: float) -> bool:
         """The concurrency-key rule of ``Store.claim_run``.  Runs that ended are
         dropped from the key's list as it is walked."""
         key = run.concurrency_key
-        if key is None or run.owner == owner or run.status not in _GATED:
+        if key is None or run.status not in _GATED or (
+                owner is not None and run.owner == owner):
             return True
         unfinished = [r for r in self._keyed.get(key, ()) if r.status in _UNFINISHED]
         self._keyed[key] = unfinished
@@ -367,7 +368,8 @@ class MemoryStore:
         found = [run for run in self._runs.values()
                  if run.status in _DRIVEN and (
                      run.owner is None or (run.heartbeat_at is not None
-                                           and run.heartbeat_at < stale_before))]
+                                           and run.heartbeat_at < stale_before))
+                 and self._key_admits(run, None, stale_before)]
         found.sort(key=lambda run: run.created_at)  # stable: ties in creation order
         return [run.run_id for run in found[:max(limit, 0)]]
 

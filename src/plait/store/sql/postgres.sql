@@ -371,10 +371,23 @@ ORDER BY t.id;
 -- Pending or running runs without a live driver, oldest first (through
 -- runs_unfinished): no owner, or an owner whose last heartbeat, as the database saw it
 -- (owner_seen_at, see claim_run), is older than the lease.  (lease, limit)
+-- A pending run is listed only while its concurrency key has a slot free (the count
+-- of plait_key_admits, without its lock: claim_run decides), so runs held back by a
+-- full key never hide the runs behind them.
 SELECT run_id FROM runs
 WHERE status IN ('pending', 'running')
   AND (owner IS NULL
        OR owner_seen_at < now() - make_interval(secs => %(lease)s::double precision))
+  AND (concurrency_key IS NULL OR status = 'running'
+       OR (SELECT count(*) FROM runs AS other
+           WHERE other.concurrency_key = runs.concurrency_key AND other.id <> runs.id
+             AND other.status IN ('pending', 'running', 'waiting')
+             AND (other.status = 'running'
+                  OR (other.owner IS NOT NULL
+                      AND (other.owner_seen_at IS NULL
+                           OR other.owner_seen_at >= now() - make_interval(
+                               secs => %(lease)s::double precision)))))
+          < coalesce(max_runs_per_key, 1))
 ORDER BY created_at, id
 LIMIT %(limit)s;
 

@@ -333,11 +333,22 @@ FROM tickets WHERE run = ? ORDER BY rowid;
 
 -- runs_to_drive --
 -- Unfinished runs without a live driver, oldest first (through runs_unfinished):
--- no owner, or a heartbeat older than the lease.  (stale_before = now - lease, limit)
+-- no owner, or a heartbeat older than the lease; a pending run only while its
+-- concurrency key has a slot free (claim_run's count), so runs held back by a full key
+-- never hide the runs behind them.  (stale_before = now - lease, limit)
 SELECT run_id FROM runs
 WHERE (status = 'pending' OR status = 'running')
-  AND (owner IS NULL OR heartbeat_at < ?)
-ORDER BY created_at, id LIMIT ?;
+  AND (owner IS NULL OR heartbeat_at < ?1)
+  AND (concurrency_key IS NULL OR status = 'running'
+       OR (SELECT count(*) FROM runs AS other
+           WHERE other.concurrency_key = runs.concurrency_key AND other.id <> runs.id
+             AND (other.status = 'pending' OR other.status = 'running'
+                  OR other.status = 'waiting')
+             AND (other.status = 'running'
+                  OR (other.owner IS NOT NULL
+                      AND (other.heartbeat_at IS NULL OR other.heartbeat_at >= ?1))))
+          < coalesce(max_runs_per_key, 1))
+ORDER BY created_at, id LIMIT ?2;
 
 -- ------------------------------------------------------------------------------------
 -- Circuit breakers (0004_pool_rates_breakers.sql).
