@@ -162,3 +162,13 @@ async def test_runs_to_drive_skips_runs_held_back_by_a_full_key(
     assert held not in listed
     await _move(store, first, R.RUNNING, R.COMPLETED)
     assert held in await store.runs_to_drive(LEASE, 100_000)
+
+
+async def test_a_held_back_run_asked_to_cancel_is_taken_to_cancel_it(
+        store: Store, uid: UID) -> None:
+    first, held = await _runs(store, uid("wf"), uid("customer"), 1, 2)
+    assert await _claim(store, first, "host:1")
+    assert not await _claim(store, held, "host:2")
+    await store.request_cancel(held)
+    assert held in await store.runs_to_drive(LEASE, 100_000)
+    assert await _claim(store, held, "host:2")

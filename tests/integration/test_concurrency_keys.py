@@ -95,3 +95,24 @@ async def test_workers_never_run_more_than_the_bound_of_a_key(
         await store.close()
     # 3 workers could drive 6 runs at once; the key allows 2
     assert _peak(bodies) == 2, f"runs of key acme: at most 2 at once, saw {_peak(bodies)}"
+
+
+async def test_a_local_run_queued_behind_its_key_can_be_cancelled(
+        tmp_path: Path, steps_module: str) -> None:  # noqa: F811
+    checked = check_definition(_keyed(steps_module, 1, seconds=3.0))
+    store = open_store(f"sqlite:///{tmp_path / 'plait.db'}")
+    await store.open()
+    try:
+        engine = Engine(store)
+        first = asyncio.create_task(engine.run(checked, {"customer": "acme"}))
+        queued = await engine.submit(checked, {"customer": "acme"})
+        waiting = asyncio.create_task(engine.execute(checked, queued))
+        await asyncio.sleep(0.6)  # a few polls: still pending, no step started
+        assert (await store.get_run(queued.run_id)).status == "pending"
+        await store.request_cancel(queued.run_id)
+        result = await asyncio.wait_for(waiting, 2.0)  # long before the first ends
+        assert result.status == "cancelled"
+        assert result.steps["work"].output is None
+        assert (await first).status == "completed"
+    finally:
+        await store.close()

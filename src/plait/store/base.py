@@ -407,7 +407,8 @@ class Store(Protocol):
         whose clocks disagree agree on when a lease ran out.
 
         Concurrency keys (SPEC 7): a run with a ``concurrency_key`` that is ``pending``
-        or ``waiting`` and not already ``owner``'s is taken only while fewer than its
+        or ``waiting``, not already ``owner``'s and not asked to cancel (cancelling it
+        needs the claim; it runs no step) is taken only while fewer than its
         ``max_runs_per_key`` OTHER runs of the key hold a slot; otherwise None, as for
         a held run.  A run holds a slot while it is ``running`` (whether or not its
         driver is alive: a takeover continues it), or ``pending`` / ``waiting`` with a

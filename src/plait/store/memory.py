@@ -279,7 +279,7 @@ class MemoryStore:
         """The concurrency-key rule of ``Store.claim_run``.  Runs that ended are
         dropped from the key's list as it is walked."""
         key = run.concurrency_key
-        if key is None or run.status not in _GATED or (
+        if key is None or run.status not in _GATED or run.cancel_requested or (
                 owner is not None and run.owner == owner):
             return True
         unfinished = [r for r in self._keyed.get(key, ()) if r.status in _UNFINISHED]

@@ -232,7 +232,8 @@ UPDATE runs SET cancel_requested = true WHERE run_id = %(run_id)s;
 -- lease on the DATABASE's clock.  The caller's time is ``now() + shift`` (shift: how
 -- far the caller's ``now`` is from its own present, see PostgresStore.claim_run).
 -- A pending or waiting run with a concurrency key is taken only while its key has a
--- slot free (plait_key_admits, migration 0005, under the key's advisory lock).
+-- slot free (plait_key_admits, migration 0005, under the key's advisory lock), unless
+-- its cancel was requested (cancelling it needs the claim; it starts no step).
 -- Returns whether the run exists and, when taken, the run.  One statement: atomic
 -- across processes.  (owner, now, shift, run_id, lease, dead_owner)
 WITH claimed AS (
@@ -242,9 +243,10 @@ WITH claimed AS (
     WHERE run_id = %(run_id)s
       AND (owner IS NULL OR owner = %(owner)s OR owner = %(dead_owner)s
            OR owner_seen_at < now() + make_interval(secs => %(shift)s - %(lease)s))
-      AND plait_key_admits(id, concurrency_key, max_runs_per_key, status, owner,
-                           %(owner)s::text, %(lease)s::double precision,
-                           %(shift)s::double precision)
+      AND (cancel_requested  -- cancelling a held-back run needs its claim
+           OR plait_key_admits(id, concurrency_key, max_runs_per_key, status, owner,
+                               %(owner)s::text, %(lease)s::double precision,
+                               %(shift)s::double precision))
     RETURNING run_id, workflow, version, fingerprint, status, input, output, error,
               created_at, started_at, finished_at, retry_of, parent_run_id, sla,
               cancel_requested, owner, heartbeat_at, concurrency_key, max_runs_per_key)
@@ -378,7 +380,7 @@ SELECT run_id FROM runs
 WHERE status IN ('pending', 'running')
   AND (owner IS NULL
        OR owner_seen_at < now() - make_interval(secs => %(lease)s::double precision))
-  AND (concurrency_key IS NULL OR status = 'running'
+  AND (concurrency_key IS NULL OR status = 'running' OR cancel_requested
        OR (SELECT count(*) FROM runs AS other
            WHERE other.concurrency_key = runs.concurrency_key AND other.id <> runs.id
              AND other.status IN ('pending', 'running', 'waiting')

@@ -153,7 +153,8 @@ UPDATE runs SET cancel_requested = 1 WHERE run_id = ?;
 -- Take a run when it has no owner, is already this owner's, is still held by the
 -- owner known to be dead (NULL: none), or its owner's heartbeat is older than the
 -- lease.  A pending or waiting run with a concurrency key that is not this owner's
--- already is taken only while fewer than max_runs_per_key OTHER runs of its key hold
+-- already (and whose cancel was not requested: cancelling it needs its claim) is
+-- taken only while fewer than max_runs_per_key OTHER runs of its key hold
 -- a slot: running ones, and pending or waiting ones with a live owner (a heartbeat
 -- within the lease; NULL: never stale, as above).  One statement in a write
 -- transaction: atomic across processes (SQLite has one writer at a time).
@@ -162,7 +163,7 @@ UPDATE runs SET owner = ?1, heartbeat_at = ?2
 WHERE run_id = ?3
   AND (owner IS NULL OR owner = ?1 OR owner = ?5
        OR (heartbeat_at IS NOT NULL AND heartbeat_at < ?4))
-  AND (concurrency_key IS NULL OR owner IS ?1
+  AND (concurrency_key IS NULL OR owner IS ?1 OR cancel_requested
        OR NOT (status = 'pending' OR status = 'waiting')
        OR (SELECT count(*) FROM runs AS other
            WHERE other.concurrency_key = runs.concurrency_key AND other.id <> runs.id
@@ -339,7 +340,7 @@ FROM tickets WHERE run = ? ORDER BY rowid;
 SELECT run_id FROM runs
 WHERE (status = 'pending' OR status = 'running')
   AND (owner IS NULL OR heartbeat_at < ?1)
-  AND (concurrency_key IS NULL OR status = 'running'
+  AND (concurrency_key IS NULL OR status = 'running' OR cancel_requested
        OR (SELECT count(*) FROM runs AS other
            WHERE other.concurrency_key = runs.concurrency_key AND other.id <> runs.id
              AND (other.status = 'pending' OR other.status = 'running'
