@@ -189,11 +189,15 @@ def test_one_migration_at_a_time_with_data_between_gives_the_snapshot(
     assert schema_of(url) == schema_of(pg_database)
     with psycopg.connect(url) as conn:  # the rows written at every version are there
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (latest_version(),)
+        keys = conn.execute("SELECT run_id, concurrency_key, max_runs_per_key FROM runs "
+                            "WHERE run_id IN ('run-4', 'run-5') ORDER BY run_id").fetchall()
+    assert keys == [("run-4", None, None), ("run-5", "acme", 2)]  # NULL before 0005
 
 
 def _add_rows(url: str, version: int) -> None:
     """A run with a step, an attempt and an event (from version 3, a ticket and an
-    outcome; from version 4, a rated ticket, a pool's claim time and a breaker), as the
+    outcome; from version 4, a rated ticket, a pool's claim time and a breaker; from 5, a
+    run's concurrency key), as the
     schema of ``version`` has them (extend when a migration changes these tables)."""
     with psycopg.connect(url, autocommit=True) as conn:
         run = conn.execute(
@@ -223,6 +227,9 @@ def _add_rows(url: str, version: int) -> None:
             conn.execute("INSERT INTO breakers (key, state, version) VALUES (%s, "
                          "'{\"failures\": 1, \"opened_at\": null, \"trial\": false}', 1)",
                          (f"api-{version}",))
+        if version >= 5:  # a run's concurrency key and bound
+            conn.execute("UPDATE runs SET concurrency_key = 'acme', max_runs_per_key = 2 "
+                         "WHERE id = %s", (run,))
 
 
 def test_migrating_an_up_to_date_database_changes_nothing(pg_database: str) -> None:

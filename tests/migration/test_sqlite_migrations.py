@@ -103,7 +103,12 @@ def test_one_migration_at_a_time_with_data_between_gives_the_snapshot() -> None:
     assert with_tickets > 0
     assert conn.execute("SELECT count(*) FROM tickets").fetchone()[0] == with_tickets
     assert conn.execute("SELECT count(*) FROM outcomes").fetchone()[0] == with_tickets
-    assert conn.execute("SELECT count(*) FROM breakers").fetchone()[0] == 1
+    # one breaker per version from 0004 on; runs stored before 0005 have no key
+    assert conn.execute("SELECT count(*) FROM breakers").fetchone()[0] == \
+        latest_version() - 3
+    keys = conn.execute("SELECT run_id, concurrency_key, max_runs_per_key FROM runs "
+                        "WHERE run_id IN ('run-4', 'run-5') ORDER BY run_id").fetchall()
+    assert keys == [("run-4", None, None), ("run-5", "acme", 2)]
 
 
 def _add_rows(conn: sqlite3.Connection, version: int) -> bool:
@@ -133,6 +138,10 @@ def _add_rows(conn: sqlite3.Connection, version: int) -> bool:
         conn.execute("INSERT INTO pool_starts (pool, at) VALUES ('llm', 1.0)")
         conn.execute("INSERT INTO breakers (key, state, version) VALUES (?, ?, 1)",
                      (f"api-{version}", '{"failures": 1, "opened_at": null, "trial": false}'))
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    if "concurrency_key" in columns:  # a run's key and bound (0005)
+        conn.execute("UPDATE runs SET concurrency_key = 'acme', max_runs_per_key = 2 "
+                     "WHERE id = ?", (run,))
     return True
 
 

@@ -73,6 +73,14 @@ def _template_problems(key: object) -> list[Problem]:
     return []
 
 
+def run_key(spec: WorkflowSpec, input: JSON) -> tuple[str | None, int | None]:
+    """(key, runs per key) of a new run of ``spec`` with ``input``; (None, None) when
+    the workflow has no key.  RenderError as ``render_key``."""
+    if spec.concurrency_key is None:
+        return None, None
+    return render_key(spec.concurrency_key, input), runs_per_key(spec)
+
+
 def render_key(template: str, input: JSON) -> str:
     """The key of a run with ``input``.  A string renders as itself; a number or a
     boolean as its JSON text; a list or mapping as canonical JSON.  RenderError when the

@@ -16,6 +16,8 @@ import time
 import uuid
 from collections.abc import Callable
 
+from ..core.concurrency_key import run_key
+from ..core.expressions import RenderError
 from ..core.guards import CircuitBreaker
 from ..core.jsoncheck import ensure_input
 from ..core.model import JSON, CircuitBreakerSpec, JSONDict
@@ -49,6 +51,8 @@ from .threads import DaemonThreadPool, shared_pool
 from .worksource import WorkSource
 
 _log = logging.getLogger("plait.engine")
+KEY_POLL_S = 0.25  # how often a run held back by its concurrency key asks again
+_KEY_GATED = (RunStatus.PENDING, RunStatus.WAITING)  # what a full key holds back
 _MISSING = object()
 
 
@@ -88,6 +92,15 @@ def owner_alive(owner: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _run_key(checked: CheckedWorkflow, input: JSON) -> tuple[str | None, int | None]:
+    try:
+        return run_key(checked.spec, input)
+    except RenderError as exc:
+        raise InputError(f"concurrency_key {checked.spec.concurrency_key!r} of workflow "
+                         f"{checked.spec.name!r} cannot be rendered for this input: "
+                         f"{exc}") from exc
 
 
 def heartbeat_age(run: RunRecord, now: float) -> str:
@@ -147,13 +160,15 @@ class Engine:
         check_input_params(checked, input)
         preflight(checked)
         spec = checked.spec
+        key, per_key = _run_key(checked, input)
         stored = await self.store.save_workflow(
             spec.name, checked.definition_json, checked.fingerprint,
             spec.version if version is None else version)
         run = RunRecord(run_id=run_id or uuid.uuid4().hex, workflow=spec.name,
                         version=stored.version, fingerprint=checked.fingerprint,
                         status=RunStatus.PENDING, input=input, created_at=self.clock(),
-                        retry_of=retry_of, parent_run_id=parent_run_id, sla=spec.sla)
+                        retry_of=retry_of, parent_run_id=parent_run_id, sla=spec.sla,
+                        concurrency_key=key, max_runs_per_key=per_key)
         await self.store.create_run(run, checked.graph.ids)
         return run
 
@@ -285,6 +300,29 @@ class Engine:
         return check_definition(stored.definition, source=f"{name}@{stored.version}")
 
     async def _claim(self, run: RunRecord) -> RunRecord:
+        """Take the run (``Store.claim_run``).  A run refused only because its
+        concurrency key has no slot free waits here, polling, until one frees (a local
+        ``wf.run`` of a keyed run queues behind the runs of its key); a run another
+        live process holds raises RunBusy."""
+        told = False
+        while True:
+            claimed = await self._claim_once(run)
+            if claimed is not None:
+                return claimed
+            current = await self.store.get_run(run.run_id)
+            if not self._held_back_by_key(current):
+                raise RunBusy(run.run_id, current.owner,
+                              f"run {run.run_id!r} is being executed by {current.owner} "
+                              f"({heartbeat_age(current, self.clock())}); if that process "
+                              f"is gone, retry after its {self.lease:g}s lease runs out")
+            if not told:
+                _log.info("run %s waits: %d run(s) of concurrency key %r are running",
+                          run.run_id, current.max_runs_per_key or 1,
+                          current.concurrency_key)
+                told = True
+            await asyncio.sleep(KEY_POLL_S)
+
+    async def _claim_once(self, run: RunRecord) -> RunRecord | None:
         claimed = await self.store.claim_run(run.run_id, self.worker, self.clock(),
                                              self.lease)
         if claimed is None:
@@ -295,13 +333,15 @@ class Engine:
                 # process takes it over: the claim holds while that owner does).
                 claimed = await self.store.claim_run(run.run_id, self.worker, self.clock(),
                                                      self.lease, dead_owner=current.owner)
-            if claimed is None:
-                current = await self.store.get_run(run.run_id)
-                raise RunBusy(run.run_id, current.owner,
-                              f"run {run.run_id!r} is being executed by {current.owner} "
-                              f"({heartbeat_age(current, self.clock())}); if that process "
-                              f"is gone, retry after its {self.lease:g}s lease runs out")
         return claimed
+
+    def _held_back_by_key(self, run: RunRecord) -> bool:
+        """Whether a refused claim of ``run`` was refused for its key alone: nobody
+        else holds it (no owner, ours, or a lapsed lease) and it has not started."""
+        if run.concurrency_key is None or run.status not in _KEY_GATED:
+            return False
+        return run.owner is None or run.owner == self.worker or (
+            run.heartbeat_at is not None and run.heartbeat_at < self.clock() - self.lease)
 
     async def run(self, checked: CheckedWorkflow, input: JSON, *, run_id: str | None = None,
                   retry_of: str | None = None,

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from ..core.concurrency_key import run_key
 from ..core.model import ScheduleSpec
 from ..core.schedule import MAX_CATCH_UP, due, schedule_key
 from ..core.states import RunStatus
@@ -150,11 +151,13 @@ class Scheduler:
                       schedule.cron, record.name,
                       "catch_up: skip" if schedule.catch_up == "skip"
                       else f"catch_up: all starts at most {MAX_CATCH_UP}")
+        key_of_run, per_key = run_key(checked.spec, schedule.input)  # renders: validated
         for fire_time in found.fires:
             run = RunRecord(run_id=uuid.uuid4().hex, workflow=record.name,
                             version=record.version, fingerprint=record.fingerprint,
                             status=RunStatus.PENDING, input=copy.deepcopy(schedule.input),
-                            created_at=now, sla=checked.spec.sla)
+                            created_at=now, sla=checked.spec.sla,
+                            concurrency_key=key_of_run, max_runs_per_key=per_key)
             if await self.store.claim_fire(record.name, key, fire_time, run,
                                            checked.graph.ids):
                 started = ScheduledRun(run=run, checked=checked, schedule=schedule, key=key,

@@ -103,6 +103,10 @@ class RunRecord:
     cancel_requested: bool = False
     owner: str | None = None  # the process executing the run (see claim_run)
     heartbeat_at: float | None = None
+    # SPEC 7: the run's key rendered from its input when it was created, and how many
+    # runs of that key may execute at once (both None: no key; see claim_run)
+    concurrency_key: str | None = None
+    max_runs_per_key: int | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -400,7 +404,17 @@ class Store(Protocol):
         live owner holds it.  The heartbeat becomes ``now``.  Atomic.  A store shared by
         hosts (PostgreSQL) judges the lease on the database's clock and reads ``now`` as
         a distance from the caller's present (``PostgresStore.claim_run``), so hosts
-        whose clocks disagree agree on when a lease ran out."""
+        whose clocks disagree agree on when a lease ran out.
+
+        Concurrency keys (SPEC 7): a run with a ``concurrency_key`` that is ``pending``
+        or ``waiting``, not already ``owner``'s and not asked to cancel (cancelling it
+        needs the claim; it runs no step) is taken only while fewer than its
+        ``max_runs_per_key`` OTHER runs of the key hold a slot; otherwise None, as for
+        a held run.  A run holds a slot while it is ``running`` (whether or not its
+        driver is alive: a takeover continues it), or ``pending`` / ``waiting`` with a
+        live owner (claimed to start or continue: heartbeat within ``lease``).  A
+        ``running`` run is never refused for its key.  The count and the claim are one
+        atomic step: concurrent claimers never both take a key's last slot."""
         ...
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
@@ -507,7 +521,10 @@ class Store(Protocol):
         ``claim_run`` and ``heartbeat`` were given: drivers pass ``time.time()``, and on
         a server the store's clock should write it too).  The caller then takes one
         with ``claim_run`` (which may still lose it to another worker).  Runs that wait
-        for a person (``waiting``) or ended are never listed."""
+        for a person (``waiting``) or ended are never listed, nor is a ``pending`` run
+        whose concurrency key has no slot free as ``claim_run`` counts them (judged
+        without its lock: the claim decides), so runs held back by a full key never
+        hide the runs created after them."""
         ...
 
     # ------------------------------------------------------------------ breakers

@@ -42,6 +42,8 @@ from .memory_claims import MemoryClaims
 
 _PENDING = StepStatus.PENDING
 _DRIVEN = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # runs_to_drive
+_GATED = frozenset({RunStatus.PENDING, RunStatus.WAITING})  # held back by a full key
+_UNFINISHED = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 
 
 class MemoryStore:
@@ -61,6 +63,7 @@ class MemoryStore:
         self._sightings: dict[tuple[str, str], float] = {}
         self._claims_made: MemoryClaims | None = None  # made by the first claims call
         self._breakers: dict[str, tuple[JSONDict, int]] = {}  # key: (state, version)
+        self._keyed: dict[str, list[RunRecord]] = {}  # concurrency key -> unfinished runs
 
     async def open(self) -> None:
         return None
@@ -108,7 +111,9 @@ class MemoryStore:
     def _insert_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
         if run.run_id in self._runs:
             raise StoreError(f"run {run.run_id!r} already exists")
-        self._runs[run.run_id] = _copy_run(run)  # the store owns its copy
+        stored = self._runs[run.run_id] = _copy_run(run)  # the store owns its copy
+        if run.concurrency_key is not None:
+            self._keyed.setdefault(run.concurrency_key, []).append(stored)
         self._rows[run.run_id] = dict.fromkeys(step_ids)
         self._outputs[run.run_id] = {}
         self._events[run.run_id] = [_Created(run.status, run.created_at)]
@@ -265,10 +270,24 @@ class MemoryStore:
             raise RunNotFound(run_id)
         free = run.owner is None or run.owner in (owner, dead_owner) or (
             run.heartbeat_at is not None and run.heartbeat_at < now - lease)
-        if not free:
+        if not free or not self._key_admits(run, owner, now - lease):
             return None
         run.owner, run.heartbeat_at = owner, now
         return _copy_run(run)
+
+    def _key_admits(self, run: RunRecord, owner: str | None, stale_before: float) -> bool:
+        """The concurrency-key rule of ``Store.claim_run``.  Runs that ended are
+        dropped from the key's list as it is walked."""
+        key = run.concurrency_key
+        if key is None or run.status not in _GATED or run.cancel_requested or (
+                owner is not None and run.owner == owner):
+            return True
+        unfinished = [r for r in self._keyed.get(key, ()) if r.status in _UNFINISHED]
+        self._keyed[key] = unfinished
+        taken = sum(1 for r in unfinished if r is not run and (
+            r.status is RunStatus.RUNNING or (r.owner is not None and (
+                r.heartbeat_at is None or r.heartbeat_at >= stale_before))))
+        return taken < (run.max_runs_per_key or 1)
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
         run = self._runs.get(run_id)
@@ -349,7 +368,8 @@ class MemoryStore:
         found = [run for run in self._runs.values()
                  if run.status in _DRIVEN and (
                      run.owner is None or (run.heartbeat_at is not None
-                                           and run.heartbeat_at < stale_before))]
+                                           and run.heartbeat_at < stale_before))
+                 and self._key_admits(run, None, stale_before)]
         found.sort(key=lambda run: run.created_at)  # stable: ties in creation order
         return [run.run_id for run in found[:max(limit, 0)]]
 
@@ -413,7 +433,8 @@ def _copy_run(run: RunRecord) -> RunRecord:
                      started_at=run.started_at, finished_at=run.finished_at,
                      retry_of=run.retry_of, parent_run_id=run.parent_run_id, sla=run.sla,
                      cancel_requested=run.cancel_requested, owner=run.owner,
-                     heartbeat_at=run.heartbeat_at)
+                     heartbeat_at=run.heartbeat_at, concurrency_key=run.concurrency_key,
+                     max_runs_per_key=run.max_runs_per_key)
 
 
 def _copy_workflow(rec: WorkflowRecord) -> WorkflowRecord:

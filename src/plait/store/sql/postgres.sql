@@ -99,17 +99,18 @@ ORDER BY min(id) OVER (PARTITION BY name), version;
 -- heartbeat given, if any (now() shifted, see claim_run).
 -- (run_id, workflow, version, fingerprint, status, input, output, error, created_at,
 --  started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
---  heartbeat_at, shift, step_ids)
+--  heartbeat_at, shift, step_ids, concurrency_key, max_runs_per_key)
 WITH run AS (
     INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, output,
                       error, created_at, started_at, finished_at, retry_of,
                       parent_run_id, sla, cancel_requested, owner, heartbeat_at,
-                      owner_seen_at, last_seq)
+                      owner_seen_at, last_seq, concurrency_key, max_runs_per_key)
     VALUES (%(run_id)s, %(workflow)s, %(version)s, %(fingerprint)s, %(status)s,
             %(input)s::json, %(output)s::json, %(error)s, %(created_at)s,
             %(started_at)s, %(finished_at)s, %(retry_of)s, %(parent_run_id)s, %(sla)s,
             %(cancel_requested)s, %(owner)s, %(heartbeat_at)s,
-            now() + make_interval(secs => %(shift)s::double precision), 1)
+            now() + make_interval(secs => %(shift)s::double precision), 1,
+            %(concurrency_key)s, %(max_runs_per_key)s)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING id),
 steps AS (
@@ -160,7 +161,7 @@ WHERE r.run_id = %(run_id)s;
 -- Everything about one run.  (run_id)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at
+       heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs WHERE run_id = %(run_id)s;
 
 -- list_runs --
@@ -169,7 +170,7 @@ FROM runs WHERE run_id = %(run_id)s;
 -- Walks runs_by_created and stops at the limit.  (status, since, limit)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at
+       heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
@@ -181,7 +182,7 @@ LIMIT %(limit)s;
 -- (workflow, status, since, limit)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at
+       heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs
 WHERE workflow = %(workflow)s
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -230,6 +231,9 @@ UPDATE runs SET cancel_requested = true WHERE run_id = %(run_id)s;
 -- owner known to be dead (NULL: none), or its owner's last heartbeat is older than the
 -- lease on the DATABASE's clock.  The caller's time is ``now() + shift`` (shift: how
 -- far the caller's ``now`` is from its own present, see PostgresStore.claim_run).
+-- A pending or waiting run with a concurrency key is taken only while its key has a
+-- slot free (plait_key_admits, migration 0005, under the key's advisory lock), unless
+-- its cancel was requested (cancelling it needs the claim; it starts no step).
 -- Returns whether the run exists and, when taken, the run.  One statement: atomic
 -- across processes.  (owner, now, shift, run_id, lease, dead_owner)
 WITH claimed AS (
@@ -239,9 +243,13 @@ WITH claimed AS (
     WHERE run_id = %(run_id)s
       AND (owner IS NULL OR owner = %(owner)s OR owner = %(dead_owner)s
            OR owner_seen_at < now() + make_interval(secs => %(shift)s - %(lease)s))
+      AND (cancel_requested  -- cancelling a held-back run needs its claim
+           OR plait_key_admits(id, concurrency_key, max_runs_per_key, status, owner,
+                               %(owner)s::text, %(lease)s::double precision,
+                               %(shift)s::double precision))
     RETURNING run_id, workflow, version, fingerprint, status, input, output, error,
               created_at, started_at, finished_at, retry_of, parent_run_id, sla,
-              cancel_requested, owner, heartbeat_at)
+              cancel_requested, owner, heartbeat_at, concurrency_key, max_runs_per_key)
 SELECT EXISTS (SELECT FROM runs WHERE run_id = %(run_id)s), claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
 
@@ -274,12 +282,13 @@ run AS (
     INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, output,
                       error, created_at, started_at, finished_at, retry_of,
                       parent_run_id, sla, cancel_requested, owner, heartbeat_at,
-                      owner_seen_at, last_seq)
+                      owner_seen_at, last_seq, concurrency_key, max_runs_per_key)
     SELECT %(run_id)s, %(workflow)s, %(version)s, %(fingerprint)s, %(status)s,
            %(input)s::json, %(output)s::json, %(error)s, %(created_at)s,
            %(started_at)s, %(finished_at)s, %(retry_of)s, %(parent_run_id)s, %(sla)s,
            %(cancel_requested)s, %(owner)s, %(heartbeat_at)s,
-           now() + make_interval(secs => %(shift)s::double precision), 2
+           now() + make_interval(secs => %(shift)s::double precision), 2,
+           %(concurrency_key)s, %(max_runs_per_key)s
     FROM fire
     RETURNING id),
 steps AS (
@@ -364,10 +373,23 @@ ORDER BY t.id;
 -- Pending or running runs without a live driver, oldest first (through
 -- runs_unfinished): no owner, or an owner whose last heartbeat, as the database saw it
 -- (owner_seen_at, see claim_run), is older than the lease.  (lease, limit)
+-- A pending run is listed only while its concurrency key has a slot free (the count
+-- of plait_key_admits, without its lock: claim_run decides), so runs held back by a
+-- full key never hide the runs behind them.
 SELECT run_id FROM runs
 WHERE status IN ('pending', 'running')
   AND (owner IS NULL
        OR owner_seen_at < now() - make_interval(secs => %(lease)s::double precision))
+  AND (concurrency_key IS NULL OR status = 'running' OR cancel_requested
+       OR (SELECT count(*) FROM runs AS other
+           WHERE other.concurrency_key = runs.concurrency_key AND other.id <> runs.id
+             AND other.status IN ('pending', 'running', 'waiting')
+             AND (other.status = 'running'
+                  OR (other.owner IS NOT NULL
+                      AND (other.owner_seen_at IS NULL
+                           OR other.owner_seen_at >= now() - make_interval(
+                               secs => %(lease)s::double precision)))))
+          < coalesce(max_runs_per_key, 1))
 ORDER BY created_at, id
 LIMIT %(limit)s;
 

@@ -167,7 +167,8 @@ def run_params(run: RunRecord, step_ids: list[str]) -> Params:
             "retry_of": run.retry_of, "parent_run_id": run.parent_run_id, "sla": run.sla,
             "cancel_requested": run.cancel_requested, "owner": optional_text(run.owner),
             "heartbeat_at": run.heartbeat_at, "shift": shift(run.heartbeat_at),
-            "step_ids": step_ids}
+            "step_ids": step_ids, "concurrency_key": optional_text(run.concurrency_key),
+            "max_runs_per_key": run.max_runs_per_key}
 
 
 # ------------------------------------------------------------------------- claims

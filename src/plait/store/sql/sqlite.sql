@@ -32,11 +32,12 @@ ORDER BY (SELECT min(rowid) FROM workflows AS f WHERE f.name = w.name), version;
 -- A new run.  A second run with the same public id violates runs.run_id UNIQUE.
 -- (run_id, workflow, version, fingerprint, status, input, output, error, created_at,
 --  started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
---  heartbeat_at)
+--  heartbeat_at, concurrency_key, max_runs_per_key)
 INSERT INTO runs (run_id, workflow, version, fingerprint, status, input, output, error,
                   created_at, started_at, finished_at, retry_of, parent_run_id, sla,
-                  cancel_requested, owner, heartbeat_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+                  cancel_requested, owner, heartbeat_at, concurrency_key,
+                  max_runs_per_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- insert_step --
 -- One pending step of a new run.  (run, step_id, position, status)
@@ -54,7 +55,7 @@ SELECT status FROM runs WHERE id = ?;
 -- Everything about one run.  (run_id)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at
+       heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs WHERE run_id = ?;
 
 -- list_runs --
@@ -63,7 +64,7 @@ FROM runs WHERE run_id = ?;
 -- Walks runs_by_created and stops at the limit.  (status, since, limit)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at
+       heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs
 WHERE (?1 IS NULL OR status = ?1)
   AND (?2 IS NULL OR created_at >= ?2)
@@ -75,7 +76,7 @@ LIMIT ?3;
 -- (workflow, status, since, limit)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at
+       heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs
 WHERE workflow = ?1
   AND (?2 IS NULL OR status = ?2)
@@ -151,12 +152,27 @@ UPDATE runs SET cancel_requested = 1 WHERE run_id = ?;
 -- claim_run --
 -- Take a run when it has no owner, is already this owner's, is still held by the
 -- owner known to be dead (NULL: none), or its owner's heartbeat is older than the
--- lease.  One statement: atomic across processes.
+-- lease.  A pending or waiting run with a concurrency key that is not this owner's
+-- already (and whose cancel was not requested: cancelling it needs its claim) is
+-- taken only while fewer than max_runs_per_key OTHER runs of its key hold
+-- a slot: running ones, and pending or waiting ones with a live owner (a heartbeat
+-- within the lease; NULL: never stale, as above).  One statement in a write
+-- transaction: atomic across processes (SQLite has one writer at a time).
 -- (owner, now, run_id, stale_before = now - lease, dead_owner)
 UPDATE runs SET owner = ?1, heartbeat_at = ?2
 WHERE run_id = ?3
   AND (owner IS NULL OR owner = ?1 OR owner = ?5
-       OR (heartbeat_at IS NOT NULL AND heartbeat_at < ?4));
+       OR (heartbeat_at IS NOT NULL AND heartbeat_at < ?4))
+  AND (concurrency_key IS NULL OR owner IS ?1 OR cancel_requested
+       OR NOT (status = 'pending' OR status = 'waiting')
+       OR (SELECT count(*) FROM runs AS other
+           WHERE other.concurrency_key = runs.concurrency_key AND other.id <> runs.id
+             AND (other.status = 'pending' OR other.status = 'running'
+                  OR other.status = 'waiting')
+             AND (other.status = 'running'
+                  OR (other.owner IS NOT NULL
+                      AND (other.heartbeat_at IS NULL OR other.heartbeat_at >= ?4))))
+          < coalesce(max_runs_per_key, 1));
 
 -- heartbeat --
 -- Refresh ownership; 0 rows changed means the owner lost the run.  (now, run_id, owner)
@@ -318,11 +334,22 @@ FROM tickets WHERE run = ? ORDER BY rowid;
 
 -- runs_to_drive --
 -- Unfinished runs without a live driver, oldest first (through runs_unfinished):
--- no owner, or a heartbeat older than the lease.  (stale_before = now - lease, limit)
+-- no owner, or a heartbeat older than the lease; a pending run only while its
+-- concurrency key has a slot free (claim_run's count), so runs held back by a full key
+-- never hide the runs behind them.  (stale_before = now - lease, limit)
 SELECT run_id FROM runs
 WHERE (status = 'pending' OR status = 'running')
-  AND (owner IS NULL OR heartbeat_at < ?)
-ORDER BY created_at, id LIMIT ?;
+  AND (owner IS NULL OR heartbeat_at < ?1)
+  AND (concurrency_key IS NULL OR status = 'running' OR cancel_requested
+       OR (SELECT count(*) FROM runs AS other
+           WHERE other.concurrency_key = runs.concurrency_key AND other.id <> runs.id
+             AND (other.status = 'pending' OR other.status = 'running'
+                  OR other.status = 'waiting')
+             AND (other.status = 'running'
+                  OR (other.owner IS NOT NULL
+                      AND (other.heartbeat_at IS NULL OR other.heartbeat_at >= ?1))))
+          < coalesce(max_runs_per_key, 1))
+ORDER BY created_at, id LIMIT ?2;
 
 -- ------------------------------------------------------------------------------------
 -- Circuit breakers (0004_pool_rates_breakers.sql).

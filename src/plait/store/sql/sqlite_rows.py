@@ -75,4 +75,5 @@ def run_values(run: RunRecord) -> Row:
             json_or_null(run.input, what), json_or_null(run.output, what),
             optional_text(run.error),
             run.created_at, run.started_at, run.finished_at, run.retry_of,
-            run.parent_run_id, run.sla, run.cancel_requested, run.owner, run.heartbeat_at)
+            run.parent_run_id, run.sla, run.cancel_requested, run.owner, run.heartbeat_at,
+            optional_text(run.concurrency_key), run.max_runs_per_key)

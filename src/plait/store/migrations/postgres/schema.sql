@@ -41,6 +41,8 @@ CREATE TABLE runs (
     heartbeat_at double precision,
     owner_seen_at timestamp with time zone,
     last_seq bigint NOT NULL DEFAULT 0,
+    concurrency_key text,
+    max_runs_per_key integer,
     CONSTRAINT runs_run_id_key UNIQUE (run_id),
     CONSTRAINT runs_pkey PRIMARY KEY (id),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'waiting'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
@@ -176,6 +178,8 @@ CREATE INDEX tickets_by_pool ON public.tickets USING btree (pool) WHERE ((token 
 CREATE INDEX runs_unfinished ON public.runs USING btree (created_at, id) WHERE (status = ANY (ARRAY['pending'::text, 'running'::text]));
 
 CREATE INDEX pool_starts_by_pool ON public.pool_starts USING btree (pool, at);
+
+CREATE INDEX runs_by_concurrency_key ON public.runs USING btree (concurrency_key) WHERE ((concurrency_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'waiting'::text])));
 
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
@@ -663,7 +667,31 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.plait_key_admits(p_id bigint, p_key text, p_limit integer, p_status text, p_holder text, p_owner text, p_lease double precision, p_shift double precision)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_taken bigint;
+BEGIN
+    IF p_key IS NULL OR p_status NOT IN ('pending', 'waiting')
+            OR p_holder IS NOT DISTINCT FROM p_owner THEN
+        RETURN true;
+    END IF;
+    PERFORM pg_advisory_xact_lock(1886151019, hashtext(p_key));
+    SELECT count(*) INTO v_taken FROM runs
+    WHERE concurrency_key = p_key AND id <> p_id
+      AND status IN ('pending', 'running', 'waiting')
+      AND (status = 'running'
+           OR (owner IS NOT NULL
+               AND (owner_seen_at IS NULL  -- never stale, as in claim_run
+                    OR owner_seen_at >= now() + make_interval(secs => p_shift - p_lease))));
+    RETURN v_taken < coalesce(p_limit, 1);
+END;
+$function$;
+
 INSERT INTO plait_migrations (version, name) VALUES (1, '0001_initial.sql');
 INSERT INTO plait_migrations (version, name) VALUES (2, '0002_schedule_fires.sql');
 INSERT INTO plait_migrations (version, name) VALUES (3, '0003_attempt_tickets.sql');
 INSERT INTO plait_migrations (version, name) VALUES (4, '0004_pool_rates_breakers.sql');
+INSERT INTO plait_migrations (version, name) VALUES (5, '0005_concurrency_keys.sql');

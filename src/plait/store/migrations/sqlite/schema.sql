@@ -30,7 +30,7 @@ CREATE TABLE runs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     owner            TEXT,
     heartbeat_at     REAL
-);
+, concurrency_key TEXT, max_runs_per_key INTEGER);
 
 CREATE TABLE steps (
     run             INTEGER NOT NULL REFERENCES runs (id),
@@ -151,4 +151,8 @@ CREATE INDEX runs_unfinished ON runs (created_at)
 
 CREATE INDEX pool_starts_by_pool ON pool_starts (pool, at);
 
-PRAGMA user_version = 4;
+CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
+    WHERE concurrency_key IS NOT NULL
+      AND (status = 'pending' OR status = 'running' OR status = 'waiting');
+
+PRAGMA user_version = 5;
