@@ -228,6 +228,26 @@ def events(db: str, run_id: str) -> list[EventRecord]:
     return asyncio.run(read())
 
 
+def leftovers(db: str, run_ids: Sequence[str]) -> dict[str, list[str]]:
+    """Tickets and inbox outcomes still stored for the runs (a finished run has none:
+    every attempt it started was applied or withdrawn)."""
+    async def read() -> dict[str, list[str]]:
+        store = open_store(db, read_only=True)
+        await store.open()
+        try:
+            found: dict[str, list[str]] = {}
+            for run_id in run_ids:
+                left = [f"ticket {t.ticket.key}" for t in await store.tickets(run_id)]
+                left += [f"outcome {o.key} {o.kind}" for o in await store.outcomes(run_id)]
+                if left:
+                    found[run_id] = left
+            return found
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
 def completions(history: Sequence[EventRecord]) -> Counter[str]:
     """How many times the history records each step moving to ``completed``."""
     return Counter(e.step_id or "" for e in history

@@ -29,6 +29,7 @@ from cluster_harness import (
     completions,
     events,
     intervals,
+    leftovers,
     max_overlap,
     notes,
     read_ledger,
@@ -146,6 +147,8 @@ def test_kill9_chaos_loses_and_doubles_nothing(cluster: Cluster) -> None:
     for run_id in seeds:
         twice = {s: n for s, n in completions(events(cluster.db, run_id)).items() if n != 1}
         assert not twice, f"run {run_id}: steps not completed exactly once: {twice}"
+    left = leftovers(cluster.db, list(seeds))
+    assert not left, f"finished runs left work stored: {left}"
     interrupted = [(r, a["step"], a["attempt"]) for r, run in shown.items()
                    for a in run["attempts"] if a["status"] != "completed"]
     assert interrupted, f"{len(chaos.kills)} kills interrupted no attempt: nothing tested"
@@ -330,6 +333,8 @@ def test_postgres_restart_mid_run(private_server: pgutil.PrivateServer,
             twice = {s: n for s, n in completions(events(cluster.db, run_id)).items()
                      if n != 1}
             assert not twice, f"run {run_id}: steps not completed exactly once: {twice}"
+        left = leftovers(cluster.db, ids)
+        assert not left, f"finished runs left work stored: {left}"
     finally:
         cluster.stop()
 
