@@ -34,8 +34,11 @@ class Detached:
 
 
 def detachable(url: str) -> bool:
-    """Whether another process can continue a run stored at ``url``."""
-    return url.startswith("sqlite:")
+    """Whether another process can continue a run stored at ``url``: a background
+    ``plait resume`` (SQLite) or the workers (PostgreSQL)."""
+    from ..store.postgres_url import is_postgres
+
+    return url.startswith("sqlite:") or is_postgres(url)
 
 
 def database_file(url: str) -> Path:

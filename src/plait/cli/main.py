@@ -111,8 +111,8 @@ def validate(files: tuple[str, ...], no_import: bool) -> None:
 @click.option("--json", "as_json", is_flag=True,
               help="Print exactly one JSON object (the run, its steps and output) on stdout.")
 @click.option("--detach", is_flag=True,
-              help="Store the run, continue it in a background process and print its id "
-              "(needs a SQLite store).")
+              help="Store the run, print its id and return: a background process "
+              "(SQLite) or the workers (PostgreSQL) execute it.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Print only the final status line (--json takes precedence).")
 def run(target: str, input_text: str | None, input_file: str | None, db: str,
@@ -132,6 +132,12 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
     id is printed alone on stdout (with --json: {"run_id", "workflow", "version",
     "status", "pid", "log"}); exit 0. Follow it with `plait show RUN_ID`.
 
+    With a PostgreSQL --db the steps run on workers (`plait worker`), never in this
+    process: the definition and the run are stored, then the command follows the run
+    until it ends and shows it as a local run (same exit status); Ctrl-C asks for its
+    cancellation. With --detach it prints the run id (with --json: {"run_id",
+    "workflow", "version", "status"}) and exits 0 at once.
+
     \b
     Exit status:
       0  the run completed
@@ -145,7 +151,8 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
         from ..store.postgres_url import redact
 
         raise click.UsageError(f"--detach needs a store another process can open, such "
-                               f"as sqlite:///path.db (the default); with {redact(db)} "
+                               f"as sqlite:///path.db (the default) or postgresql://...; "
+                               f"with {redact(db)} "
                                f"nothing could continue the run")
     value = read_input(input_text, input_file)
     from .session import run_command
@@ -425,6 +432,71 @@ def graph(target: str, fmt: str, db: str) -> None:
     from .commands import show_graph
 
     finish(show_graph(target, fmt=fmt, db=db))
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """A duration option (``30s``, ``500ms``, ``2m``, or seconds), more than zero."""
+    from ..core.durations import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if seconds <= 0:
+        raise click.BadParameter(f"must be more than zero, got {value!r}")
+    return seconds
+
+
+@cli.command()
+@db_option
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+              metavar="N", help="Attempts this worker runs at once.")
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="Import MODULE at start (repeatable): the modules of the python steps "
+              "this worker runs. A module that cannot be imported stops the command "
+              "(exit 2).")
+@click.option("--lease", default="30s", show_default=True, metavar="DURATION",
+              callback=_duration, help="How long a claimed attempt (or a driven run) "
+              "stays this worker's without a heartbeat; heartbeats come every third of it.")
+@click.option("--poll", default="1s", show_default=True, metavar="DURATION",
+              callback=_duration, help="How often to look for work when no notification "
+              "comes (the only wake-up on SQLite or with --no-listen).")
+@click.option("--grace", default="30s", show_default=True, metavar="DURATION",
+              callback=_duration, help="On SIGTERM/SIGINT, how long running attempts may "
+              "finish before they are let go (they retry on another worker).")
+@click.option("--max-runs", type=click.IntRange(min=1), default=100, show_default=True,
+              metavar="N", help="Runs this worker drives (decides for) at once.")
+@click.option("--no-listen", is_flag=True,
+              help="Do not LISTEN for PostgreSQL notifications: poll only.")
+def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
+           poll: float, grace: float, max_runs: int, no_listen: bool) -> None:
+    """Run the steps of stored runs: one worker of a cluster (SPEC 7).
+
+    Start any number of workers, on any hosts, on one shared store (PostgreSQL; a
+    SQLite file works for workers of one machine). Each claims ready attempts of any
+    run, heartbeats while they run, and stores their results; each also drives runs
+    that need a driver (runs stored with `plait run --db ... --detach`, or whose
+    driving process died). The current directory is on sys.path.
+
+    On PostgreSQL a worker is woken by LISTEN/NOTIFY and polls every --poll as a
+    fallback. It logs to stderr: one line at start, one when it has drained.
+
+    SIGTERM or SIGINT drains: no new claims and no new runs, the runs it drives are
+    handed to other workers at once, running attempts finish (or after --grace are
+    let go and retried elsewhere), then it exits 0. A second signal stops at once.
+
+    \b
+    Exit status:
+      0  drained after SIGTERM/SIGINT
+      1  stopped at once by a second signal
+      2  bad usage: a memory:// store, a module that cannot be imported, a store that
+         cannot be used
+    """
+    from .worker import WorkerOptions, worker_command
+
+    finish(worker_command(WorkerOptions(
+        db=db, concurrency=concurrency, imports=imports, lease=lease, poll=poll,
+        grace=grace, max_runs=max_runs, listen=not no_listen)))
 
 
 def _view(as_json: bool, quiet: bool) -> RunView:

@@ -36,6 +36,7 @@ from ..store.memory import MemoryStore
 from ..store.shared import StoreHandle
 from ..store.url import shown_url
 from . import output
+from .follow import announce, for_workers, until_settled
 from .loading import add_import_path, add_import_paths, load_target, stored_reference
 from .settings import DB_ENV, ExitCode, exit_code_for
 from .views import RunView
@@ -134,7 +135,8 @@ def _missing_hint(db: str) -> str:
 async def run_command(target: str, input: JSON, *, db: str, view: RunView,
                       detach: bool = False) -> ExitCode:
     """``plait run``: the exit code of SPEC 8 (problems are written to ``view.err``).
-    With ``detach`` the run is stored and handed to a background ``plait resume``."""
+    With ``detach`` the run is stored and handed to a background ``plait resume``; on
+    PostgreSQL the workers execute it (``follow``)."""
 
     async def body(store: Store) -> ExitCode:
         try:
@@ -146,6 +148,12 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunView,
             run = await _submit(engine, checked, input, target)
             if not stored_reference(target):
                 await remember_source(store, run.run_id, Path(target))
+            if for_workers(db):  # SPEC 7: the workers execute it, never this process
+                await announce(store, run)
+                if detach:
+                    view.submitted(run)
+                    return ExitCode.OK
+                return await _follow(engine, run, view, db)
             if detach:
                 from .detach import start_resume
 
@@ -163,6 +171,14 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunView,
             engine.close()
 
     return await guarded(db, body, err=view.err, create=True)
+
+
+async def _follow(engine: Engine, run: RunRecord, view: RunView, db: str) -> ExitCode:
+    """Show a run the workers execute once it settles (Ctrl-C: as a local run)."""
+    result = await execute_interruptibly(
+        engine, run.run_id, lambda: until_settled(engine, run, view, db), view.interrupted)
+    view.finish(result)
+    return exit_code_for(result.status)
 
 
 async def _submit(engine: Engine, checked: CheckedWorkflow, input: JSON,

@@ -51,6 +51,16 @@ class RunView(ABC):
             f"background (pid {started.pid}); its output goes to {started.log}; follow it "
             f"with `plait show {run.run_id}`", highlight=False, markup=False)
 
+    def submitted(self, run: RunRecord) -> None:
+        """``run --detach`` on PostgreSQL: the run id alone on stdout, who runs it on
+        stderr."""
+        self.out.write(run.run_id + "\n")
+        self.out.flush()
+        self.notices().print(
+            f"run {run.run_id} of {run.workflow} v{run.version} is stored; the workers "
+            f"execute it; follow it with `plait show {run.run_id}`",
+            highlight=False, markup=False)
+
     def handed_off(self, result: RunResult, message: str) -> None:
         """The run is continued by another process: say so (``result``: the run now)."""
         self.out.write(message + "\n")
@@ -90,6 +100,11 @@ class JsonView(RunView):
                            "version": run.version, "status": str(run.status),
                            "pid": started.pid, "log": str(started.log)}, self.out)
 
+    def submitted(self, run: RunRecord) -> None:
+        """``{"run_id", "workflow", "version", "status"}``."""
+        output.print_json({"run_id": run.run_id, "workflow": run.workflow,
+                           "version": run.version, "status": str(run.status)}, self.out)
+
     def handed_off(self, result: RunResult, message: str) -> None:
         output.print_json(result.to_json(), self.out)
         self.err.write(message + "\n")
@@ -102,6 +117,9 @@ class QuietView(RunView):
         self.out.write(output.status_line(result) + "\n")
 
     def detached(self, run: RunRecord, started: Detached) -> None:
+        self.out.write(run.run_id + "\n")
+
+    def submitted(self, run: RunRecord) -> None:
         self.out.write(run.run_id + "\n")
 
 

@@ -53,9 +53,11 @@ _FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 class Notifications(Protocol):
-    """Wake-ups from the store (``runtime.notify.PgNotifications`` on PostgreSQL)."""
+    """Wake-ups from the store (``runtime.notify.PgNotifications`` on PostgreSQL):
+    ``on_work`` for the claim loop, ``on_run`` for the loop that takes runs."""
 
     on_work: Callable[[], None] | None
+    on_run: Callable[[], None] | None
 
     def subscribe(self, run_id: str, callback: Callable[[], None]) -> Callable[[], None]: ...
 
@@ -129,6 +131,7 @@ class Worker:
         self._work = asyncio.Event()  # something to claim, or a slot freed
         self._done = asyncio.Event()  # an attempt ended: completions to store
         self._stop = asyncio.Event()
+        self._runs = asyncio.Event()  # a run may need a driver, or stop
         self.draining = False
         self.completed = 0  # attempts this worker completed (stored in an inbox)
 
@@ -139,6 +142,7 @@ class Worker:
         self.draining = True
         self._stop.set()
         self._work.set()
+        self._runs.set()
 
     async def run(self) -> None:
         loops: list[asyncio.Task[None]] = []
@@ -147,6 +151,7 @@ class Worker:
             loops.append(asyncio.create_task(coro))
         if self._notifications is not None:
             self._notifications.on_work = self._work.set
+            self._notifications.on_run = self._runs.set
             spawn(self._notifications.run())
         spawn(self._claim_loop())
         spawn(self._heartbeat_loop())
@@ -193,6 +198,7 @@ class Worker:
     async def _claim_loop(self) -> None:
         delay = self.poll
         while not self.draining:
+            self._work.clear()  # before claiming: a wake-up during the claim is kept
             free = self.concurrency - len(self._tasks)
             if free > 0:
                 try:
@@ -209,7 +215,6 @@ class Worker:
                         self._finish(lease, self._interrupted(lease, "the worker stops"))
                         continue
                     self._start(lease)
-            self._work.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._work.wait(), delay)
 
@@ -385,6 +390,7 @@ class Worker:
     async def _drive_loop(self) -> None:
         last_reap = 0.0
         while not self.draining:
+            self._runs.clear()  # before looking: a wake-up during the look is kept
             now = time.monotonic()
             try:
                 if now - last_reap >= self.lease / 2:
@@ -398,7 +404,7 @@ class Worker:
             except StoreError as exc:
                 _log.warning("worker %s: looking for runs failed (%s)", self.name, exc)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.poll)
+                await asyncio.wait_for(self._runs.wait(), self.poll)
 
     async def _take(self, run_id: str) -> None:
         run = await self.store.claim_run(run_id, self.name, self.clock(), self.lease)

@@ -128,6 +128,12 @@ class PostgresStore:
         self._opened = False
         await self._db.close()
 
+    async def notify(self, channel: str, payload: str = "") -> None:
+        """``NOTIFY channel, payload`` on its own: a wake-up for the listening workers
+        (``runtime.notify``) about something already committed."""
+        await self._db.execute("SELECT pg_notify(%(channel)s, %(payload)s)",
+                               {"channel": channel, "payload": payload})
+
     # ------------------------------------------------------------------ workflows
 
     async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,

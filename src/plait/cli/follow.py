@@ -1,0 +1,64 @@
+"""``plait run --db postgresql://...``: the run is stored for the workers (SPEC 7).
+
+This process never executes it: it stores the definition and the run, wakes the
+listening workers (``NOTIFY plait_run`` with the run id, right after the run's commit;
+a worker that misses it finds the run by polling), then either returns at once
+(``--detach``) or follows the run by reading it every ``FOLLOW_POLL_S`` until it ends
+or waits for a person, and shows it as a local run is shown, with the same exit code.
+Ctrl-C while following asks for the run's cancellation (the driving worker records
+it); a second one stops following at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ..core.states import FINAL_RUN_STATES, RunStatus
+from ..runtime.engine import Engine
+from ..runtime.results import RunResult
+from ..store.base import RunRecord, Store
+from ..store.url import shown_url
+from .views import RunView
+
+FOLLOW_POLL_S = 0.2
+NO_WORKER_HINT_S = 10.0  # a run still pending this long: say that workers are needed
+RUN_CHANNEL = "plait_run"
+
+
+def for_workers(url: str) -> bool:
+    """Whether ``plait run`` hands runs stored at ``url`` to workers."""
+    from ..store.postgres_url import is_postgres
+
+    return is_postgres(url)
+
+
+async def announce(store: Store, run: RunRecord) -> None:
+    """Wake the listening workers: a run needs a driver (a wake-up only)."""
+    notify = getattr(store, "notify", None)
+    if notify is not None:
+        await notify(RUN_CHANNEL, run.run_id)
+
+
+async def until_settled(engine: Engine, run: RunRecord, view: RunView,
+                        db: str) -> RunResult:
+    """``run`` once it has ended or waits for an approval, read every
+    ``FOLLOW_POLL_S``; a notice on stderr says that the workers execute it, and
+    another one when it is still pending after ``NO_WORKER_HINT_S``."""
+    view.notices().print(f"run {run.run_id} of {run.workflow} v{run.version} is stored; "
+                         f"its steps run on the workers of {shown_url(db)}",
+                         highlight=False, markup=False)
+    hinted = False
+    started = time.monotonic()
+    while True:
+        current = await engine.store.get_run(run.run_id)
+        if current.status in FINAL_RUN_STATES or current.status is RunStatus.WAITING:
+            return await engine.result(run.run_id)
+        if (not hinted and current.status is RunStatus.PENDING
+                and time.monotonic() - started >= NO_WORKER_HINT_S):
+            hinted = True
+            view.notices().print(
+                f"run {run.run_id} waits for a worker: start one with "
+                f"`plait worker --db {shown_url(db)}` (Ctrl-C cancels the run)",
+                highlight=False, markup=False)
+        await asyncio.sleep(FOLLOW_POLL_S)

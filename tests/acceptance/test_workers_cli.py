@@ -1,0 +1,276 @@
+"""``plait worker`` processes and ``plait run --db postgresql://...`` (SPEC 7, 8): runs
+stored by the CLI are executed by worker subprocesses; a worker drains on SIGTERM and
+a killed one loses nothing; LISTEN/NOTIFY wakes an idle worker long before its poll."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.postgres
+
+STEPS = """
+import pathlib
+import time
+
+def double(x):
+    return x * 2
+
+def boom():
+    raise ValueError("boom always fails")
+
+def slow(marker, seconds):
+    path = pathlib.Path(marker)
+    if path.exists():  # a later attempt: the first one was interrupted
+        return "woke up at once"
+    path.write_text("started")
+    time.sleep(seconds)
+    return "slept"
+"""
+FLOWS = {
+    "chain.yaml": """
+        name: chain
+        steps:
+          - {id: a, type: python, call: "wk_steps:double", with: {x: "{{ input.n }}"}}
+          - {id: b, type: python, call: "wk_steps:double", with: {x: "{{ steps.a.output }}"},
+             depends_on: [a]}
+          - {id: c, type: python, call: "wk_steps:double", with: {x: "{{ steps.b.output }}"},
+             depends_on: [b]}
+    """,
+    "fails.yaml": """
+        name: fails
+        defaults:
+          retry: {max_retries: 0}
+        steps:
+          - {id: boom, type: python, call: "wk_steps:boom"}
+    """,
+    "slow.yaml": """
+        name: slow
+        defaults:
+          retry: {max_retries: 2, initial_delay: 10ms}
+        steps:
+          - {id: nap, type: python, call: "wk_steps:slow",
+             with: {marker: "{{ input.marker }}", seconds: "{{ input.seconds }}"}}
+          - {id: after, type: transform, value: "{{ steps.nap.output }}", depends_on: [nap]}
+    """,
+}
+FAST = ("--lease", "2s", "--poll", "200ms", "--grace", "10s")
+
+Workers = Callable[..., subprocess.Popen[str]]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "wk_steps.py").write_text(STEPS)
+    for name, text in FLOWS.items():
+        (tmp_path / name).write_text(textwrap.dedent(text).lstrip())
+    return tmp_path
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_DB", "COLUMNS")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture
+def workers(project: Path, pg_database: str) -> Iterator[Workers]:
+    """``workers(*options)``: start ``plait worker --db DB --import wk_steps *options``
+    in the project; whatever still runs at the end is stopped."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*options: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--import",
+             "wk_steps", *options], cwd=project, env=_env(), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        _wait(lambda: "started:" in _peek(proc), what="the worker to start", proc=proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+
+
+_LOGS: dict[int, str] = {}
+
+
+def _peek(proc: subprocess.Popen[str]) -> str:
+    """What the worker logged so far (its first line is read without blocking long)."""
+    import select
+
+    assert proc.stderr is not None
+    text = _LOGS.get(proc.pid, "")
+    while select.select([proc.stderr], [], [], 0.05)[0]:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        text += line
+    _LOGS[proc.pid] = text
+    return text
+
+
+def _wait(condition: Callable[[], bool], *, what: str, timeout: float = 20.0,
+          proc: subprocess.Popen[str] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"{what}: the process ended ({proc.returncode}): {_peek(proc)}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def plait(project: Path, db: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "plait", *args, "--db", db], cwd=project,
+                          env=_env(), capture_output=True, text=True, timeout=60)
+
+
+def show(project: Path, db: str, run_id: str) -> dict:
+    proc = plait(project, db, "show", run_id, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def detach(project: Path, db: str, flow: str, value: object) -> str:
+    proc = plait(project, db, "run", flow, "--detach", "--json", "--input", json.dumps(value))
+    assert proc.returncode == 0, proc.stderr
+    submitted = json.loads(proc.stdout)
+    assert submitted["status"] == "pending"
+    return str(submitted["run_id"])
+
+
+def settled(project: Path, db: str, run_id: str, timeout: float = 30.0) -> dict:
+    final = ("completed", "failed", "cancelled")
+    _wait(lambda: show(project, db, run_id)["status"] in final,
+          what=f"run {run_id} to end", timeout=timeout)
+    return show(project, db, run_id)
+
+
+def test_two_workers_complete_detached_runs(project: Path, pg_database: str,
+                                            workers: Workers) -> None:
+    workers(*FAST, "--concurrency", "2")
+    workers(*FAST, "--concurrency", "2")
+    ids = {n: detach(project, pg_database, "chain.yaml", {"n": n}) for n in range(1, 6)}
+    for n, run_id in ids.items():
+        shown = settled(project, pg_database, run_id)
+        assert shown["status"] == "completed", shown
+        assert shown["output"] == {"c": n * 8}
+        assert all(s["attempts"] == 1 for s in shown["steps"].values())
+
+
+def test_following_a_run_prints_its_result_and_exit_code(project: Path, pg_database: str,
+                                                         workers: Workers) -> None:
+    workers(*FAST)
+    good = plait(project, pg_database, "run", "chain.yaml", "--json", "--input", '{"n": 5}')
+    assert good.returncode == 0, good.stderr
+    result = json.loads(good.stdout)
+    assert result["status"] == "completed" and result["output"] == {"c": 40}
+    assert "its steps run on the workers" in good.stderr
+    plain = plait(project, pg_database, "run", "chain.yaml", "--input", '{"n": 1}')
+    assert plain.returncode == 0 and "completed" in plain.stdout
+    bad = plait(project, pg_database, "run", "fails.yaml", "--json")
+    assert bad.returncode == 1, bad.stderr
+    failed = json.loads(bad.stdout)
+    assert failed["status"] == "failed"
+    assert "boom always fails" in failed["steps"]["boom"]["error"]
+
+
+def test_the_following_process_never_executes_steps(project: Path,
+                                                    pg_database: str) -> None:
+    """No worker: the run stays pending, so the CLI did not run it itself (and says
+    that a worker is needed); Ctrl-C then cancels it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plait", "run", "chain.yaml", "--db", pg_database, "--json",
+         "--input", '{"n": 1}'], cwd=project, env=_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1, err
+    result = json.loads(out)
+    assert result["status"] == "cancelled"
+    assert all(s["attempts"] == 0 for s in result["steps"].values())
+
+
+def test_sigterm_drains_after_the_running_step(project: Path, pg_database: str,
+                                               workers: Workers) -> None:
+    marker = project / "nap.txt"
+    first = workers(*FAST)
+    run_id = detach(project, pg_database, "slow.yaml", {"marker": str(marker), "seconds": 2})
+    _wait(marker.exists, what="the slow step to start", proc=first)
+    first.send_signal(signal.SIGTERM)
+    second = workers(*FAST)  # started after the step was claimed by the first
+    out, err = first.communicate(timeout=20)
+    assert first.returncode == 0, err
+    assert "draining" in err and "drained and stopped" in err
+    shown = settled(project, pg_database, run_id)
+    assert shown["status"] == "completed" and shown["output"] == {"after": "slept"}
+    assert shown["steps"]["nap"]["attempts"] == 1  # the step finished on the first
+    assert second.poll() is None
+
+
+def test_a_killed_worker_loses_nothing(project: Path, pg_database: str,
+                                       workers: Workers) -> None:
+    marker = project / "nap.txt"
+    doomed = workers(*FAST)
+    run_id = detach(project, pg_database, "slow.yaml", {"marker": str(marker), "seconds": 30})
+    _wait(marker.exists, what="the slow step to start", proc=doomed)
+    os.kill(doomed.pid, signal.SIGKILL)
+    doomed.wait(timeout=10)
+    workers(*FAST)
+    shown = settled(project, pg_database, run_id)
+    assert shown["status"] == "completed", shown
+    assert shown["output"] == {"after": "woke up at once"}
+    attempts = [(a["step"], a["attempt"], a["status"]) for a in shown["attempts"]]
+    assert attempts == [("nap", 1, "failed"), ("nap", 2, "completed"),
+                        ("after", 1, "completed")]
+    assert shown["steps"]["nap"]["attempts"] == 2
+
+
+def test_import_failure_exits_2_naming_the_module(project: Path, pg_database: str) -> None:
+    proc = plait(project, pg_database, "worker", "--import", "nosuchmodule")
+    assert proc.returncode == 2
+    assert "nosuchmodule" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_memory_store_is_refused(project: Path) -> None:
+    proc = plait(project, "memory://", "worker")
+    assert proc.returncode == 2
+    assert "other processes share" in proc.stderr
+
+
+def test_polling_workers_complete_runs(project: Path, pg_database: str,
+                                       workers: Workers) -> None:
+    """--no-listen: every notification is lost; polling alone moves the run."""
+    workers("--no-listen", "--lease", "2s", "--poll", "200ms")
+    run_id = detach(project, pg_database, "chain.yaml", {"n": 3})
+    shown = settled(project, pg_database, run_id)
+    assert shown["status"] == "completed" and shown["output"] == {"c": 24}
+
+
+def test_a_notification_wakes_an_idle_worker(project: Path, pg_database: str,
+                                             workers: Workers) -> None:
+    """poll 5 s: a 3-step chain (a run to take and three tickets to claim) would take
+    15 s or more on polling alone."""
+    workers("--lease", "10s", "--poll", "5s")
+    time.sleep(1.0)  # the worker is idle, its LISTEN connection up
+    started = time.monotonic()
+    proc = plait(project, pg_database, "run", "chain.yaml", "--json", "--input", '{"n": 2}')
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["output"] == {"c": 16}
+    assert elapsed < 4.0, elapsed
