@@ -228,6 +228,19 @@ def events(db: str, run_id: str) -> list[EventRecord]:
     return asyncio.run(read())
 
 
+def run_owner(db: str, run_id: str) -> str | None:
+    """The process holding the run's driver lease (``host:pid``), if any."""
+    async def read() -> str | None:
+        store = open_store(db, read_only=True)
+        await store.open()
+        try:
+            return (await store.get_run(run_id)).owner
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
 def leftovers(db: str, run_ids: Sequence[str]) -> dict[str, list[str]]:
     """Tickets and inbox outcomes still stored for the runs (a finished run has none:
     every attempt it started was applied or withdrawn)."""

@@ -33,6 +33,7 @@ from cluster_harness import (
     max_overlap,
     notes,
     read_ledger,
+    run_owner,
     show,
     show_all,
     submit,
@@ -289,6 +290,35 @@ def _wait_for_notes(cluster: Cluster, run_id: str, timeout: float = 15) -> list[
             return found
         time.sleep(0.2)
     return found
+
+
+def test_driver_paused_past_its_lease_is_fenced(cluster: Cluster) -> None:
+    """The worker driving a run is paused (SIGSTOP) while the run's steps are out;
+    another worker takes the run over and finishes it.  Continued, the old driver
+    writes nothing more to the run (its batches are refused: the outcomes they would
+    apply are gone), and it lives on."""
+    flow = write_flow(cluster.directory, chaos_flow(pause=0.1) | {"name": "driven"})
+    cluster.start(3)
+    [run_id] = submit(cluster.db, flow, [{"seed": 5}], cluster.ledger)
+    _wait_for_line(cluster, lambda e: e.run == run_id and e.step.startswith("a"))
+    owner = run_owner(cluster.db, run_id)
+    assert owner is not None, "a run with steps out has no driver"
+    driver = cluster.by_pid(int(owner.rpartition(":")[2]))
+    driver.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_final(cluster.db, [run_id], timeout=40, describe=lambda: diagnose(cluster))
+        before = events(cluster.db, run_id)
+    finally:
+        driver.proc.send_signal(signal.SIGCONT)
+    time.sleep(3.0)  # the old driver wakes up, heartbeats, tries its writes
+    after = events(cluster.db, run_id)
+    written = [e for e in after[len(before):] if e.kind != "note"]
+    assert not written, f"the paused driver wrote after the takeover: {written}"
+    shown = show(cluster.db, run_id, cluster.ledger)
+    _assert_runs_correct({run_id: shown}, {run_id: 5}, cluster)
+    _assert_ledger_agrees({run_id: shown}, read_ledger(cluster.ledger), cluster)
+    assert not {s: n for s, n in completions(after).items() if n != 1}
+    assert driver.alive(), f"the paused driver died{diagnose(cluster)}"
 
 
 # ---------------------------------------------------------------- 3. PostgreSQL restarted
