@@ -338,9 +338,9 @@ def private_server() -> Iterator[pgutil.PrivateServer]:
 
 def test_postgres_restart_mid_run(private_server: pgutil.PrivateServer,
                                   tmp_path: Path) -> None:
-    """The database server restarts (twice: a fast and an immediate stop) while runs
-    are in the middle of their steps; workers reconnect and every run completes with
-    the right output."""
+    """The database server restarts (twice: a fast restart, then an immediate stop
+    and 3 s down, past every lease) while runs are in the middle of their steps;
+    workers reconnect and every run completes with the right output."""
     flow = chaos_flow(pause=0.05) | {"name": "restart"}
     path = write_flow(tmp_path, flow)
     cluster = Cluster(db=private_server.url("plait"), directory=tmp_path)
@@ -351,8 +351,8 @@ def test_postgres_restart_mid_run(private_server: pgutil.PrivateServer,
         _wait_for_line(cluster, lambda e: e.step.startswith("b"))
         private_server.restart("fast")
         _wait_for_line(cluster, lambda e: e.step == "join")
-        private_server.stop("immediate")
-        time.sleep(1.0)
+        private_server.stop("immediate")  # as a crash: and down for longer than a lease
+        time.sleep(3.0)
         private_server.start()
         wait_final(cluster.db, ids, timeout=60, describe=lambda: diagnose(cluster))
         dead = [w for w in cluster.workers if not w.alive()]
