@@ -452,3 +452,34 @@ def test_pool_and_run_concurrency_hold_across_four_workers(cluster: Cluster) -> 
 
 def _of_run(run_id: str) -> Callable[[Entry], bool]:
     return lambda entry: entry.run == run_id
+
+
+@pytest.mark.xfail(strict=True, reason="max_runs_per_key is not enforced by workers yet "
+                   "(docs/design/workers.md: 'Not built yet: concurrency_key enforcement "
+                   "at runs_to_drive'); strict: remove this mark once it is")
+def test_runs_per_key_hold_across_four_workers(cluster: Cluster) -> None:
+    """``max_runs_per_key: 1``: across four workers, two runs of one customer never
+    have bodies running in the same stretch of time, while other customers' runs do."""
+    flow = write_flow(cluster.directory, {
+        "name": "keyed", "concurrency_key": "{{ input.customer }}", "max_runs_per_key": 1,
+        "steps": [{"id": "k1", "type": "python", "call": "ledger_steps:busy",
+                   "with": {"seconds": 0.2}},
+                  {"id": "k2", "type": "python", "call": "ledger_steps:busy",
+                   "depends_on": ["k1"], "with": {"seconds": 0.2}}]})
+    cluster.start(4)
+    inputs = [{"customer": c} for c in ("acme", "umbrella") for _ in range(3)]
+    ids = submit(cluster.db, flow, inputs, cluster.ledger)
+    wait_final(cluster.db, ids, timeout=60, describe=lambda: diagnose(cluster))
+    ledger = read_ledger(cluster.ledger)
+    spans = {r: _run_span(ledger, r) for r in ids}
+    for customer in ("acme", "umbrella"):
+        mine = [spans[r] for r, value in zip(ids, inputs, strict=True)
+                if value["customer"] == customer]
+        assert max_overlap(mine) <= 1, f"{customer}: runs overlapped: {sorted(mine)}"
+    assert max_overlap(spans.values()) >= 2, "no two runs ever ran at once"
+
+
+def _run_span(ledger: list[Entry], run_id: str) -> tuple[float, float]:
+    times = [e.at for e in ledger if e.run == run_id]
+    assert times, f"run {run_id}: no body ran"
+    return min(times), max(times)
