@@ -13,6 +13,8 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -23,9 +25,11 @@ from typing import Any
 import psycopg
 import pytest
 from cluster_harness import (
+    APP,
     Cluster,
     Entry,
     bodies,
+    cli_env,
     completions,
     events,
     intervals,
@@ -327,6 +331,44 @@ def test_driver_paused_past_its_lease_is_fenced(cluster: Cluster) -> None:
     _assert_ledger_agrees({run_id: shown}, read_ledger(cluster.ledger), cluster)
     assert not {s: n for s, n in completions(after).items() if n != 1}
     assert driver.alive(), f"the paused driver died{diagnose(cluster)}"
+
+
+def test_in_process_run_killed_is_finished_by_workers(cluster: Cluster) -> None:
+    """``wf.run(db=postgresql://...)`` executes in the calling process; SIGKILLed in the
+    middle, its run is taken over by the workers and completes with the right output;
+    what it had completed is not run again, what it was running retries."""
+    flow = write_flow(cluster.directory, chaos_flow(pause=0.1) | {"name": "local"})
+    script = cluster.directory / "local_run.py"
+    script.write_text(
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(APP)!r})\n"
+        "from plait import Workflow\n"
+        f"Workflow.load({str(flow)!r}).run({{'seed': 9}}, db={cluster.db!r})\n")
+    cluster.start(2)
+    local = subprocess.Popen([sys.executable, str(script)], cwd=cluster.directory,
+                             env=cli_env(cluster.ledger), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    try:
+        first = _wait_for_line(cluster, lambda e: e.step.startswith("b")
+                               and e.event == "end" and e.pid == local.pid)
+    finally:
+        local.kill()
+        local.wait(timeout=10)
+    run_id = first.run
+    wait_final(cluster.db, [run_id], timeout=40, describe=lambda: diagnose(cluster))
+    shown = show(cluster.db, run_id, cluster.ledger)
+    _assert_runs_correct({run_id: shown}, {run_id: 9}, cluster)
+    ledger = read_ledger(cluster.ledger)
+    _assert_ledger_agrees({run_id: shown}, ledger, cluster)
+    assert not {s: n for s, n in completions(events(cluster.db, run_id)).items() if n != 1}
+    done_locally = {a["step"] for a in shown["attempts"] if a["status"] == "completed"
+                    and str(a["worker"]).endswith(f":{local.pid}")}
+    assert done_locally, f"the killed process completed nothing: {shown['attempts']}"
+    again = {e.step for e in ledger if e.step in done_locally and e.pid != local.pid}
+    assert not again, f"steps the killed process completed ran again: {again}"
+    workers = {w.pid for w in cluster.workers}
+    assert any(e.pid in workers for e in ledger), "the workers ran nothing: no takeover"
+    assert all(e.pid in workers | {local.pid} for e in ledger)
 
 
 # ---------------------------------------------------------------- 3. PostgreSQL restarted
