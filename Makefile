@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: setup demo test lint types unit bench bench-quick bench-peers bench-cluster clean
+.PHONY: setup demo test lint types unit soak bench bench-quick bench-peers bench-cluster clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,14 @@ unit: setup
 	$(BIN)/pytest -q
 
 test: lint types unit
+
+# The kill -9 chaos test of tests/acceptance/test_cluster_faults.py for longer: four
+# workers, one SIGKILLed every 2 s, waves of runs submitted for SOAK_SECONDS (default
+# 600) until then; needs PostgreSQL (PLAIT_TEST_DATABASE_URL).  Not part of `make test`.
+SOAK_SECONDS ?= 600
+soak: setup
+	PLAIT_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest -q -s -p no:cacheprovider \
+		tests/acceptance/test_cluster_faults.py -k kill9_chaos
 
 # memory, and durable SQLite with synchronous=NORMAL and FULL
 BENCH_DBS := --db 'sqlite:///{tmp}/bench.db' --db 'sqlite:///{tmp}/bench.db?synchronous=FULL'
