@@ -351,6 +351,13 @@ def test_in_process_run_killed_is_finished_by_workers(cluster: Cluster) -> None:
     try:
         first = _wait_for_line(cluster, lambda e: e.step.startswith("b")
                                and e.event == "end" and e.pid == local.pid)
+        # a body's ledger line comes before its completion's commit: kill once the store
+        # holds a completion of the process (else, under load, it completed nothing)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(
+                a["status"] == "completed" and str(a["worker"]).endswith(f":{local.pid}")
+                for a in show(cluster.db, first.run, cluster.ledger)["attempts"]):
+            time.sleep(0.05)
     finally:
         local.kill()
         local.wait(timeout=10)
