@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
@@ -101,6 +102,9 @@ async def in_flight(store: Store, run_id: str, state: RunState) -> dict[int, Att
     return found
 
 
+VIEWS_KEPT = 64  # runs whose view a worker keeps for their next attempts (_view)
+
+
 class Worker:
     """See the module docstring."""
 
@@ -128,6 +132,7 @@ class Worker:
         self._finished: list[tuple[str, Outcome]] = []
         self._driving: dict[str, asyncio.Task[None]] = {}  # run id -> its driver
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
+        self._views: OrderedDict[tuple[str, int], tuple[RunView, RunState]] = OrderedDict()
         self._functions: dict[tuple[str, int, int], StepFunction] = {}
         self._work = asyncio.Event()  # something to claim, or a slot freed
         self._done = asyncio.Event()  # an attempt ended: completions to store
@@ -278,9 +283,7 @@ class Worker:
 
     def _call(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepCall:
         payload = lease.payload
-        secrets = Secrets()
-        state = RunState(checked, run_id=lease.run_id, input=payload.get("input"),
-                         secrets=secrets)
+        view, state = self._view(checked, lease)
         shared = payload.get("state")
         if isinstance(shared, dict):
             state.state.update(shared)
@@ -293,13 +296,33 @@ class Worker:
                         StepStatus(str(row.get("status"))), output=row.get("output"))
         error = payload.get("error")
         state.rows[index].error = error if isinstance(error, str) else None
-        view = RunView(checked, state, lease.run_id, self.engine.services,
-                       StepLog(secrets.redact_text), declared_keys(checked),
-                       [None] * checked.graph.size)
         started = payload.get("started_at")
         return StepCall(checked.spec.steps[index], index, lease.attempt,
                         float(started) if isinstance(started, int | float) else self.clock(),
                         view)
+
+    def _view(self, checked: CheckedWorkflow, lease: Lease) -> tuple[RunView, RunState]:
+        """What an attempt reads of its run, filled from its ticket's payload.  A run's
+        view is kept for its later attempts on this worker (building one costs a row
+        per step of the workflow: per attempt, a 10,000-step fan-out paid 10,000 rows
+        per step), unless the workflow keeps shared state: then two attempts of the run
+        could be given different states, and each gets a view of its own."""
+        cacheable = not declared_keys(checked)
+        key = (lease.run_id, lease.version)
+        if cacheable and (found := self._views.get(key)) is not None:
+            self._views.move_to_end(key)
+            return found
+        secrets = Secrets()
+        state = RunState(checked, run_id=lease.run_id, input=lease.payload.get("input"),
+                         secrets=secrets)
+        view = RunView(checked, state, lease.run_id, self.engine.services,
+                       StepLog(secrets.redact_text), declared_keys(checked),
+                       [None] * checked.graph.size)
+        if cacheable:
+            self._views[key] = (view, state)
+            if len(self._views) > VIEWS_KEPT:
+                self._views.popitem(last=False)
+        return view, state
 
     async def _workflow(self, name: str, version: int) -> CheckedWorkflow:
         checked = self._workflows.get((name, version))
