@@ -426,10 +426,18 @@ async def _execute(engine: Engine, run_id: str, work: Work,
 def _handle_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
     """Route SIGINT to ``handler`` where the platform allows it (not on Windows, where
     Ctrl-C cancels the whole run task and the engine still records the cancellation)."""
+    return handle_signal(loop, signal.SIGINT, handler)
+
+
+def handle_signal(loop: asyncio.AbstractEventLoop, sig: signal.Signals,
+                  handler: Callable[..., None], *args: object) -> bool:
+    """Route ``sig`` to ``handler(*args)`` on ``loop``; False where the platform has no
+    loop signal handlers (Windows; a loop outside the main thread): the signal keeps
+    its default effect there."""
     if sys.platform == "win32":
         return False
     try:
-        loop.add_signal_handler(signal.SIGINT, handler)
+        loop.add_signal_handler(sig, handler, *args)
     except (NotImplementedError, RuntimeError, ValueError):
         return False
     return True

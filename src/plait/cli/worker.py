@@ -25,7 +25,7 @@ from ..errors import PlaitError
 from ..store.base import Store
 from ..store.url import shown_url
 from . import output
-from .session import opened_store
+from .session import handle_signal, opened_store
 from .settings import ExitCode
 
 if TYPE_CHECKING:
@@ -156,9 +156,6 @@ def _handle_signals(worker: Worker, task: asyncio.Task[None],
 
     handled: list[signal.Signals] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, on_signal, sig)
-        except (NotImplementedError, RuntimeError, ValueError):
-            continue
-        handled.append(sig)
+        if handle_signal(loop, sig, on_signal, sig):
+            handled.append(sig)
     return handled
