@@ -337,7 +337,7 @@ def test_in_process_run_killed_is_finished_by_workers(cluster: Cluster) -> None:
     """``wf.run(db=postgresql://...)`` executes in the calling process; SIGKILLed in the
     middle, its run is taken over by the workers and completes with the right output;
     what it had completed is not run again, what it was running retries."""
-    flow = write_flow(cluster.directory, chaos_flow(pause=0.1) | {"name": "local"})
+    flow = write_flow(cluster.directory, chaos_flow(pause=0.3) | {"name": "local"})
     script = cluster.directory / "local_run.py"
     script.write_text(
         "import json, sys\n"
@@ -353,11 +353,11 @@ def test_in_process_run_killed_is_finished_by_workers(cluster: Cluster) -> None:
                                and e.event == "end" and e.pid == local.pid)
         # a body's ledger line comes before its completion's commit: kill once the store
         # holds a completion of the process (else, under load, it completed nothing)
+        # (read in this process: a `plait show` per poll took so long under load that
+        # the whole run had ended in the calling process, leaving the workers nothing)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not any(
-                a["status"] == "completed" and str(a["worker"]).endswith(f":{local.pid}")
-                for a in show(cluster.db, first.run, cluster.ledger)["attempts"]):
-            time.sleep(0.05)
+        while time.monotonic() < deadline and not completions(events(cluster.db, first.run)):
+            time.sleep(0.01)
     finally:
         local.kill()
         local.wait(timeout=10)
