@@ -12,6 +12,7 @@ import ipaddress
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -68,10 +69,23 @@ def _server(config: uvicorn.Config, app: FastAPI) -> uvicorn.Server:
     """uvicorn's server, whose exit signal also ends the app's event streams at once
     (they would otherwise hold the shutdown until SHUTDOWN_TIMEOUT_S)."""
     import asyncio
+    import contextlib
 
     import uvicorn
 
     class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn raises the signal again once it has shut down (the process then
+            # dies of it); plait serve drained, so it exits 0 like plait worker
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", None)
+                    if isinstance(captured, list):
+                        captured.clear()
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             super().handle_exit(sig, frame)
             runtime = getattr(app.state, "runtime", None)

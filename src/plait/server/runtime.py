@@ -218,25 +218,18 @@ class ServerRuntime:
             await self.engine.cancel(run.run_id)
             return
         await self.store.request_cancel(run.run_id)
-        if self.for_workers:
-            from ..cli.follow import announce
-
-            await announce(self.store, run)
-            return
+        # Engine.cancel leaves a run another live process drives to it (it sees the
+        # request), and takes over one nobody drives (waiting, orphaned) to cancel it
         self._spawn(run.run_id, self.engine.cancel(run.run_id))
 
     async def approve(self, run_id: str, step: str, *, approved: bool, by: str,
                       data: JSON) -> None:
         """Record the decision (DecisionTaken / RunError as ``Engine.approve``), then
         make sure someone applies it: the task executing the run here, another process,
-        or a new task here that continues the run."""
+        or a new task here that continues the run (also on PostgreSQL, as ``plait
+        approve`` does: the workers drive pending and running runs, not parked ones)."""
         await self.engine.approve(run_id, step, approved=approved, by=by, data=data)
         self.wake(run_id)
-        if self.for_workers:
-            from ..cli.follow import announce
-
-            await announce(self.store, await self.store.get_run(run_id))
-            return
         if self._tg is not None and not self.closing.is_set():
             self._tg.create_task(self._guard(run_id, self._applied(run_id, step)))
 
@@ -254,7 +247,10 @@ class ServerRuntime:
                 if run.status in FINAL_RUN_STATES or executor(run, self.engine) is not None:
                     return
                 if run_id not in self._runs:
-                    await self._execute(run_id, None)
+                    # as `plait approve` does: a parked run nobody drives (workers
+                    # drive pending and running runs only) continues here
+                    checked = await self.checked(run.workflow, run.version)
+                    self._spawn(run_id, self.engine.resume(run_id, checked))
                 return
             if time.monotonic() >= deadline:
                 return
