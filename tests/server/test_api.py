@@ -263,6 +263,9 @@ def test_events_stream_every_event_and_resume_with_last_event_id(client):
     assert events[-1]["kind"] == "run" and events[-1]["data"]["to"] == "completed"
     resumed = _stream(client, run_id, headers={"Last-Event-ID": "3"})
     assert [e["seq"] for e in resumed] == seqs[3:]
+    assert [e["seq"] for e in _stream(client, run_id, params={"after": 4})] == seqs[4:]
+    done = client.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": str(seqs[-1])})
+    assert done.status_code == 204  # an EventSource stops reconnecting
     error_of(client.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "x"}), 400)
     error_of(client.get("/api/runs/nope/events"), 404, "run_not_found")
 

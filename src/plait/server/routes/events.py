@@ -7,7 +7,8 @@ No ``event:`` field, so ``EventSource.onmessage`` sees them all.  The stream sta
 until the run ends (completed, failed, cancelled), then closes once every event was
 sent; a comment line every ``KEEPALIVE_S`` keeps proxies from closing it.
 ``Last-Event-ID`` (what browsers send when they reconnect) or ``?after=SEQ`` resumes
-after that event.
+after that event.  A run that ended with nothing after the resume point answers 204
+(No Content), which tells a browser's ``EventSource`` to stop reconnecting.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from ...core.states import FINAL_RUN_STATES
 from ...runtime.results import iso
@@ -57,10 +58,13 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int:
 async def run_events(run_id: str, request: Request,
                      rt: Annotated[ServerRuntime, Depends(runtime)],
                      last_event_id: Annotated[str | None, Header()] = None,
-                     after: Annotated[int | None, Query(ge=0)] = None) -> StreamingResponse:
+                     after: Annotated[int | None, Query(ge=0)] = None) -> Response:
     """Stream the run's events, live until it ends."""
-    await get_run_or_404(rt, run_id)
+    run = await get_run_or_404(rt, run_id)
     start = _resume_point(last_event_id, after)
+    if run.status in FINAL_RUN_STATES and not await rt.store.get_events(run_id, after=start):
+        # nothing more will come: 204 tells a reconnecting EventSource to stop
+        return Response(status_code=204)
     return StreamingResponse(_stream(rt, run_id, start, request),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache",
