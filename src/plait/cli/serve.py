@@ -51,6 +51,9 @@ async def serve_command(*, db: str, host: str, port: int, worker: bool,
     import uvicorn
 
     from ..server import create_app
+    from .loading import add_import_paths
+
+    add_import_paths(None)  # python steps import from the current directory
     from ..store.url import shown_url
 
     app = create_app(db, token=token, worker=worker, grace=grace)

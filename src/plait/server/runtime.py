@@ -161,6 +161,8 @@ class ServerRuntime:
             await work
         except RunBusy:
             _log.info("run %s is executed by another process", run_id)
+        except Closing:
+            _log.info("run %s left for later: the server is shutting down", run_id)
         except PlaitError as exc:
             _log.warning("run %s stopped: %s", run_id, exc)
         except Exception:  # noqa: BLE001 - one run's bug must not stop the server
@@ -237,7 +239,7 @@ class ServerRuntime:
         """Continue the run here once nobody else will apply the decision on ``step``
         (the task executing it may be parking the run as the decision arrives)."""
         deadline = time.monotonic() + HANDOFF_WAIT_S
-        while True:
+        while not self.closing.is_set():  # on shutdown the run stays resumable
             steps = await self.store.get_steps(run_id)
             if not any(s.step_id == step and s.status is StepStatus.WAITING for s in steps):
                 return
