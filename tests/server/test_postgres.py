@@ -42,3 +42,25 @@ def test_without_a_worker_the_runs_wait_for_one(make_client: Client,
     assert client.get(f"/api/runs/{run_id}").json()["status"] == "pending"
     make_client(pg_database)  # a server with a worker takes the run
     assert wait_status(client, run_id, ("completed",), timeout=20)["output"] == "3!"
+
+
+def test_events_stream_live_on_postgres(make_client: Client, pg_database: str) -> None:
+    import threading
+
+    from .test_api import _stream
+
+    client = make_client(pg_database)
+    register(client, GATED)
+    run_id = client.post("/api/runs", json={"workflow": "gated"}).json()["run_id"]
+    wait_status(client, run_id, ("waiting",), timeout=20)
+
+    def approve_later() -> None:
+        time.sleep(0.3)
+        client.post(f"/api/runs/{run_id}/steps/sign_off/approve", json={"approved": True})
+
+    thread = threading.Thread(target=approve_later)
+    thread.start()
+    events = _stream(client, run_id)
+    thread.join()
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert (events[-1]["kind"], events[-1]["data"]["to"]) == ("run", "completed")

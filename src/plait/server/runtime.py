@@ -7,7 +7,9 @@ With PostgreSQL they are stored for the workers instead (SPEC 7: ``announce``), 
 server runs a ``Worker`` itself unless told not to.
 
 The engines' listeners wake the event streams of a run as soon as a batch of it is
-committed in this process; runs executed elsewhere are polled (``EVENTS_POLL_S``).
+committed in this process (by the server's engine or its worker's), ``NOTIFY
+plait_outcome`` wakes them when an attempt of the run ended on any worker (PostgreSQL),
+and every stream re-reads its run every ``EVENTS_POLL_S`` whatever happens.
 
 Shutdown drains: no new runs; the running ones get ``grace`` seconds to end, then are
 released unfinished (resumable: ``plait resume`` or another server continues them);
@@ -20,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from ..cli.control import executor
@@ -37,6 +39,10 @@ _log = logging.getLogger("plait.server")
 EVENTS_POLL_S = 0.5  # how often a stream re-reads a run no listener here reports on
 HANDOFF_WAIT_S = 10.0  # how long an approval waits for the run's executor to apply it
 HANDOFF_POLL_S = 0.05
+
+
+def _nothing() -> None:
+    return None
 
 
 class Closing(Exception):
@@ -60,6 +66,7 @@ class ServerRuntime:
         self.closing = asyncio.Event()
         self._with_worker = worker and self.for_workers
         self._worker: Any = None
+        self._notifications: Any = None  # the worker's LISTEN connection (PostgreSQL)
         self._tg: asyncio.TaskGroup | None = None
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._changed: dict[str, asyncio.Event] = {}
@@ -92,8 +99,8 @@ class ServerRuntime:
         from ..runtime.notify import PgNotifications
         from ..runtime.worker import Worker
 
-        worker = Worker(self.store, grace=self.grace,
-                        notifications=PgNotifications(self.db_url))
+        self._notifications = PgNotifications(self.db_url)
+        worker = Worker(self.store, grace=self.grace, notifications=self._notifications)
         # the runs the worker drives obey the server's (strict) network policy, and
         # their commits wake the event streams
         worker.engine.services.http_policy = self.settings.http_policy
@@ -138,6 +145,16 @@ class ServerRuntime:
         if event is None:
             event = self._changed[run_id] = asyncio.Event()
         return event
+
+    def follow(self, run_id: str) -> Callable[[], None]:
+        """While an event stream follows ``run_id``: wake it on each ``NOTIFY
+        plait_outcome`` of the run too (an attempt ended on any worker), when the
+        server listens (PostgreSQL with its worker).  Returns the function that stops."""
+        if self._notifications is None:
+            return _nothing
+        unsubscribe: Callable[[], None] = self._notifications.subscribe(
+            run_id, lambda: self.wake(run_id))
+        return unsubscribe
 
     # ------------------------------------------------------------------ runs
 

@@ -73,6 +73,16 @@ async def run_events(run_id: str, request: Request,
 
 async def _stream(rt: ServerRuntime, run_id: str, after: int,
                   request: Request) -> AsyncIterator[str]:
+    unfollow = rt.follow(run_id)
+    try:
+        async for chunk in _events(rt, run_id, after, request):
+            yield chunk
+    finally:
+        unfollow()
+
+
+async def _events(rt: ServerRuntime, run_id: str, after: int,
+                  request: Request) -> AsyncIterator[str]:
     last = after
     quiet_since = time.monotonic()
     yield "retry: 1000\n\n"
