@@ -66,3 +66,27 @@ async def _status(url: str, run_id: str) -> tuple[str, str | None]:
     async with StoreHandle(url) as held:
         run = await held.store.get_run(run_id)
         return str(run.status), run.owner
+
+
+def test_a_stored_decision_stands_over_an_api_approval(tmp_path: Path) -> None:
+    """A decision recorded by another process (plait approve) while nobody executes
+    the run: the API's later one is refused with 409 naming the decision that stands."""
+    from .conftest import GATED, error_of
+
+    url = f"sqlite:///{tmp_path}/decided.db"
+    client = TestClient(create_app(url, settings=settings(), grace=1.0, events_poll=0.05))
+    with client:
+        register(client, GATED)
+        run_id = client.post("/api/runs", json={"workflow": "gated"}).json()["run_id"]
+        wait_status(client, run_id, ("waiting",))
+
+    async def decide() -> None:
+        async with StoreHandle(url) as held:
+            await Engine(held.store).approve(run_id, "sign_off", approved=False, by="ann")
+
+    asyncio.run(decide())
+    with TestClient(create_app(url, settings=settings(), grace=1.0)) as again:
+        error = error_of(again.post(f"/api/runs/{run_id}/steps/sign_off/approve",
+                                    json={"approved": True}), 409, "already_decided")
+        assert error["details"]["decision"]["by"] == "ann"
+        assert "ann" in error["message"]
