@@ -64,3 +64,15 @@ def test_events_stream_live_on_postgres(make_client: Client, pg_database: str) -
     thread.join()
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert (events[-1]["kind"], events[-1]["data"]["to"]) == ("run", "completed")
+
+
+def test_cancel_and_retry_on_postgres(make_client: Client, pg_database: str) -> None:
+    client = make_client(pg_database)
+    register(client, GATED)
+    run_id = client.post("/api/runs", json={"workflow": "gated"}).json()["run_id"]
+    wait_status(client, run_id, ("waiting",), timeout=20)
+    assert client.post(f"/api/runs/{run_id}/cancel").status_code == 202
+    wait_status(client, run_id, ("cancelled",), timeout=20)
+    new_id = client.post(f"/api/runs/{run_id}/retry", json={}).json()["run_id"]
+    new = wait_status(client, new_id, ("waiting",), timeout=20)
+    assert new["retry_of"] == run_id and new["steps"]["draft"]["status"] == "completed"
