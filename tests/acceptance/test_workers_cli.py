@@ -19,6 +19,7 @@ import pytest
 pytestmark = pytest.mark.postgres
 
 STEPS = """
+import os
 import pathlib
 import time
 
@@ -27,6 +28,11 @@ def double(x):
 
 def boom():
     raise ValueError("boom always fails")
+
+def whoami(ctx, n):
+    ctx.logger.info("attempt of %s ran in pid %d", ctx.step_id, os.getpid())
+    time.sleep(0.3)  # long enough for both workers to claim some of the fan-out
+    return os.getpid()
 
 def slow(marker, seconds):
     path = pathlib.Path(marker)
@@ -45,6 +51,16 @@ FLOWS = {
              depends_on: [a]}
           - {id: c, type: python, call: "wk_steps:double", with: {x: "{{ steps.b.output }}"},
              depends_on: [b]}
+    """,
+    "fan.yaml": """
+        name: fan
+        steps:
+          - {id: s1, type: python, call: "wk_steps:whoami", with: {n: 1}}
+          - {id: s2, type: python, call: "wk_steps:whoami", with: {n: 2}}
+          - {id: s3, type: python, call: "wk_steps:whoami", with: {n: 3}}
+          - {id: s4, type: python, call: "wk_steps:whoami", with: {n: 4}}
+          - {id: s5, type: python, call: "wk_steps:whoami", with: {n: 5}}
+          - {id: s6, type: python, call: "wk_steps:whoami", with: {n: 6}}
     """,
     "fails.yaml": """
         name: fails
@@ -169,6 +185,27 @@ def test_two_workers_complete_detached_runs(project: Path, pg_database: str,
         assert shown["status"] == "completed", shown
         assert shown["output"] == {"c": n * 8}
         assert all(s["attempts"] == 1 for s in shown["steps"].values())
+
+
+def test_history_names_the_worker_that_executed_each_attempt_and_keeps_its_logs(
+        project: Path, pg_database: str, workers: Workers) -> None:
+    """One worker drives the run, both execute its attempts: each attempt's worker is
+    the process that ran it, never the driver's name, and the records
+    each step wrote through ctx.logger on its worker are in the run's history."""
+    pids = {workers(*FAST, "--concurrency", "2").pid, workers(*FAST, "--concurrency", "2").pid}
+    run_id = detach(project, pg_database, "fan.yaml", {})
+    shown = settled(project, pg_database, run_id)
+    assert shown["status"] == "completed", shown
+    ran_in = {step: shown["steps"][step]["output"] for step in shown["steps"]}
+    assert set(ran_in.values()) == pids, f"both workers should have run steps: {ran_in}"
+    assert sorted((a["step"], a["attempt"], a["status"]) for a in shown["attempts"]) == [
+        (s, 1, "completed") for s in sorted(ran_in)]
+    for attempt in shown["attempts"]:
+        assert str(attempt["worker"]).endswith(f":{ran_in[attempt['step']]}"), attempt
+    logged = {(log["step"], log["attempt"], log["level"], log["message"])
+              for log in shown["logs"]}
+    assert logged == {(s, 1, "INFO", f"attempt of {s} ran in pid {pid}")
+                      for s, pid in ran_in.items()}
 
 
 def test_following_a_run_prints_its_result_and_exit_code(project: Path, pg_database: str,
