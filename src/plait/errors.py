@@ -92,6 +92,12 @@ class StoreError(PlaitError):
     """A store backend failed."""
 
 
+class StoreUnreachable(StoreError):
+    """The store's server cannot be reached now (refused, timed out, starting or
+    shutting down, out of connections): trying again later may work, where a refused
+    login, a missing database or a bad URL will not."""
+
+
 class TransitionError(StoreError):
     def __init__(self, what: str, source: str, target: str) -> None:
         self.what, self.source, self.target = what, source, target

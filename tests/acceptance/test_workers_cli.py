@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import pgutil
+
 pytestmark = pytest.mark.postgres
 
 STEPS = """
@@ -282,6 +284,56 @@ def test_import_failure_exits_2_naming_the_module(project: Path, pg_database: st
     proc = plait(project, pg_database, "worker", "--import", "nosuchmodule")
     assert proc.returncode == 2
     assert "nosuchmodule" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _worker_process(project: Path, db: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "plait", "worker", "--db", db, "--import", "wk_steps",
+         *FAST], cwd=project, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+
+
+def test_a_worker_waits_for_an_unreachable_store_until_sigterm(project: Path) -> None:
+    """Nothing listens on the port: the worker retries with a backoff, logging each
+    failure with the password hidden, and SIGTERM ends the wait with exit 0.  A bad
+    URL is still bad usage (exit 2, at once)."""
+    port = pgutil._free_port()
+    proc = _worker_process(project, f"postgresql://plait:s3cret@127.0.0.1:{port}/nowhere")
+    try:
+        _wait(lambda: _peek(proc).count("cannot be reached") >= 2,
+              what="two logged connection failures", proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    err = _LOGS.pop(proc.pid, "") + rest
+    assert proc.returncode == 0, err
+    assert "s3cret" not in err and "plait:***@127.0.0.1" in err
+    assert "attempt 1:" in err and "attempt 2:" in err and "retrying in 1s" in err
+    assert "stopped before the store" in err and "Traceback" not in err
+    bad = plait(project, "mysql://127.0.0.1/x", "worker")
+    assert bad.returncode == 2 and "mysql" in bad.stderr
+
+
+def test_a_worker_started_before_its_database_connects_when_it_is_up(
+        project: Path) -> None:
+    server = pgutil.PrivateServer.make()  # made, not started: nothing on its port yet
+    proc = _worker_process(project, server.url())
+    try:
+        _wait(lambda: "cannot be reached" in _peek(proc), what="a connection failure",
+              proc=proc)
+        server.start()
+        _wait(lambda: "started:" in _peek(proc), what="the worker to connect", proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=20)
+        assert proc.returncode == 0, _LOGS.pop(proc.pid, "") + rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+        server.remove()
 
 
 def test_memory_store_is_refused(project: Path) -> None:
