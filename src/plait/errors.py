@@ -15,6 +15,7 @@
     │   ├── VersionConflict      name@version already stored with another fingerprint
     │   ├── WorkflowNotFound
     │   ├── RunLeftUnfinished    the store failed mid-run: stored unfinished, resumable
+    │   ├── StoreUnreachable     its server cannot be reached now (try again later)
     │   └── SchemaVersionError   a database written by a newer plait
     └── StepError                why one attempt of a step failed (stored as its error)
         ├── FatalError           raised by user code: fail now, never retry
