@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import OrderedDict
@@ -42,7 +43,7 @@ from ..store.base import AttemptKey, Lease, Outcome, Store
 from .binding import import_call
 from .breakers import SharedBreaker
 from .claims import ClaimSource, Subscribe, error_dict
-from .context import StepLog
+from .context import AttemptLogs
 from .engine import Engine, default_worker_id
 from .runner import AttemptRunner, failed
 from .runview import RunView
@@ -130,6 +131,7 @@ class Worker:
         self._tokens: set[str] = set()  # leases held until their completion is stored
         self._abandoned: dict[str, str] = {}  # token -> "lost" | "drained"
         self._finished: list[tuple[str, Outcome]] = []
+        self._journals: dict[str, AttemptLogs] = {}  # token -> where its attempt logs
         self._driving: dict[str, asyncio.Task[None]] = {}  # run id -> its driver
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
         self._views: OrderedDict[tuple[str, int], tuple[RunView, RunState]] = OrderedDict()
@@ -250,6 +252,11 @@ class Worker:
         self._finish(lease, outcome)
 
     def _finish(self, lease: Lease, outcome: Outcome) -> None:
+        journal = self._journals.pop(lease.token, None)
+        if journal is not None:  # its ctx.logger records go with it (to the history)
+            logs = journal.take(lease.step_id, lease.attempt)
+            if logs:
+                outcome = dataclasses.replace(outcome, logs=logs)
         self._finished.append((lease.token, outcome))
         self._done.set()
 
@@ -264,6 +271,9 @@ class Worker:
                 "type": "StepLoadError", "message": str(exc), "names": ["StepLoadError"],
                 "retryable": True})
         call = self._call(checked, lease, index)
+        journal = call.run.step_log
+        if isinstance(journal, AttemptLogs):
+            self._journals[lease.token] = journal
         guard = call.step.circuit_breaker
         breaker = SharedBreaker(self.store, guard) \
             if guard is not None and not lease.fallback else None
@@ -316,7 +326,7 @@ class Worker:
         state = RunState(checked, run_id=lease.run_id, input=lease.payload.get("input"),
                          secrets=secrets)
         view = RunView(checked, state, lease.run_id, self.engine.services,
-                       StepLog(secrets.redact_text), declared_keys(checked),
+                       AttemptLogs(secrets.redact_text), declared_keys(checked),
                        [None] * checked.graph.size)
         if cacheable:
             self._views[key] = (view, state)
