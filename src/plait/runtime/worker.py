@@ -43,6 +43,7 @@ from .binding import import_call
 from .breakers import SharedBreaker
 from .claims import ClaimSource, Subscribe, error_dict
 from .context import StepLog
+from .children import ChildRuns
 from .engine import Engine, default_worker_id
 from .runner import AttemptRunner, failed
 from .runview import RunView
@@ -124,6 +125,8 @@ class Worker:
         self.max_runs = max_runs
         self.clock = clock
         self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
+        # a child run of a `workflow`/`loop` step is a pending run any worker drives
+        self.engine.services.children = ChildRuns(self.engine, drive=False)
         self._notifications = notifications
         self._schedules = schedules
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
