@@ -143,9 +143,9 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
     order = _Order(graph)
     if not graph.order:
         for cycle in find_cycles(graph):
-            add("steps", "cycle: " + " -> ".join(cycle) + "; to repeat steps until a "
-                "condition holds, use a `loop` step",
-                "remove one of these dependencies")
+            add("steps", "cycle: " + " -> ".join(cycle),
+                "remove one of these dependencies; to repeat steps until a condition "
+                "holds, use a `loop` step")
         # the checks below still run, on the graph with each cycle merged into one node
         dag, member, depth = condensed(graph)
         order = _Order(dag, member)

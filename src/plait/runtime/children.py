@@ -17,6 +17,7 @@ cancelled, or the step timed out) cancels the child.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 _NAMESPACE = uuid.UUID("5f0c7c1e-8d0e-4c56-9d51-6a4f1f1e0b2a")
+_log = logging.getLogger("plait.engine")
 POLL_S = 0.25  # how often a child that someone else drives is looked at
 _FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
@@ -49,11 +51,14 @@ class ChildRuns:
         self.drive = drive  # False on a worker: other workers drive the child
 
     async def stored(self, call: StepCall, name: str,
-                     version: int | None) -> CheckedWorkflow:
+                     version: int | None) -> tuple[CheckedWorkflow, int]:
+        """The stored workflow ``name`` (``version``, or the latest) and its version;
+        FatalError naming it when there is none."""
         try:
-            return await self._engine.stored_workflow(name, version)
+            record = await self._engine.store.get_workflow(name, version)
         except WorkflowNotFound as exc:
             raise FatalError(f"step {call.step.id!r}: {exc}", step=call.step.id) from exc
+        return await self._engine.stored_workflow(name, record.version), record.version
 
     async def depth(self, run_id: str) -> int:
         """How many parents the run has (a top-level run: 0)."""
@@ -68,10 +73,11 @@ class ChildRuns:
         return depth
 
     async def run(self, call: StepCall, child: CheckedWorkflow, input: JSON,
-                  key: str) -> JSON:
+                  key: str, version: int | None = None) -> JSON:
         """Start (or find) the child run for ``key``, wait for its end and return its
         output; FatalError (never retried) when it fails, is cancelled or cannot
-        start, naming the child."""
+        start, naming the child.  ``version``: the stored version ``child`` is (a child
+        given by its definition is stored like any run's, SPEC 2)."""
         step, engine = call.step, self._engine
         run_id = child_run_id(call.run_id, step.id, key)
         name = child.spec.name
@@ -87,7 +93,7 @@ class ChildRuns:
                     step=step.id) from None
             try:
                 run = await engine.submit(child, input, run_id=run_id,
-                                          parent_run_id=call.run_id)
+                                          parent_run_id=call.run_id, version=version)
             except InputError as exc:
                 raise FatalError(f"step {step.id!r}: input of child workflow {name!r} "
                                  f"is not valid: {exc}", step=step.id) from exc
@@ -130,5 +136,5 @@ class ChildRuns:
             run = await self._engine.store.get_run(run_id)
             if self.drive and run.status not in _FINAL:
                 await self._engine.cancel(run_id, "parent run cancelled")
-        except Exception:  # noqa: BLE001 - best effort: the cancel request is stored
-            pass
+        except Exception as exc:  # noqa: BLE001 - best effort: the request may be stored
+            _log.warning("child run %s: could not cancel it: %s", run_id, exc)

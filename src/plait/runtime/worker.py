@@ -41,9 +41,9 @@ from ..steps.registry import StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, Lease, Outcome, Store
 from .binding import import_call
 from .breakers import SharedBreaker
+from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
 from .context import StepLog
-from .children import ChildRuns
 from .engine import Engine, default_worker_id
 from .runner import AttemptRunner, failed
 from .runview import RunView

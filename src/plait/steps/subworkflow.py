@@ -117,13 +117,15 @@ def include_child_files(data: object, source: str | None,
         path = (base / ref).resolve()
         if str(path) in stack:
             chain = " -> ".join(Path(p).name for p in (*stack, str(path)))
-            problems.append(Problem(where, f"{ref!r} includes itself: {chain}",
-                                    "a workflow cannot run itself as a child; repeat "
-                                    "work with a `loop` step"))
+            problems.append(Problem(location=where,
+                                    message=f"{ref!r} includes itself: {chain}",
+                                    hint="a workflow cannot run itself as a child; "
+                                         "repeat work with a `loop` step"))
             steps.append(step)
             continue
         child, child_problems = _load_child(path, stack)
-        problems += [Problem(where, f"{ref}: {p}") for p in child_problems]
+        problems += [Problem(location=where, message=f"{ref}: {p}")
+                     for p in child_problems]
         if child is not None and not child_problems:
             step = {**step, "definition": child}
             changed = True
@@ -138,7 +140,8 @@ def _load_child(path: Path, stack: tuple[str, ...]) -> tuple[JSONDict | None, li
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        return None, [Problem("", f"cannot read {path}: {exc.strerror or exc}")]
+        return None, [Problem(location="",
+                              message=f"cannot read {path}: {exc.strerror or exc}")]
     try:
         data = parse_text(text, source=str(path))
         data, problems = include_child_files(data, str(path), stack)
@@ -161,7 +164,9 @@ def _children(call: StepCall) -> ChildRuns:
     return cast("ChildRuns", children)
 
 
-async def _child(call: StepCall, children: ChildRuns) -> CheckedWorkflow:
+async def _child(call: StepCall,
+                 children: ChildRuns) -> tuple[CheckedWorkflow, int | None]:
+    """The child's checked definition, and its stored version when named by name."""
     config = call.step.config
     definition = config.get("definition")
     if isinstance(definition, dict):
@@ -169,7 +174,7 @@ async def _child(call: StepCall, children: ChildRuns) -> CheckedWorkflow:
 
         return call.run.checked.derive(
             f"child:{call.step.id}",
-            lambda: check_definition(definition, source=f"{config.get('workflow')}"))
+            lambda: check_definition(definition, source=f"{config.get('workflow')}")), None
     name, version = split_ref(cast(str, config["workflow"]))
     return await children.stored(call, name, version)
 
@@ -188,14 +193,15 @@ def _render(call: StepCall, value: JSON, field_name: str,
 
 async def run_workflow(call: StepCall) -> JSON:
     children = _children(call)
-    child = await _child(call, children)
+    child, version = await _child(call, children)
     given = call.step.config.get("input") or {}
-    return await children.run(call, child, _render(call, given, "input", None), "0")
+    return await children.run(call, child, _render(call, given, "input", None), "0",
+                              version)
 
 
 async def run_loop(call: StepCall) -> JSON:
     children = _children(call)
-    child = await _child(call, children)
+    child, version = await _child(call, children)
     config = call.step.config
     given = config.get("input") or {}
     until = config.get("until")
@@ -204,7 +210,7 @@ async def run_loop(call: StepCall) -> JSON:
     for iteration in range(most):
         loop: JSONDict = {"iteration": iteration, "previous": previous}
         input = _render(call, given, "input", loop)
-        output = await children.run(call, child, input, str(iteration))
+        output = await children.run(call, child, input, str(iteration), version)
         done = _render(call, until, "until", {**loop, "output": output})
         previous = output
         if done:
