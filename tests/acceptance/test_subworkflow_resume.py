@@ -16,9 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from plait.store import RunFilter, open_store
-
 from conftest import Run, cli_env
+from plait.store import RunFilter, open_store
 
 STEPS = '''
 import os

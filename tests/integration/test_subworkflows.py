@@ -317,3 +317,25 @@ async def test_on_max_iterations_complete_returns_the_last_output() -> None:
     assert result.status == "completed"
     assert result.steps["revise"].output["iterations"] == 2
     assert result.steps["revise"].output["output"]["n"] == 4
+
+
+# ------------------------------------------------------------------ Python API
+
+
+async def test_python_helpers_add_workflow_and_loop_steps() -> None:
+    store = MemoryStore()
+    await _stored_child(store)
+    inline = Workflow.from_dict({**CHILD, "name": "inline"})
+    wf = Workflow("py_parent")
+    wf.subworkflow("by_name", workflow="double", input={"n": 2})
+    wf.subworkflow("by_object", workflow=inline, input={"n": 3})
+    wf.loop("grow", workflow=inline, input={"n": "{{ loop.iteration + 4 }}"},
+            until="{{ loop.output.big }}", max_iterations=3, depends_on=["by_name"])
+    result = await _run(store, wf)
+    assert result.status == "completed", result.error
+    assert result.steps["by_name"].output["n"] == 4
+    assert result.steps["by_object"].output["n"] == 6
+    assert result.steps["grow"].output["iterations"] == 2  # 4 -> 8, 5 -> 10 (big)
+    assert (await store.get_workflow("inline")).version == 1
+    again = Workflow.from_dict(wf.to_dict())  # round-trips
+    assert again.fingerprint == wf.fingerprint
