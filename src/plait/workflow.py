@@ -448,7 +448,7 @@ async def _run_on(store: Store, checked: CheckedWorkflow, value: JSON,
         engine.close()
 
 
-def _child_fields(workflow: str | Workflow) -> dict[str, JSON]:
+def _child_fields(workflow: str | Workflow) -> dict[str, Any]:
     """The ``workflow`` (and ``definition``) fields naming a child workflow."""
     if isinstance(workflow, Workflow):
         return {"workflow": workflow.name, "definition": workflow.to_dict()}
