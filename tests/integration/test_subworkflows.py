@@ -257,6 +257,25 @@ def test_bad_fields_are_validation_errors(step: dict[str, Any], where: str,
     assert f"steps[0].{where}" in text and message in text
 
 
+def test_template_problems_of_a_loop_are_validation_errors() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        Workflow.from_dict({"name": "p", "steps": [
+            {"id": "a", "type": "transform", "value": 1},
+            {"id": "l", "type": "loop", "workflow": "x", "max_iterations": 2,
+             "until": "{{ loop.output.ok", "input": {"v": "{{ steps.a.output }}"}}]})
+    text = str(caught.value)
+    assert "steps[1].until" in text
+    assert "steps[1].input.v: template reads steps.a, which is not an ancestor" in text
+
+
+def test_an_inline_child_definition_is_validated_with_the_parent() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        Workflow.from_dict({"name": "p", "steps": [
+            {"id": "s", "type": "workflow", "workflow": "c",
+             "definition": {"name": "c", "steps": [{"id": "x", "type": "nope"}]}}]})
+    assert "steps[0].definition: steps[0].type" in str(caught.value)
+
+
 def test_a_cycle_of_edges_suggests_a_loop_step() -> None:
     with pytest.raises(DefinitionError) as caught:
         Workflow.from_dict({"name": "p", "steps": [

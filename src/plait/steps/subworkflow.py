@@ -106,6 +106,9 @@ def include_child_files(data: object, source: str | None,
     stack = _stack + ((here,) if here is not None and here not in _stack else ())
     for i, step in enumerate(cast(list[object], data["steps"])):
         ref = step.get("workflow") if isinstance(step, dict) else None
+        if isinstance(step, dict) and step.get("type") in ("workflow", "loop") \
+                and isinstance(step.get("definition"), dict):
+            problems += _inline_problems(step["definition"], f"steps[{i}].definition")
         if not (isinstance(step, dict) and step.get("type") in ("workflow", "loop")
                 and isinstance(ref, str) and is_path(ref) and "definition" not in step):
             steps.append(step)
@@ -131,6 +134,16 @@ def include_child_files(data: object, source: str | None,
             changed = True
         steps.append(step)
     return ({**data, "steps": steps} if changed else data), problems
+
+
+def _inline_problems(definition: object, where: str) -> list[Problem]:
+    from ..definitions import check_definition
+
+    try:
+        check_definition(definition)
+    except DefinitionError as exc:
+        return [Problem(location=where, message=str(p)) for p in exc.problems]
+    return []
 
 
 def _load_child(path: Path, stack: tuple[str, ...]) -> tuple[JSONDict | None, list[Problem]]:
@@ -172,9 +185,14 @@ async def _child(call: StepCall,
     if isinstance(definition, dict):
         from ..definitions import check_definition
 
-        return call.run.checked.derive(
-            f"child:{call.step.id}",
-            lambda: check_definition(definition, source=f"{config.get('workflow')}")), None
+        try:
+            return call.run.checked.derive(
+                f"child:{call.step.id}",
+                lambda: check_definition(definition, source=f"{config.get('workflow')}")), \
+                None
+        except DefinitionError as exc:  # (validated with the parent: a changed plugin)
+            raise FatalError(f"step {call.step.id!r}: child workflow: {exc}",
+                             step=call.step.id) from exc
     name, version = split_ref(cast(str, config["workflow"]))
     return await children.stored(call, name, version)
 
@@ -230,5 +248,5 @@ def register_subworkflows() -> None:
         name="loop", run=run_loop,
         fields=common | {"until", "max_iterations", "on_max_iterations"},
         required=frozenset({"workflow", "until", "max_iterations"}), check=_check_loop,
-        literal_fields=frozenset({"workflow", "definition", "until", "max_iterations",
+        literal_fields=frozenset({"workflow", "definition", "max_iterations",
                                   "on_max_iterations"})))
