@@ -19,17 +19,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ..core.model import JSON
+from ..core.model import JSON, JSONDict
 from ..core.states import RunStatus
-from ..errors import FatalError, InputError, RunBusy, RunNotFound, WorkflowNotFound
+from ..definitions import check_definition
+from ..errors import DefinitionError, FatalError, InputError, RunBusy, RunNotFound, WorkflowNotFound
 from ..store.base import RunRecord
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
     from ..steps.registry import StepCall
-    from .engine import Engine
+    from ..store.base import Store
+    from .results import RunResult
+
+
+class _Engine(Protocol):
+    """What child runs use of ``runtime.engine.Engine`` (which lends them)."""
+
+    store: Store
+
+    async def stored_workflow(self, name: str,
+                              version: int | None = None) -> CheckedWorkflow: ...
+
+    async def submit(self, checked: CheckedWorkflow, input: JSON, *,
+                     run_id: str | None = None, retry_of: str | None = None,
+                     parent_run_id: str | None = None,
+                     version: int | None = None) -> RunRecord: ...
+
+    async def resume(self, run_id: str,
+                     checked: CheckedWorkflow | None = None) -> RunResult: ...
+
+    async def cancel(self, run_id: str, reason: str = ...) -> RunResult | None: ...
 
 _NAMESPACE = uuid.UUID("5f0c7c1e-8d0e-4c56-9d51-6a4f1f1e0b2a")
 _log = logging.getLogger("plait.engine")
@@ -46,9 +67,18 @@ def child_run_id(parent_run_id: str, step_id: str, key: str) -> str:
 class ChildRuns:
     """What ``workflow`` and ``loop`` steps use of the engine (``Services.children``)."""
 
-    def __init__(self, engine: Engine, *, drive: bool = True) -> None:
+    def __init__(self, engine: _Engine, *, drive: bool = True) -> None:
         self._engine = engine
         self.drive = drive  # False on a worker: other workers drive the child
+
+    def checked(self, call: StepCall, definition: JSONDict,
+                source: str) -> CheckedWorkflow:
+        """A child definition given in the step (validated with the parent already)."""
+        try:
+            return check_definition(definition, source=source)
+        except DefinitionError as exc:
+            raise FatalError(f"step {call.step.id!r}: child workflow: {exc}",
+                             step=call.step.id) from exc
 
     async def stored(self, call: StepCall, name: str,
                      version: int | None) -> tuple[CheckedWorkflow, int]:

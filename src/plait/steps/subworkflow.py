@@ -14,29 +14,36 @@ iteration (``runtime.children``): a resumed parent re-attaches to it.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict
-from ..errors import DefinitionError, FatalError, Problem, TemplateError
+from ..errors import FatalError, TemplateError
+from .child_files import is_path
 from .registry import StepCall, StepType, register_step_type
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
-    from ..runtime.children import ChildRuns
+
+
+class ChildRuns(Protocol):
+    """What these steps use of the engine (``runtime.children.ChildRuns``, lent as
+    ``Services.children``)."""
+
+    def checked(self, call: StepCall, definition: JSONDict,
+                source: str) -> CheckedWorkflow: ...
+
+    async def stored(self, call: StepCall, name: str,
+                     version: int | None) -> tuple[CheckedWorkflow, int]: ...
+
+    async def run(self, call: StepCall, child: CheckedWorkflow, input: JSON,
+                  key: str, version: int | None = None) -> JSON: ...
 
 ON_MAX_ITERATIONS = ("fail", "complete")
 _NAME_VERSION = re.compile(r"^(?P<name>[^@]+)@(?P<version>\d+)$")
 MAX_ITERATIONS_CAP = 10_000
-
-
-def is_path(ref: str) -> bool:
-    """Whether a ``workflow:`` reference is a file path (not a stored name)."""
-    return ref.startswith(("./", "../", "/")) or ref.endswith((".yaml", ".yml", ".json"))
 
 
 def split_ref(ref: str) -> tuple[str, int | None]:
@@ -89,83 +96,6 @@ def _check_loop(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     return out
 
 
-def include_child_files(data: object, source: str | None,
-                        _stack: tuple[str, ...] = ()) -> tuple[object, list[Problem]]:
-    """``data`` with each ``workflow``/``loop`` step whose ``workflow`` is a file path
-    given the child's definition (``definition``), read relative to ``source`` (the
-    parent's file) and validated; the child's problems are reported at
-    ``steps[i].workflow``.  A file that includes itself (directly or not) is a
-    problem.  ``data`` is not changed: changed steps are copies."""
-    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-        return data, []
-    problems: list[Problem] = []
-    steps: list[object] = []
-    changed = False
-    base = Path(source).parent if source and os.path.isfile(source) else None
-    here = str(Path(source).resolve()) if base is not None and source else None
-    stack = _stack + ((here,) if here is not None and here not in _stack else ())
-    for i, step in enumerate(cast(list[object], data["steps"])):
-        ref = step.get("workflow") if isinstance(step, dict) else None
-        if isinstance(step, dict) and step.get("type") in ("workflow", "loop") \
-                and isinstance(step.get("definition"), dict):
-            problems += _inline_problems(step["definition"], f"steps[{i}].definition")
-        if not (isinstance(step, dict) and step.get("type") in ("workflow", "loop")
-                and isinstance(ref, str) and is_path(ref) and "definition" not in step):
-            steps.append(step)
-            continue
-        where = f"steps[{i}].workflow"
-        if base is None:
-            steps.append(step)  # reported by the type's check
-            continue
-        path = (base / ref).resolve()
-        if str(path) in stack:
-            chain = " -> ".join(Path(p).name for p in (*stack, str(path)))
-            problems.append(Problem(location=where,
-                                    message=f"{ref!r} includes itself: {chain}",
-                                    hint="a workflow cannot run itself as a child; "
-                                         "repeat work with a `loop` step"))
-            steps.append(step)
-            continue
-        child, child_problems = _load_child(path, stack)
-        problems += [Problem(location=where, message=f"{ref}: {p}")
-                     for p in child_problems]
-        if child is not None and not child_problems:
-            step = {**step, "definition": child}
-            changed = True
-        steps.append(step)
-    return ({**data, "steps": steps} if changed else data), problems
-
-
-def _inline_problems(definition: object, where: str) -> list[Problem]:
-    from ..definitions import check_definition
-
-    try:
-        check_definition(definition)
-    except DefinitionError as exc:
-        return [Problem(location=where, message=str(p)) for p in exc.problems]
-    return []
-
-
-def _load_child(path: Path, stack: tuple[str, ...]) -> tuple[JSONDict | None, list[Problem]]:
-    from ..core.source import parse_text
-    from ..definitions import check_definition
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        return None, [Problem(location="",
-                              message=f"cannot read {path}: {exc.strerror or exc}")]
-    try:
-        data = parse_text(text, source=str(path))
-        data, problems = include_child_files(data, str(path), stack)
-        if problems:
-            return None, problems
-        check_definition(data, source=str(path))
-    except DefinitionError as exc:
-        return None, list(exc.problems)
-    return cast(JSONDict, data), []
-
-
 # ---------------------------------------------------------------- running
 
 
@@ -174,7 +104,7 @@ def _children(call: StepCall) -> ChildRuns:
     if children is None:
         raise FatalError(f"step {call.step.id!r}: child runs need an engine (this "
                          f"runtime has none)", step=call.step.id)
-    return cast("ChildRuns", children)
+    return cast(ChildRuns, children)
 
 
 async def _child(call: StepCall,
@@ -183,16 +113,10 @@ async def _child(call: StepCall,
     config = call.step.config
     definition = config.get("definition")
     if isinstance(definition, dict):
-        from ..definitions import check_definition
-
-        try:
-            return call.run.checked.derive(
-                f"child:{call.step.id}",
-                lambda: check_definition(definition, source=f"{config.get('workflow')}")), \
-                None
-        except DefinitionError as exc:  # (validated with the parent: a changed plugin)
-            raise FatalError(f"step {call.step.id!r}: child workflow: {exc}",
-                             step=call.step.id) from exc
+        source = f"{config.get('workflow')}"
+        return call.run.checked.derive(
+            f"child:{call.step.id}", lambda: children.checked(call, definition, source)), \
+            None
     name, version = split_ref(cast(str, config["workflow"]))
     return await children.stored(call, name, version)
 
