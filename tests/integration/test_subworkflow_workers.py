@@ -12,6 +12,7 @@ import pytest
 
 from plait.core.states import RunStatus
 from plait.definitions import check_definition
+from plait.runtime.children import child_run_id
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker
 from plait.store.base import RunFilter, Store
@@ -72,3 +73,45 @@ async def test_workers_drive_child_runs_and_the_parent_completes(store: Store) -
     for child in children:  # driven by the workers, like any run
         [step] = await store.get_steps(child.run_id)
         assert step.worker in ("w1", "w2")
+
+
+@pytest.fixture
+async def pg_store(pg_database: str) -> AsyncIterator[Store]:
+    opened = open_store(pg_database)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.mark.postgres
+async def test_cancelling_a_parent_on_a_cluster_cancels_its_child(pg_store: Store) -> None:
+    store = pg_store
+    engine = Engine(store)
+    slow = {"name": "slow", "steps": [{"id": "wait", "type": "delay", "duration": "30s"}]}
+    await engine.submit(check_definition(slow), {})  # stores `slow`
+    parent = {"name": "parent", "steps": [
+        {"id": "sub", "type": "workflow", "workflow": "slow"}]}
+    run = await engine.submit(check_definition(parent), {})
+    workers = [Worker(store, name=f"w{k}", concurrency=2, lease=2.0, poll=0.05,
+                      grace=2.0, schedules=False) for k in (1, 2)]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    child_id = child_run_id(run.run_id, "sub", "0")
+    try:
+        for _ in range(400):
+            runs = {r.run_id: r for r in await store.list_runs(RunFilter(limit=10))}
+            if child_id in runs and runs[child_id].status is RunStatus.RUNNING:
+                break
+            await asyncio.sleep(0.05)
+        await store.request_cancel(run.run_id)
+        for _ in range(400):
+            if (await store.get_run(child_id)).status is RunStatus.CANCELLED:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        for w in workers:
+            w.stop()
+        await asyncio.wait_for(asyncio.gather(*tasks), 15)
+    assert (await store.get_run(run.run_id)).status is RunStatus.CANCELLED
+    assert (await store.get_run(child_id)).status is RunStatus.CANCELLED
