@@ -358,3 +358,30 @@ async def test_python_helpers_add_workflow_and_loop_steps() -> None:
     assert (await store.get_workflow("inline")).version == 1
     again = Workflow.from_dict(wf.to_dict())  # round-trips
     assert again.fingerprint == wf.fingerprint
+
+
+async def test_a_child_that_waits_for_a_person_goes_on_when_approved(
+        tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'plait.db'}")
+    await store.open()
+    engine = Engine(store)
+    try:
+        gate = Workflow.from_dict({"name": "gate", "steps": [
+            {"id": "ok", "type": "approval"}]})
+        await engine.submit(gate.validate(), {})  # stores `gate`
+        parent = _parent({"id": "sub", "type": "workflow", "workflow": "gate"})
+        run = await engine.submit(parent.validate(), {})
+        task = asyncio.create_task(engine.execute(parent.validate(), run))
+        child_id = child_run_id(run.run_id, "sub", "0")
+        for _ in range(400):
+            runs = {r.run_id: r for r in await store.list_runs(RunFilter(limit=10))}
+            if child_id in runs and runs[child_id].status is RunStatus.WAITING:
+                break
+            await asyncio.sleep(0.01)
+        await Engine(store).approve(child_id, "ok", by="ana")  # as another process
+        result = await asyncio.wait_for(task, 10)
+        assert result.status == "completed"
+        assert result.steps["sub"].output["ok"]["by"] == "ana"
+    finally:
+        engine.close()
+        await store.close()
