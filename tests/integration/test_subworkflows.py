@@ -219,6 +219,7 @@ def test_a_child_files_problems_are_reported_at_the_step(tmp_path: Path) -> None
     text = str(caught.value)
     assert "steps[1].workflow: ./bad.yaml: steps[0].type" in text
     assert "steps[2].workflow" in text and "cannot read" in text
+    assert "is a file path" not in text  # each child problem reported once
 
 
 def test_a_workflow_that_includes_itself_by_path_is_a_validation_error(

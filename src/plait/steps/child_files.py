@@ -67,15 +67,15 @@ def include_child_files(data: object, source: str | None,
                                     message=f"{ref!r} includes itself: {chain}",
                                     hint="a workflow cannot run itself as a child; "
                                          "repeat work with a `loop` step"))
-            steps.append(step)
+            steps.append({**step, "definition": {}})
+            changed = True
             continue
         child, child_problems = _load_child(path, stack, check)
         problems += [Problem(location=where, message=f"{ref}: {p}")
                      for p in child_problems]
-        if child is not None and not child_problems:
-            step = {**step, "definition": child}
-            changed = True
-        steps.append(step)
+        # (a child that failed is reported here, not again by the type's check)
+        steps.append({**step, "definition": child if child is not None else {}})
+        changed = True
     return ({**data, "steps": steps} if changed else data), problems
 
 
