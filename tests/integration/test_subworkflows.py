@@ -386,3 +386,24 @@ async def test_a_child_that_waits_for_a_person_goes_on_when_approved(
     finally:
         engine.close()
         await store.close()
+
+
+async def test_a_child_approvals_deadline_is_applied_while_the_parent_waits(
+        tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'plait.db'}")
+    await store.open()
+    engine = Engine(store)
+    try:
+        gate = Workflow.from_dict({"name": "gate", "steps": [
+            {"id": "ok", "type": "approval", "timeout": 0.4, "on_timeout": "approve"}]})
+        await engine.submit(gate.validate(), {})  # stores `gate`
+        parent = _parent({"id": "sub", "type": "workflow", "workflow": "gate"})
+        result = await asyncio.wait_for(engine.run(parent.validate(), {}), 10)
+        assert result.status == "completed"
+        assert result.steps["sub"].output["ok"]["by"] == "timeout"
+        child_id = child_run_id(result.run_id, "sub", "0")
+        runs = [e for e in await store.get_events(child_id) if e.kind == "run"]
+        assert len(runs) <= 6  # waited without resuming the child over and over
+    finally:
+        engine.close()
+        await store.close()

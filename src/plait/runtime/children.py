@@ -19,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..core.model import JSON, JSONDict
-from ..core.states import RunStatus
+from ..core.states import RunStatus, StepStatus
 from ..definitions import check_definition
 from ..errors import DefinitionError, FatalError, InputError, RunBusy, RunNotFound, WorkflowNotFound
 from ..store.base import RunRecord
@@ -38,6 +39,7 @@ class _Engine(Protocol):
     """What child runs use of ``runtime.engine.Engine`` (which lends them)."""
 
     store: Store
+    clock: Callable[[], float]
 
     async def stored_workflow(self, name: str,
                               version: int | None = None) -> CheckedWorkflow: ...
@@ -141,7 +143,6 @@ class ChildRuns:
 
     async def _until_done(self, run: RunRecord, child: CheckedWorkflow) -> RunRecord:
         engine, store = self._engine, self._engine.store
-        seen = -1
         while run.status not in _FINAL:
             if self.drive and run.status is not RunStatus.WAITING:
                 try:
@@ -149,16 +150,38 @@ class ChildRuns:
                 except RunBusy:  # someone else drives it: wait for its end
                     await asyncio.sleep(POLL_S)
             elif self.drive:
-                # the child waits for a person: resumed when a decision is stored
-                events = await store.get_events(run.run_id, after=max(seen, 0))
-                if seen >= 0 and events:
-                    await engine.resume(run.run_id, child)
-                seen = max([seen, 0, *(e.seq for e in events)])
-                await asyncio.sleep(POLL_S)
+                await self._until_decided(run, child)
+                await engine.resume(run.run_id, child)
             else:
                 await asyncio.sleep(POLL_S)
             run = await store.get_run(run.run_id)
         return run
+
+    async def _until_decided(self, run: RunRecord, child: CheckedWorkflow) -> None:
+        """The child waits for a person: return when a decision is stored for it, or
+        when the earliest deadline of its waiting approvals (their ``timeout``) has
+        passed, or when it is no longer waiting (someone else resumed it)."""
+        store, clock = self._engine.store, self._engine.clock
+        events = await store.get_events(run.run_id)
+        seen = max((e.seq for e in events), default=0)
+        index, steps = child.graph.index, child.spec.steps
+        deadline: float | None = None
+        for row in await store.get_steps(run.run_id):
+            i = index.get(row.step_id)
+            timeout = steps[i].timeout if i is not None else None
+            if row.status is StepStatus.WAITING and row.started_at is not None \
+                    and timeout is not None:
+                due = row.started_at + timeout
+                deadline = due if deadline is None else min(deadline, due)
+        while deadline is None or clock() < deadline:
+            await asyncio.sleep(POLL_S)
+            events = await store.get_events(run.run_id, after=seen)
+            seen = max((e.seq for e in events), default=seen)
+            if any(e.kind == "note" and "approval" in e.data for e in events):
+                return
+            if events and (await store.get_run(run.run_id)).status \
+                    is not RunStatus.WAITING:
+                return
 
     async def _cancel(self, run_id: str) -> None:
         try:
