@@ -42,6 +42,7 @@ from ..steps.registry import StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, Lease, Outcome, Store
 from .binding import import_call
 from .breakers import SharedBreaker
+from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
 from .context import AttemptLogs
 from .engine import Engine, default_worker_id
@@ -125,6 +126,8 @@ class Worker:
         self.max_runs = max_runs
         self.clock = clock
         self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
+        # a child run of a `workflow`/`loop` step is a pending run any worker drives
+        self.engine.services.children = ChildRuns(self.engine, drive=False)
         self._notifications = notifications
         self._schedules = schedules
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
