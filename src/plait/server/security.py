@@ -11,7 +11,8 @@ session cookie the UI gets from ``POST /api/login``:
   PATCH, DELETE) must send it back in ``X-CSRF-Token`` (403 otherwise); a request with a
   bearer token needs none.
 
-Open without a token: ``/healthz``, the UI's files (``/`` and ``/ui/...``),
+Open without a token: ``/healthz``, the UI's files (``/`` and ``/ui/...``), Swagger
+UI's files (``/docs/assets/...``; the page ``/docs`` itself needs the token),
 ``/api/session``, ``/api/login``, ``/api/logout``, and ``/api/hooks/...`` (a hook is
 authenticated by its HMAC signature instead).  Every comparison is constant-time.
 """
@@ -40,7 +41,7 @@ CSRF_COOKIE = "plait_csrf"
 CSRF_HEADER = "x-csrf-token"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 OPEN_PATHS = frozenset({"/healthz", "/", "/api/session", "/api/login", "/api/logout"})
-OPEN_PREFIXES = ("/ui/", "/api/hooks/")
+OPEN_PREFIXES = ("/ui/", "/docs/assets/", "/api/hooks/")
 
 
 def same(given: str, expected: str) -> bool:
