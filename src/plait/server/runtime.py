@@ -39,6 +39,19 @@ _log = logging.getLogger("plait.server")
 EVENTS_POLL_S = 0.5  # how often a stream re-reads a run no listener here reports on
 HANDOFF_WAIT_S = 10.0  # how long an approval waits for the run's executor to apply it
 HANDOFF_POLL_S = 0.05
+API_READS = 8  # store reads the API's requests make at once (memory, SQLite)
+
+
+def api_read_slots(db_url: str) -> int:
+    """How many store reads the API's requests may make at once: on PostgreSQL half the
+    pool (the other half stays free for the runs the server executes and its worker,
+    whatever the number of clients polling), else ``API_READS`` (the SQLite store's
+    thread then always has the engine's jobs near the head of its queue)."""
+    from ..store.postgres_url import is_postgres, parse_url
+
+    if is_postgres(db_url):
+        return max(1, parse_url(db_url).pool_max // 2)
+    return API_READS
 
 
 def _nothing() -> None:
@@ -71,6 +84,9 @@ class ServerRuntime:
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._changed: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        # taken around the store reads of API requests: 200 clients polling must not
+        # take every pooled connection from the engine executing the runs
+        self.reads = asyncio.Semaphore(api_read_slots(db_url))
 
     # ------------------------------------------------------------------ lifespan
 

@@ -23,7 +23,7 @@ router = APIRouter()
 
 
 def assets_dir() -> Path:
-    from swagger_ui_bundle import swagger_ui_path
+    from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
 
     return Path(str(swagger_ui_path))
 
