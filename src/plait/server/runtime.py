@@ -83,6 +83,7 @@ class ServerRuntime:
         self._tg: asyncio.TaskGroup | None = None
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._changed: dict[str, asyncio.Event] = {}
+        self._followers: dict[str, int] = {}  # event streams open, by run
         self._loop: asyncio.AbstractEventLoop | None = None
         # taken around the store reads of API requests: 200 clients polling must not
         # take every pooled connection from the engine executing the runs
@@ -165,12 +166,28 @@ class ServerRuntime:
     def follow(self, run_id: str) -> Callable[[], None]:
         """While an event stream follows ``run_id``: wake it on each ``NOTIFY
         plait_outcome`` of the run too (an attempt ended on any worker), when the
-        server listens (PostgreSQL with its worker).  Returns the function that stops."""
-        if self._notifications is None:
-            return _nothing
-        unsubscribe: Callable[[], None] = self._notifications.subscribe(
-            run_id, lambda: self.wake(run_id))
-        return unsubscribe
+        server listens (PostgreSQL with its worker).  Returns the function that stops;
+        when the last stream of the run stops, its wake-up event is dropped (a run that
+        ended commits nothing more that would drop it)."""
+        self._followers[run_id] = self._followers.get(run_id, 0) + 1
+        unsubscribe: Callable[[], None] = _nothing
+        if self._notifications is not None:
+            unsubscribe = self._notifications.subscribe(run_id, lambda: self.wake(run_id))
+
+        def stop() -> None:
+            unsubscribe()
+            left = self._followers.get(run_id, 1) - 1
+            if left > 0:
+                self._followers[run_id] = left
+            else:
+                self._followers.pop(run_id, None)
+                self._changed.pop(run_id, None)
+
+        return stop
+
+    def watched(self) -> int:
+        """How many runs have a wake-up event (at most those with an open stream)."""
+        return len(self._changed)
 
     # ------------------------------------------------------------------ runs
 

@@ -178,7 +178,8 @@ async def get_run_or_404(rt: ServerRuntime, run_id: str) -> RunRecord:
         raise not_found("run", run_id) from exc
 
 
-@router.get("/{run_id}", responses={200: {"content": {"application/json": {}}},
+@router.get("/{run_id}", responses={200: {"content": {"application/json": {"schema": {
+                                        "type": "object"}}}},
                                     404: {"model": ErrorBody}})
 async def get_run(run_id: str, rt: Runtime) -> JSONResponse:
     """The run as ``plait run --json`` shows it, plus ``attempts`` (in start order),
