@@ -56,3 +56,34 @@ async def test_runs_complete_while_many_clients_poll(tmp_path: Any) -> None:
                     break
                 await asyncio.sleep(0.02)
             assert body["status"] == "completed" and body["output"] == f"{runs.index(run_id)}!"
+
+
+async def test_api_store_reads_at_once_are_capped() -> None:
+    app = create_app("memory://", settings=settings(), grace=2.0, events_poll=0.05)
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), \
+            httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        assert (await client.post("/api/workflows", json=HELLO)).status_code == 201
+        run_id = (await client.post("/api/runs", json={"workflow": "hello",
+                                                       "input": {"n": 1}})).json()["run_id"]
+        store = app.state.runtime.store
+        now, most = 0, 0
+
+        def counted(read: Any) -> Any:
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                nonlocal now, most
+                now += 1
+                most = max(most, now)
+                try:
+                    await asyncio.sleep(0.002)  # a read that takes a while
+                    return await read(*args, **kwargs)
+                finally:
+                    now -= 1
+            return wrapper
+
+        for name in ("get_run", "get_steps", "get_attempts", "get_events", "list_runs"):
+            setattr(store, name, counted(getattr(store, name)))
+        urls = [f"/api/runs/{run_id}", "/api/runs"] * 30
+        answers = await asyncio.gather(*(client.get(url) for url in urls))
+        assert [a.status_code for a in answers] == [200] * len(urls)
+        assert 1 < most <= API_READS

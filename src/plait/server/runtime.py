@@ -22,8 +22,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from ..cli.control import executor
 from ..core.model import JSON
@@ -36,6 +36,7 @@ from ..store.base import RunRecord, Store, WriteBatch
 from .settings import ServerSettings
 
 _log = logging.getLogger("plait.server")
+T = TypeVar("T")
 EVENTS_POLL_S = 0.5  # how often a stream re-reads a run no listener here reports on
 HANDOFF_WAIT_S = 10.0  # how long an approval waits for the run's executor to apply it
 HANDOFF_POLL_S = 0.05
@@ -85,8 +86,9 @@ class ServerRuntime:
         self._changed: dict[str, asyncio.Event] = {}
         self._followers: dict[str, int] = {}  # event streams open, by run
         self._loop: asyncio.AbstractEventLoop | None = None
-        # taken around the store reads of API requests: 200 clients polling must not
-        # take every pooled connection from the engine executing the runs
+        # taken around each store read of API requests (one slot: one connection at a
+        # time): 200 clients polling must not take every pooled connection from the
+        # engine executing the runs
         self.reads = asyncio.Semaphore(api_read_slots(db_url))
 
     # ------------------------------------------------------------------ lifespan
@@ -188,6 +190,12 @@ class ServerRuntime:
     def watched(self) -> int:
         """How many runs have a wake-up event (at most those with an open stream)."""
         return len(self._changed)
+
+    async def read(self, call: Awaitable[T]) -> T:
+        """``call`` (one store read of an API request) once a slot of ``reads`` is
+        free: one slot, one pooled connection at a time."""
+        async with self.reads:
+            return await call
 
     # ------------------------------------------------------------------ runs
 

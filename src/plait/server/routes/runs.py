@@ -160,7 +160,7 @@ async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None
             raise ApiError(400, "invalid_limit", f"limit must be an integer from 1 to "
                            f"{MAX_LIMIT}, not {limit!r}", {"limit": limit})
         count = int(limit)
-    async with rt.reads:
+    async with rt.reads:  # one list query at a time
         page, cursor = await runs_page(rt, workflow or None,
                                        RunStatus(status) if status else None, count, before)
     # the body as RunPage documents it, encoded once (a RunPage model would be built,
@@ -185,13 +185,13 @@ async def get_run(run_id: str, rt: Runtime) -> JSONResponse:
     """The run as ``plait run --json`` shows it, plus ``attempts`` (in start order),
     ``input``, ``logs`` and the run's times."""
     store = rt.store
-    async with rt.reads:
-        run = await get_run_or_404(rt, run_id)
-        # the run first (its status is then never newer than its steps'), then the
-        # other three reads together: one wake-up of the SQLite store's thread instead
-        # of three round trips, pooled connections at once on PostgreSQL
-        steps, attempts, events = await asyncio.gather(
-            store.get_steps(run_id), store.get_attempts(run_id), store.get_events(run_id))
+    run = await rt.read(get_run_or_404(rt, run_id))
+    # the run first (its status is then never newer than its steps'), then the other
+    # three reads together: one wake-up of the SQLite store's thread instead of three
+    # round trips, pooled connections at once on PostgreSQL
+    steps, attempts, events = await asyncio.gather(
+        rt.read(store.get_steps(run_id)), rt.read(store.get_attempts(run_id)),
+        rt.read(store.get_events(run_id)))
     # encoded once, as plain JSON: no response model to validate it against again
     return JSONResponse(show_json(run, steps, attempts, LogRecord.from_events(events)))
 
