@@ -166,6 +166,17 @@ async def metrics_command(*, db: str, workflow: str | None, since: float | None,
     return await guarded(db, body, read_only=True)
 
 
+async def prometheus_command(*, db: str) -> ExitCode:
+    """``plait metrics --prometheus``: the exposition text of ``observe.prometheus``."""
+    from ..observe.prometheus import exposition
+
+    async def body(store: Store) -> ExitCode:
+        sys.stdout.write((await exposition(store)).decode())
+        return ExitCode.OK
+
+    return await guarded(db, body, read_only=True)
+
+
 async def sla_command(*, db: str, workflow: str | None, since: float | None,
                       as_json: bool, check: bool) -> ExitCode:
     """``plait sla``: runs past their SLA, worst first; with ``check``, exit 1 when

@@ -1,0 +1,480 @@
+"""Notifications: tell people when a run fails, waits for approval, passes its SLA, or
+an alert rule fires (docs/notifications.md).
+
+Targets come from a definition's ``notify:`` list and from the process-wide list in
+``PLAIT_NOTIFY`` (JSON; ``plait --notify``), both of one shape::
+
+    notify:
+      - on: [run_failed, sla_breached]
+        url: https://hooks.slack.com/services/...      # POSTed the payload as JSON
+      - on: [approval_waiting]
+        call: mypkg.oncall:page                          # called with the payload
+
+Payload (JSON)::
+
+    {"event": "run_failed" | "sla_breached" | "approval_waiting" | "alert",
+     "run_id": str | null, "workflow": str, "version": int | null,
+     "step": str,            # approval_waiting (the step), alert (a step rule's step)
+     "status": str,          # the run's status when the event happened ("firing": alert)
+     "error": str,           # run_failed
+     "text": str,            # a one-line summary (Slack's incoming webhooks show it)
+     "at": ISO-8601 UTC}
+
+Once: before sending, the deliverer claims the delivery's key (run, event, step,
+target) in the store (``Store.claim_notification``, an insert-if-absent); only the
+claimer sends, so a notification is sent once however many processes or workers see
+the event.  The key holds a hash of the target, never the URL (webhook URLs are
+secrets).  A failed delivery (connection error, timeout, HTTP status >= 300, an
+exception from the function) is retried ``ATTEMPTS`` times in all with a doubling delay
+from ``RETRY_DELAY_S``; a refusal of the network policy is final and never connects.
+Every attempt is recorded in the run's history as a note
+``{"notification": {"event", "target", "attempt", "ok", "status_code"?, "error"?}}``
+(``target``: a URL cut to its scheme and host, or the ``module:function``).
+
+Delivery is best effort after the claim: a process that dies between claiming and
+sending loses that notification (at most once, never twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import inspect
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..core.durations import format_duration
+from ..core.model import JSON, JSONDict
+from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
+from ..core.suggest import did_you_mean
+from ..core.validate import CheckedWorkflow
+from ..errors import DefinitionError, NetworkRefused, Problem, StoreError
+from ..runtime.netpolicy import NetworkPolicy
+from ..runtime.results import iso
+from ..store.base import RunRecord, Store, WriteBatch
+from ..store.observations import NotificationKey
+
+__all__ = ["ENV", "EVENTS", "Notifier", "Target", "check_targets", "parse_targets",
+           "targets_from_environment"]
+
+ENV = "PLAIT_NOTIFY"
+EVENTS = ("run_failed", "sla_breached", "approval_waiting", "alert")
+ATTEMPTS = 3
+RETRY_DELAY_S = 0.5  # then 1 s: a delivery gives up within about 1.5 s plus its requests
+TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+_FIELDS = ("on", "url", "call")
+_log = logging.getLogger("plait.notify")
+
+Sender = Callable[["Target", JSONDict], Awaitable[tuple[bool, JSONDict]]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    events: frozenset[str]
+    url: str | None = None
+    call: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.url if self.url is not None else str(self.call)
+
+    @property
+    def shown(self) -> str:
+        """What history shows: a URL cut to scheme and host (its path may be a secret)."""
+        if self.url is None:
+            return str(self.call)
+        parts = urlsplit(self.url)
+        rest = "/..." if parts.path not in ("", "/") or parts.query else ""
+        return f"{parts.scheme}://{parts.hostname or ''}{rest}"
+
+    @property
+    def key(self) -> str:
+        return "sha256:" + hashlib.sha256(self.name.encode()).hexdigest()[:32]
+
+
+# ------------------------------------------------------------------------ config
+
+
+def parse_targets(value: JSON, where: str = "notify") -> tuple[list[Target], list[Problem]]:
+    """The targets of a ``notify`` list and every problem found (each naming its place,
+    e.g. ``notify[1].on[0]``)."""
+    problems: list[Problem] = []
+    if value is None:
+        return [], problems
+    if not isinstance(value, list):
+        return [], [Problem(location=where, message="expected a list of targets",
+                            hint="notify: [{on: [run_failed], url: https://...}]")]
+    found: list[Target] = []
+    for i, raw in enumerate(value):
+        here = f"{where}[{i}]"
+        if not isinstance(raw, dict):
+            problems.append(Problem(location=here, message="expected a mapping with 'on' "
+                                    "and 'url' or 'call'"))
+            continue
+        for name in raw:
+            if name not in _FIELDS:
+                hint = did_you_mean(str(name), _FIELDS)
+                problems.append(Problem(location=f"{here}.{name}",
+                                        message=f"unknown field {name!r} of a notify target",
+                                        hint=hint or f"known: {', '.join(_FIELDS)}"))
+        events = _events(raw.get("on"), f"{here}.on", problems)
+        url, call = raw.get("url"), raw.get("call")
+        if (url is None) == (call is None):
+            problems.append(Problem(location=here, message="a notify target needs exactly "
+                                    "one of 'url' and 'call'" + (
+                                        ", not both" if url is not None else ""),
+                                    hint="url: https://hooks.example/... or call: "
+                                         "package.module:function"))
+            continue
+        if url is not None and not _good_url(url):
+            problems.append(Problem(location=f"{here}.url",
+                                    message=f"expected an http(s) URL, got {url!r}"))
+            continue
+        if call is not None and not _good_call(call):
+            problems.append(Problem(location=f"{here}.call",
+                                    message=f"expected 'module:function', got {call!r}",
+                                    hint="e.g. call: mypkg.oncall:page"))
+            continue
+        if events:
+            found.append(Target(events=frozenset(events),
+                                url=url if isinstance(url, str) else None,
+                                call=call if isinstance(call, str) else None))
+    return found, problems
+
+
+def _events(value: JSON, where: str, problems: list[Problem]) -> list[str]:
+    if not isinstance(value, list) or not value:
+        problems.append(Problem(location=where, message="expected a non-empty list of "
+                                "events", hint=f"events: {', '.join(EVENTS)}"))
+        return []
+    found = []
+    for j, event in enumerate(value):
+        if event in EVENTS:
+            found.append(str(event))
+            continue
+        hint = did_you_mean(str(event), EVENTS) if isinstance(event, str) else None
+        problems.append(Problem(location=f"{where}[{j}]",
+                                message=f"unknown event {event!r}",
+                                hint=hint or f"events: {', '.join(EVENTS)}"))
+    return found
+
+
+def _good_url(url: JSON) -> bool:
+    if not isinstance(url, str):
+        return False
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _good_call(call: JSON) -> bool:
+    if not isinstance(call, str):
+        return False
+    module, sep, func = call.partition(":")
+    return bool(sep and module and func and all(p.isidentifier() for p in module.split("."))
+                and all(p.isidentifier() for p in func.split(".")))
+
+
+def check_targets(value: JSON) -> list[Problem]:
+    """The problems of a definition's ``notify:`` list (for validation)."""
+    return parse_targets(value)[1]
+
+
+def targets_from_environment(environ: Mapping[str, str] | None = None) -> list[Target]:
+    """The process-wide targets of ``PLAIT_NOTIFY``; DefinitionError when it is not a
+    JSON list of valid targets."""
+    text = (os.environ if environ is None else environ).get(ENV, "").strip()
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DefinitionError([Problem(location=ENV, message=f"not JSON: {exc}")],
+                              source=ENV) from exc
+    found, problems = parse_targets(value, ENV)
+    if problems:
+        raise DefinitionError(problems, source=ENV)
+    return found
+
+
+# ------------------------------------------------------------------------ payloads
+
+
+def _short(run_id: str) -> str:
+    return run_id[:12]
+
+
+def payload(event: str, run: RunRecord, *, at: float, step: str | None = None,
+            step_error: str | None = None) -> JSONDict:
+    """The JSON sent for an event of ``run`` (see the module docstring).  For
+    ``run_failed``, ``step`` and ``step_error``: the first step that failed."""
+    name = f"{run.workflow}@{run.version}"
+    where = f"run {_short(run.run_id)} of {name}"
+    if event == "run_failed":
+        why = (f"step {step}: {step_error}" if step is not None and step_error
+               else run.error)
+        text = f"plait: {where} failed" + (f": {_one_line(why)}" if why else "")
+    elif event == "approval_waiting":
+        text = f"plait: {where} is waiting for approval of step {step}"
+    elif event == "sla_breached":
+        start = run.started_at if run.started_at is not None else run.created_at
+        end = run.finished_at if run.finished_at is not None else at
+        text = (f"plait: {where} passed its SLA of {format_duration(run.sla or 0.0)} "
+                f"({run.status} after {format_duration(max(0.0, end - start))})")
+    else:
+        text = f"plait: {event} on {where}"
+    out: JSONDict = {"event": event, "run_id": run.run_id, "workflow": run.workflow,
+                     "version": run.version, "status": str(run.status), "text": text,
+                     "at": iso(at)}
+    if step is not None:
+        out["step"] = step
+    if event == "run_failed" and run.error is not None:
+        out["error"] = run.error
+    if step_error is not None:
+        out["step_error"] = step_error
+    return out
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+# ------------------------------------------------------------------------ delivery
+
+
+class Notifier:
+    """Delivers notifications for one store; also a run observer
+    (``runtime.observers``) that watches the runs having targets."""
+
+    def __init__(self, store: Store, *, policy: NetworkPolicy | None = None,
+                 targets: Sequence[Target] = (),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.policy = policy or NetworkPolicy.from_environment()
+        self.targets = list(targets)  # process-wide (PLAIT_NOTIFY)
+        self.clock = clock
+        self._definitions: dict[str, list[Target]] = {}  # by fingerprint
+
+    def targets_of(self, checked: CheckedWorkflow) -> list[Target]:
+        """The definition's targets and the process-wide ones."""
+        own = self._definitions.get(checked.fingerprint)
+        if own is None:
+            own = self._definitions[checked.fingerprint] = parse_targets(
+                checked.spec.notify)[0]
+        return own + self.targets if self.targets else own
+
+    def watch(self, run: RunRecord, checked: CheckedWorkflow) -> _RunNotices | None:
+        targets = self.targets_of(checked)
+        if not targets:
+            return None
+        return _RunNotices(self, run, targets)
+
+    async def notify(self, event: str, run: RunRecord, targets: Sequence[Target], *,
+                     step: str | None = None, step_error: str | None = None) -> None:
+        """Deliver ``event`` of ``run`` to each of ``targets`` that asks for it, once
+        (see the module docstring).  Never raises."""
+        wanted = [t for t in targets if event in t.events]
+        if not wanted:
+            return
+        body = payload(event, run, at=self.clock(), step=step, step_error=step_error)
+        keyed = None if event == "run_failed" else step  # a run fails once
+        await asyncio.gather(*(self._deliver(t, NotificationKey(
+            run_id=run.run_id, event=event, step=keyed or "", target=t.key), body,
+            run.run_id) for t in wanted))
+
+    async def _deliver(self, target: Target, key: NotificationKey, body: JSONDict,
+                       run_id: str | None) -> None:
+        try:
+            if not await self.store.claim_notification(key, self.clock()):
+                return  # another process delivers it (or did)
+        except StoreError as exc:
+            _log.warning("notification %s of run %s to %s: could not claim it (%s); "
+                         "not sent", key.event, key.run_id, target.shown, exc)
+            return
+        delay = RETRY_DELAY_S
+        for attempt in range(1, ATTEMPTS + 1):
+            ok, detail = await self._send(target, body)
+            note: JSONDict = {"event": key.event, "target": target.shown,
+                              "attempt": attempt, "ok": ok, **detail}
+            if key.step:
+                note["step"] = key.step
+            await self._record(run_id, key.step or None, note)
+            if ok:
+                return
+            if detail.get("final"):
+                break
+            if attempt < ATTEMPTS:
+                await asyncio.sleep(delay)
+                delay *= 2
+        _log.warning("notification %s of run %s to %s failed: %s", key.event,
+                     key.run_id, target.shown, detail.get("error"),
+                     extra={"run_id": run_id, "event": key.event,
+                            "step_id": key.step or None, "target": target.shown})
+
+    async def _send(self, target: Target, body: JSONDict) -> tuple[bool, JSONDict]:
+        try:
+            if target.url is not None:
+                return await self._post(target.url, body)
+            return await self._call(str(target.call), body)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed delivery is data, not a crash
+            return False, {"error": f"{type(exc).__name__}: {exc}"}
+
+    async def _post(self, url: str, body: JSONDict) -> tuple[bool, JSONDict]:
+        from ..steps.netclient import guarded_client
+
+        try:
+            async with guarded_client(self.policy, timeout=TIMEOUT) as client:
+                response = await client.post(url, json=body)
+        except NetworkRefused as exc:
+            return False, {"error": f"NetworkRefused: {exc}", "final": True}
+        except httpx.HTTPError as exc:
+            return False, {"error": f"{type(exc).__name__}: {exc}"}
+        ok = response.status_code < 300
+        out: JSONDict = {"status_code": response.status_code}
+        if not ok:
+            out["error"] = f"HTTP {response.status_code}"
+        return ok, out
+
+    async def _call(self, call: str, body: JSONDict) -> tuple[bool, JSONDict]:
+        module_name, _, attr = call.partition(":")
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+        if inspect.iscoroutinefunction(target):
+            await target(dict(body))
+        else:
+            result = await asyncio.to_thread(target, dict(body))
+            if inspect.isawaitable(result):
+                await result
+        return True, {}
+
+    async def _record(self, run_id: str | None, step: str | None, note: JSONDict) -> None:
+        if run_id is None:
+            return
+        note = {k: v for k, v in note.items() if k != "final"}
+        try:
+            await self.store.write(WriteBatch(run_id, notes=[(step, {"notification": note})]))
+        except StoreError as exc:
+            _log.warning("run %s: could not record a notification in its history (%s)",
+                         run_id, exc)
+
+
+class _RunNotices:
+    """One run's watch: its events, and the deliveries they started (awaited when the
+    engine stops driving the run)."""
+
+    def __init__(self, notifier: Notifier, run: RunRecord, targets: list[Target]) -> None:
+        self._notifier = notifier
+        self._run = run
+        self._targets = targets
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sla_sent = False
+        self._failed: tuple[str, str | None] | None = None  # the first step that failed
+        self._sla_timer: asyncio.TimerHandle | None = None
+        if run.sla is not None and any("sla_breached" in t.events for t in targets):
+            start = run.started_at if run.started_at is not None else run.created_at
+            due = max(0.0, start + run.sla - notifier.clock())
+            self._sla_timer = asyncio.get_running_loop().call_later(due, self._sla_due)
+
+    def _spawn(self, event: str, step: str | None = None,
+               step_error: str | None = None) -> None:
+        task = asyncio.get_running_loop().create_task(self._notifier.notify(
+            event, self._run, self._targets, step=step, step_error=step_error))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _sla_due(self) -> None:
+        self._sla_timer = None
+        if self._run.status not in FINAL_RUN_STATES and not self._sla_sent:
+            self._sla_sent = True
+            self._spawn("sla_breached")
+
+    def batch(self, batch: WriteBatch) -> None:
+        for change in batch.steps:
+            if change.target is StepStatus.WAITING and change.source is not StepStatus.WAITING:
+                self._spawn("approval_waiting", change.step)
+            elif change.target is StepStatus.FAILED and self._failed is None:
+                self._failed = (change.step, change.row.error)
+        run_change = batch.run
+        if run_change is not None and run_change.target is RunStatus.FAILED:
+            step, error = self._failed or (None, None)
+            self._spawn("run_failed", step, error)
+
+    async def close(self, run: RunRecord) -> None:
+        if self._sla_timer is not None:
+            self._sla_timer.cancel()
+            self._sla_timer = None
+        if not self._sla_sent and run.sla is not None:
+            from .sla import breach_of
+
+            if breach_of(run, now=self._notifier.clock()) is not None:
+                self._sla_sent = True
+                self._spawn("sla_breached")
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks))
+
+
+async def notify_sla_breaches(notifier: Notifier, *, now: float | None = None,
+                              limit: int = 1000) -> int:
+    """Deliver ``sla_breached`` for every run past its SLA among the newest ``limit``
+    runs, whatever process drives them (a run waiting for a person is driven by none):
+    what a server or scheduler calls now and then.  Once per run and target, as
+    always.  Returns how many breaches had targets."""
+    from ..definitions import check_definition
+    from .sla import breaches
+
+    now = notifier.clock() if now is None else now
+    found = await breaches(notifier.store, now=now, limit=limit)
+    count = 0
+    for breach in found:
+        run = await notifier.store.get_run(breach.run_id)
+        try:
+            stored = await notifier.store.get_workflow(run.workflow, run.version)
+            targets = notifier.targets_of(check_definition(stored.definition))
+        except Exception:  # noqa: BLE001 - a definition that no longer loads: process-wide
+            targets = notifier.targets
+        if any("sla_breached" in t.events for t in targets):
+            count += 1
+            await notifier.notify("sla_breached", run, targets)
+    return count
+
+
+ALERT_WINDOW_S = 3600.0
+
+
+async def notify_alerts(notifier: Notifier, firings: Sequence[Any],
+                        targets_of: Callable[[str], Sequence[Target]], *,
+                        now: float | None = None, window: float = ALERT_WINDOW_S) -> None:
+    """Deliver ``alert`` for each firing (``observe.alerts.Firing``) to the targets
+    ``targets_of(workflow)`` gives: once per rule, workflow and target in each
+    ``window`` seconds (a rule that keeps firing notifies again an hour later, not on
+    every check).  An alert has no run: deliveries are logged, not recorded in a
+    history."""
+    now = notifier.clock() if now is None else now
+    bucket = int(now // window)
+    jobs = []
+    for firing in firings:
+        wanted = [t for t in targets_of(firing.workflow) if "alert" in t.events]
+        body: JSONDict = {"event": "alert", "run_id": None, "workflow": firing.workflow,
+                          "version": None, "status": "firing",
+                          "text": f"plait: alert on {_one_line(firing.message())}",
+                          "at": iso(now), "rule": firing.rule.text,
+                          "observed": firing.observed, "threshold": firing.threshold}
+        if firing.step is not None:
+            body["step"] = firing.step
+        for target in wanted:
+            key = NotificationKey(run_id=f"alert:{firing.workflow}", event="alert",
+                                  step=f"{firing.rule.text}@{bucket}", target=target.key)
+            jobs.append(notifier._deliver(target, key, body, None))
+    await asyncio.gather(*jobs)
