@@ -149,3 +149,43 @@ def test_prometheus_takes_no_report_options(tmp_path: Path) -> None:
                                       f"sqlite:///{tmp_path / 'x.db'}"])
     assert result.exit_code == 2
     assert "--prometheus" in result.output
+
+
+def double(n: int) -> int:
+    return 2 * n
+
+
+async def test_a_worker_reports_dispatch_latency(tmp_path: Path) -> None:
+    """Attempts claimed by a worker (a cluster's ticket path) are timed from their
+    dispatch to their claim."""
+    from plait.definitions import check_definition
+    from plait.runtime.worker import Worker
+
+    store = open_store(f"sqlite:///{tmp_path / 'plait.db'}")
+    await store.open()
+    registry = CollectorRegistry()
+    worker = Worker(store, name="w1", concurrency=2, lease=5.0, poll=0.05, grace=1.0,
+                    schedules=False)
+    LiveMetrics(registry).attach(worker)
+    checked = check_definition({"name": "clustered", "steps": [
+        {"id": "a", "type": "python", "call": f"{__name__}:double", "with": {"n": 2}},
+        {"id": "b", "type": "python", "call": f"{__name__}:double", "with": {"n": 3},
+         "depends_on": ["a"]}]})
+    try:
+        run = await Engine(store).submit(checked, {})
+        task = asyncio.create_task(worker.run())
+        for _ in range(400):
+            if (await store.get_run(run.run_id)).status.value == "completed":
+                break
+            await asyncio.sleep(0.05)
+        worker.stop()
+        await asyncio.wait_for(task, 10)
+        found = samples((await exposition(store, registry)).decode())
+    finally:
+        await store.close()
+    assert value(found, "plait_runs", workflow="clustered", status="completed") == 1
+    count = value(found, "plait_dispatch_latency_seconds_count", workflow="clustered")
+    assert count == 2
+    assert 0 <= value(found, "plait_dispatch_latency_seconds_sum",
+                      workflow="clustered") < 10
+    assert value(found, "plait_attempts_started_total", workflow="clustered", step="b") == 1

@@ -25,7 +25,7 @@ API::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import (
@@ -37,8 +37,12 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..core.validate import CheckedWorkflow
+from ..runtime.engine import Engine
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.observations import MetricsSnapshot
+
+if TYPE_CHECKING:
+    from ..runtime.worker import Worker
 
 __all__ = ["DURATION_BUCKETS", "LiveMetrics", "StoreCollector", "exposition",
            "metrics_asgi_app"]
@@ -133,6 +137,16 @@ class LiveMetrics:
                                   "claim by a worker of this process",
                                   ["workflow"], buckets=DISPATCH_BUCKETS,
                                   registry=registry)
+
+    def attach(self, target: Engine | Worker) -> None:
+        """Count what ``target`` does: the attempts of the runs an engine drives, and
+        for a worker also the dispatch latency of the attempts it claims."""
+        from ..runtime.worker import Worker
+
+        if isinstance(target, Worker):
+            target.on_dispatch = self.observe_dispatch
+            target = target.engine
+        target.observers.add(self)
 
     def watch(self, run: RunRecord, checked: CheckedWorkflow) -> _RunCounts:
         return _RunCounts(self, run.workflow)

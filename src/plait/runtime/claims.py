@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from ..core.model import JSONDict
@@ -109,8 +110,11 @@ def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
                          "output": row.output if row.status is StepStatus.COMPLETED
                          else None}
     own = rows[call.index]
+    # dispatched_at: the driver's clock when it stored the ticket (the dispatch
+    # latency a claiming worker reports: observe.prometheus)
     return {"input": state.input, "state": dict(state.state), "steps": steps,
-            "started_at": call.started_at, "error": own.error if fallback else None}
+            "started_at": call.started_at, "error": own.error if fallback else None,
+            "dispatched_at": time.time()}
 
 
 class ClaimSource:

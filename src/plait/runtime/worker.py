@@ -124,6 +124,9 @@ class Worker:
         self.max_runs = max_runs
         self.clock = clock
         self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
+        # told (workflow, seconds from dispatch to claim) of each claimed attempt
+        # (observe.prometheus.LiveMetrics.attach)
+        self.on_dispatch: Callable[[str, float], None] | None = None
         self._notifications = notifications
         self._schedules = schedules
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
@@ -215,6 +218,8 @@ class Worker:
                     delay = min(delay * 2, 10 * self.poll)
                 else:
                     delay = self.poll
+                if leases and self.on_dispatch is not None:
+                    self._observe_dispatch(leases)
                 for lease in leases:
                     if self.draining:  # claimed while stopping: let it go at once
                         self._tokens.add(lease.token)
@@ -223,6 +228,14 @@ class Worker:
                     self._start(lease)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._work.wait(), delay)
+
+    def _observe_dispatch(self, leases: list[Lease]) -> None:
+        assert self.on_dispatch is not None
+        now = time.time()
+        for lease in leases:
+            at = lease.payload.get("dispatched_at")
+            if isinstance(at, int | float) and not isinstance(at, bool):
+                self.on_dispatch(lease.workflow, now - at)
 
     def _start(self, lease: Lease) -> None:
         token = lease.token
