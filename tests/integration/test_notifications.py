@@ -291,3 +291,23 @@ def test_a_bad_process_wide_list_is_refused() -> None:
         notify.targets_from_environment({notify.ENV: '[{"on": ["sla_breach"], "url": 1}]'})
     text = "\n".join(str(p) for p in caught.value.problems)
     assert "PLAIT_NOTIFY[0].on[0]" in text and "sla_breached" in text
+
+
+async def test_the_sla_sweep_notifies_a_run_that_waits_for_a_person(
+        receiver: Receiver) -> None:
+    """A run parked for an approval has no driver: the sweep (what a server calls now
+    and then) notices its breach, once."""
+    store = MemoryStore()
+    wf = Workflow("parked", sla=0.05,
+                  notify=[{"on": ["sla_breached"], "url": receiver.url}])
+    wf.add_step("gate", type="approval", prompt="ok?")
+    result = await run_with(Engine(store), wf)
+    assert result.status == "waiting"
+    assert receiver.bodies == []  # within its SLA when it parked
+    await asyncio.sleep(0.1)
+    notifier = notify.Notifier(store)
+    assert await notify.notify_sla_breaches(notifier) == 1
+    assert await notify.notify_sla_breaches(notifier) == 1  # seen again, not sent again
+    (body,) = receiver.bodies
+    assert body["event"] == "sla_breached"
+    assert body["status"] == "waiting"
