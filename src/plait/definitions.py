@@ -45,7 +45,7 @@ def alert_problems(spec: WorkflowSpec) -> list[Problem]:
     definition that has some."""
     found: list[Problem] = []
     if spec.notify is not None:
-        from .observe.notify import check_targets
+        from .observe.notify_targets import check_targets
 
         found += check_targets(spec.notify)
     if not spec.alerts:

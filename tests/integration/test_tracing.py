@@ -103,6 +103,7 @@ def test_without_a_configured_provider_nothing_is_watched() -> None:
     """The API's default (a proxy, no SDK configured): the engine's own tracing
     observer watches no run, so the run loop has no listener to call."""
     code = ("import asyncio\n"
+            "import opentelemetry.trace\n"
             "from plait import Workflow\n"
             "from plait.runtime.engine import Engine\n"
             "from plait.store import MemoryStore\n"

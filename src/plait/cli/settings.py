@@ -43,7 +43,7 @@ def apply_global_options(log_format: str | None, notify: str | None) -> None:
 
     if notify is not None and notify.strip():
         from ..errors import DefinitionError
-        from ..observe.notify import ENV, targets_from_environment
+        from ..observe.notify_targets import ENV, targets_from_environment
 
         try:
             targets_from_environment({ENV: notify})

@@ -38,171 +38,40 @@ sending loses that notification (at most once, never twice).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import inspect
-import json
 import logging
-import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
-
-import httpx
 
 from ..core.durations import format_duration
-from ..core.model import JSON, JSONDict
+from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
-from ..core.suggest import did_you_mean
 from ..core.validate import CheckedWorkflow
-from ..errors import DefinitionError, NetworkRefused, Problem, StoreError
+from ..errors import NetworkRefused, StoreError
 from ..runtime.netpolicy import NetworkPolicy
 from ..runtime.results import iso
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.observations import NotificationKey
+from .notify_targets import (
+    ENV,
+    EVENTS,
+    Target,
+    check_targets,
+    parse_targets,
+    targets_from_environment,
+)
 
 __all__ = ["ENV", "EVENTS", "Notifier", "Target", "check_targets", "parse_targets",
            "targets_from_environment"]
 
-ENV = "PLAIT_NOTIFY"
-EVENTS = ("run_failed", "sla_breached", "approval_waiting", "alert")
 ATTEMPTS = 3
 RETRY_DELAY_S = 0.5  # then 1 s: a delivery gives up within about 1.5 s plus its requests
-TIMEOUT = httpx.Timeout(10.0, connect=5.0)
-_FIELDS = ("on", "url", "call")
+TIMEOUT_S, CONNECT_TIMEOUT_S = 10.0, 5.0  # per request
 _log = logging.getLogger("plait.notify")
 
 Sender = Callable[["Target", JSONDict], Awaitable[tuple[bool, JSONDict]]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
-    events: frozenset[str]
-    url: str | None = None
-    call: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self.url if self.url is not None else str(self.call)
-
-    @property
-    def shown(self) -> str:
-        """What history shows: a URL cut to scheme and host (its path may be a secret)."""
-        if self.url is None:
-            return str(self.call)
-        parts = urlsplit(self.url)
-        rest = "/..." if parts.path not in ("", "/") or parts.query else ""
-        return f"{parts.scheme}://{parts.hostname or ''}{rest}"
-
-    @property
-    def key(self) -> str:
-        return "sha256:" + hashlib.sha256(self.name.encode()).hexdigest()[:32]
-
-
-# ------------------------------------------------------------------------ config
-
-
-def parse_targets(value: JSON, where: str = "notify") -> tuple[list[Target], list[Problem]]:
-    """The targets of a ``notify`` list and every problem found (each naming its place,
-    e.g. ``notify[1].on[0]``)."""
-    problems: list[Problem] = []
-    if value is None:
-        return [], problems
-    if not isinstance(value, list):
-        return [], [Problem(location=where, message="expected a list of targets",
-                            hint="notify: [{on: [run_failed], url: https://...}]")]
-    found: list[Target] = []
-    for i, raw in enumerate(value):
-        here = f"{where}[{i}]"
-        if not isinstance(raw, dict):
-            problems.append(Problem(location=here, message="expected a mapping with 'on' "
-                                    "and 'url' or 'call'"))
-            continue
-        for name in raw:
-            if name not in _FIELDS:
-                hint = did_you_mean(str(name), _FIELDS)
-                problems.append(Problem(location=f"{here}.{name}",
-                                        message=f"unknown field {name!r} of a notify target",
-                                        hint=hint or f"known: {', '.join(_FIELDS)}"))
-        events = _events(raw.get("on"), f"{here}.on", problems)
-        url, call = raw.get("url"), raw.get("call")
-        if (url is None) == (call is None):
-            problems.append(Problem(location=here, message="a notify target needs exactly "
-                                    "one of 'url' and 'call'" + (
-                                        ", not both" if url is not None else ""),
-                                    hint="url: https://hooks.example/... or call: "
-                                         "package.module:function"))
-            continue
-        if url is not None and not _good_url(url):
-            problems.append(Problem(location=f"{here}.url",
-                                    message=f"expected an http(s) URL, got {url!r}"))
-            continue
-        if call is not None and not _good_call(call):
-            problems.append(Problem(location=f"{here}.call",
-                                    message=f"expected 'module:function', got {call!r}",
-                                    hint="e.g. call: mypkg.oncall:page"))
-            continue
-        if events:
-            found.append(Target(events=frozenset(events),
-                                url=url if isinstance(url, str) else None,
-                                call=call if isinstance(call, str) else None))
-    return found, problems
-
-
-def _events(value: JSON, where: str, problems: list[Problem]) -> list[str]:
-    if not isinstance(value, list) or not value:
-        problems.append(Problem(location=where, message="expected a non-empty list of "
-                                "events", hint=f"events: {', '.join(EVENTS)}"))
-        return []
-    found = []
-    for j, event in enumerate(value):
-        if event in EVENTS:
-            found.append(str(event))
-            continue
-        hint = did_you_mean(str(event), EVENTS) if isinstance(event, str) else None
-        problems.append(Problem(location=f"{where}[{j}]",
-                                message=f"unknown event {event!r}",
-                                hint=hint or f"events: {', '.join(EVENTS)}"))
-    return found
-
-
-def _good_url(url: JSON) -> bool:
-    if not isinstance(url, str):
-        return False
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def _good_call(call: JSON) -> bool:
-    if not isinstance(call, str):
-        return False
-    module, sep, func = call.partition(":")
-    return bool(sep and module and func and all(p.isidentifier() for p in module.split("."))
-                and all(p.isidentifier() for p in func.split(".")))
-
-
-def check_targets(value: JSON) -> list[Problem]:
-    """The problems of a definition's ``notify:`` list (for validation)."""
-    return parse_targets(value)[1]
-
-
-def targets_from_environment(environ: Mapping[str, str] | None = None) -> list[Target]:
-    """The process-wide targets of ``PLAIT_NOTIFY``; DefinitionError when it is not a
-    JSON list of valid targets."""
-    text = (os.environ if environ is None else environ).get(ENV, "").strip()
-    if not text:
-        return []
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DefinitionError([Problem(location=ENV, message=f"not JSON: {exc}")],
-                              source=ENV) from exc
-    found, problems = parse_targets(value, ENV)
-    if problems:
-        raise DefinitionError(problems, source=ENV)
-    return found
 
 
 # ------------------------------------------------------------------------ payloads
@@ -331,10 +200,13 @@ class Notifier:
             return False, {"error": f"{type(exc).__name__}: {exc}"}
 
     async def _post(self, url: str, body: JSONDict) -> tuple[bool, JSONDict]:
+        import httpx  # only when a URL is notified (docs/startup.md)
+
         from ..steps.netclient import guarded_client
 
+        timeout = httpx.Timeout(TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
         try:
-            async with guarded_client(self.policy, timeout=TIMEOUT) as client:
+            async with guarded_client(self.policy, timeout=timeout) as client:
                 response = await client.post(url, json=body)
         except NetworkRefused as exc:
             return False, {"error": f"NetworkRefused: {exc}", "final": True}

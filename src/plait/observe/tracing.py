@@ -15,14 +15,17 @@ its step attempts a child span ``plait.step``:
 Spans are built from the run's committed batches (``runtime.observers``), so a run
 driven on a cluster is traced by its driver, attempts included, wherever they ran.
 
-Cost: the import is tried once per process.  Without the package, or with no provider
-configured (the API's default proxy), no observer is registered or no run is watched:
-the run loop does nothing more than before.
+Cost: plait never imports ``opentelemetry`` itself.  A tracer provider can only have
+been configured by code that imported ``opentelemetry.trace`` first, so when a run
+starts the observer looks the module up in ``sys.modules`` (a dict lookup): absent, or
+present with no provider configured (the API's default proxy), the run is not watched
+and the run loop does nothing more than before.  ``plait run`` pays no import.
 """
 
 from __future__ import annotations
 
-import functools
+import importlib.util
+import sys
 from typing import Any
 
 from ..core.states import FINAL_RUN_STATES, RunStatus
@@ -32,18 +35,15 @@ from ..store.base import RunRecord, WriteBatch
 __all__ = ["TracingObserver", "available", "configured_provider"]
 
 
-@functools.cache
 def _trace() -> Any:
-    """The ``opentelemetry.trace`` module, or None when it is not installed."""
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace
+    """The ``opentelemetry.trace`` module when this process imported it, else None."""
+    return sys.modules.get("opentelemetry.trace")
 
 
 def available() -> bool:
-    return _trace() is not None
+    """Whether the OpenTelemetry API is installed (asked of the import system, without
+    importing it)."""
+    return importlib.util.find_spec("opentelemetry") is not None
 
 
 def configured_provider() -> Any:

@@ -111,7 +111,6 @@ def default_observers(engine: _EngineLike) -> None:
     from ..observe import tracing
     from ..observe.notify import Notifier, targets_from_environment
 
-    if tracing.available():
-        engine.observers.add(tracing.TracingObserver())
+    engine.observers.add(tracing.TracingObserver())  # watches only when configured
     engine.observers.add(Notifier(engine.store, policy=engine.services.http_policy,
                                   targets=targets_from_environment(), clock=engine.clock))

@@ -15,12 +15,14 @@ object) is summed from the steps' stored outputs: ``usage.prompt_tokens``,
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.model import JSON
+
+if TYPE_CHECKING:
+    import sqlite3  # the SQLite store's functions' type only: validate loads no sqlite3
 
 TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 LEASE_EXPIRED = "LeaseExpired"  # how a reaped attempt's error starts (base.reaped_error)
