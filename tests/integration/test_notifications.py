@@ -311,3 +311,11 @@ async def test_the_sla_sweep_notifies_a_run_that_waits_for_a_person(
     (body,) = receiver.bodies
     assert body["event"] == "sla_breached"
     assert body["status"] == "waiting"
+
+
+def test_the_modules_a_definition_would_call_are_listed_for_the_allow_list() -> None:
+    from plait.observe.notify_targets import call_modules
+
+    assert call_modules([{"on": ["alert"], "url": "https://x.example/"},
+                         {"on": ["run_failed"], "call": "ops.pager:page"}]) == [
+        ("notify[1].call", "ops.pager")]

@@ -15,7 +15,7 @@ from ..core.model import JSON
 from ..core.suggest import did_you_mean
 from ..errors import DefinitionError, Problem
 
-__all__ = ["ENV", "EVENTS", "Target", "check_targets", "parse_targets",
+__all__ = ["ENV", "EVENTS", "Target", "call_modules", "check_targets", "parse_targets",
            "targets_from_environment"]
 
 ENV = "PLAIT_NOTIFY"
@@ -148,4 +148,17 @@ def targets_from_environment(environ: Mapping[str, str] | None = None) -> list[T
     found, problems = parse_targets(value, ENV)
     if problems:
         raise DefinitionError(problems, source=ENV)
+    return found
+
+
+def call_modules(value: JSON) -> list[tuple[str, str]]:
+    """``(location, module)`` of each ``call:`` target of a ``notify:`` list: what an
+    untrusted definition (SPEC 9, registered over the API) must have allowed by
+    ``PLAIT_ALLOWED_MODULES`` as for its ``python`` steps, since a notification calls
+    the function in the server's process."""
+    found: list[tuple[str, str]] = []
+    targets, _ = parse_targets(value)
+    for i, target in enumerate(targets):
+        if target.call is not None:
+            found.append((f"notify[{i}].call", target.call.partition(":")[0]))
     return found
