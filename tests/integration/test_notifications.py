@@ -319,3 +319,23 @@ def test_the_modules_a_definition_would_call_are_listed_for_the_allow_list() -> 
     assert call_modules([{"on": ["alert"], "url": "https://x.example/"},
                          {"on": ["run_failed"], "call": "ops.pager:page"}]) == [
         ("notify[1].call", "ops.pager")]
+
+
+def test_plait_metrics_check_notifies_a_firing_alert_once(receiver: Receiver,
+                                                          tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from plait.cli.main import cli
+
+    url = f"sqlite:///{tmp_path / 'plait.db'}"
+    wf = _failing("watched", [{"on": ["alert"], "url": receiver.url}],
+                  alerts=["failures >= 1"])
+    assert wf.run(db=url).status == "failed"
+    assert receiver.bodies == []  # alert only: the failure itself notifies nobody
+    for _ in range(2):
+        result = CliRunner().invoke(cli, ["metrics", "--check", "--db", url])
+        assert result.exit_code == 1, result.output
+    (body,) = receiver.bodies  # once per rule and hour
+    assert body["event"] == "alert"
+    assert body["workflow"] == "watched"
+    assert body["rule"] == "failures >= 1"

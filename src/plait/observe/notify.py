@@ -42,7 +42,7 @@ import importlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from ..core.durations import format_duration
@@ -350,3 +350,16 @@ async def notify_alerts(notifier: Notifier, firings: Sequence[Any],
                                   step=f"{firing.rule.text}@{bucket}", target=target.key)
             jobs.append(notifier._deliver(target, key, body, None))
     await asyncio.gather(*jobs)
+
+
+async def stored_targets(store: Store, workflows: Iterable[str]) -> dict[str, list[Target]]:
+    """The ``notify:`` targets of the latest stored definition of each of
+    ``workflows`` (unknown workflows, or bad lists, have none)."""
+    found: dict[str, list[Target]] = {}
+    for name in workflows:
+        try:
+            record = await store.get_workflow(name)
+        except StoreError:
+            continue
+        found[name] = parse_targets(record.definition.get("notify"))[0]
+    return found
