@@ -167,7 +167,9 @@ class Notifier:
                 return  # another process delivers it (or did)
         except StoreError as exc:
             _log.warning("notification %s of run %s to %s: could not claim it (%s); "
-                         "not sent", key.event, key.run_id, target.shown, exc)
+                         "not sent", key.event, key.run_id, target.shown, exc,
+                         extra={"run_id": run_id, "event": key.event,
+                                "step_id": key.step or None, "target": target.shown})
             return
         delay = RETRY_DELAY_S
         for attempt in range(1, ATTEMPTS + 1):

@@ -235,7 +235,8 @@ class ClaimSource:
                 inbox = await self._store.outcomes(self._run_id)
             except StoreError as exc:
                 _log.warning("run %s: reading its outcomes failed (%s); retrying in "
-                             "%gs", self._run_id, exc, delay)
+                             "%gs", self._run_id, exc, delay,
+                             extra={"run_id": self._run_id})
                 delay = min(delay * 2, max(self._poll, 10.0))
                 continue
             delay = self._poll

@@ -234,7 +234,8 @@ class Engine:
             except StoreError as exc:
                 if time.monotonic() + delay > deadline:
                     _log.warning("run %s: could not release it (%s); its claim lapses "
-                                 "%gs after its last heartbeat", run_id, exc, self.lease)
+                                 "%gs after its last heartbeat", run_id, exc, self.lease,
+                                 extra={"run_id": run_id})
                     return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -326,7 +327,7 @@ class Engine:
             if not told:
                 _log.info("run %s waits: %d run(s) of concurrency key %r are running",
                           run.run_id, current.max_runs_per_key or 1,
-                          current.concurrency_key)
+                          current.concurrency_key, extra={"run_id": run.run_id})
                 told = True
             await asyncio.sleep(KEY_POLL_S)
 

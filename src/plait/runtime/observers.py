@@ -60,7 +60,8 @@ class Observers:
             try:
                 found = observer.watch(run, checked)
             except Exception:  # noqa: BLE001 - an observer must never break a run
-                _log.exception("run observer %r failed on run %s", observer, run.run_id)
+                _log.exception("run observer %r failed on run %s", observer, run.run_id,
+                               extra={"run_id": run.run_id})
                 continue
             if found is not None:
                 watches.append(found)
@@ -79,7 +80,8 @@ class Observers:
             try:
                 await watch.close(run)
             except Exception:  # noqa: BLE001 - an observer must never break a run
-                _log.exception("run observer %r failed closing run %s", watch, run.run_id)
+                _log.exception("run observer %r failed closing run %s", watch, run.run_id,
+                               extra={"run_id": run.run_id})
 
     def _dispatch(self, batch: WriteBatch) -> None:
         for watch in self._watches.get(batch.run_id, ()):
@@ -87,7 +89,7 @@ class Observers:
                 watch.batch(batch)
             except Exception:  # noqa: BLE001 - an observer must never break a run
                 _log.exception("run observer %r failed on a batch of run %s", watch,
-                               batch.run_id)
+                               batch.run_id, extra={"run_id": batch.run_id})
 
 
 class _EngineLike(Protocol):

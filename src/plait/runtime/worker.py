@@ -414,7 +414,9 @@ class Worker:
                 else:
                     _log.warning("worker %s: the result of attempt %d of step %r (run %s) "
                                  "was discarded: the lease was lost", self.name,
-                                 outcome.attempt, outcome.step_id, outcome.run_id)
+                                 outcome.attempt, outcome.step_id, outcome.run_id,
+                                 extra={"run_id": outcome.run_id,
+                                        "step_id": outcome.step_id, "worker": self.name})
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -474,7 +476,8 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - one run's failure must not stop the worker
-            _log.exception("worker %s: driving run %s failed", self.name, run_id)
+            _log.exception("worker %s: driving run %s failed", self.name, run_id,
+                           extra={"run_id": run_id, "worker": self.name})
             with contextlib.suppress(StoreError):
                 await self.store.release_run(run_id, self.name)
         finally:
