@@ -213,10 +213,14 @@ async def test_process_wide_targets_apply_to_every_run(
     assert [b["workflow"] for b in receiver.bodies] == ["plain"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql",
+                                                             marks=pytest.mark.postgres)])
 async def test_two_engines_seeing_one_event_deliver_it_once(
-        receiver: Receiver, tmp_path: Path) -> None:
-    """Two processes (two stores on one SQLite file) notifying the same event."""
-    url = f"sqlite:///{tmp_path / 'plait.db'}"
+        receiver: Receiver, tmp_path: Path, backend: str,
+        request: pytest.FixtureRequest) -> None:
+    """Two processes (two stores on one database) notifying the same event."""
+    url = (f"sqlite:///{tmp_path / 'plait.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_database"))
     a, b = open_store(url), open_store(url)
     await a.open()
     await b.open()
@@ -339,3 +343,44 @@ def test_plait_metrics_check_notifies_a_firing_alert_once(receiver: Receiver,
     assert body["event"] == "alert"
     assert body["workflow"] == "watched"
     assert body["rule"] == "failures >= 1"
+
+
+def boom_step() -> None:
+    raise RuntimeError("disk full")
+
+
+@pytest.mark.postgres
+async def test_a_run_failing_on_a_cluster_of_workers_notifies_once(
+        receiver: Receiver, pg_database: str) -> None:
+    """Two PostgreSQL workers drive and execute the run: the failure is delivered once
+    and recorded in the run's history."""
+    from plait.core.states import RunStatus
+    from plait.definitions import check_definition
+    from plait.runtime.worker import Worker
+
+    store = open_store(pg_database)
+    await store.open()
+    checked = check_definition({
+        "name": "clustered-fail",
+        "notify": [{"on": ["run_failed"], "url": receiver.url}],
+        "steps": [{"id": "boom", "type": "python", "call": f"{__name__}:boom_step",
+                   "retry": {"max_retries": 0}}]})
+    workers = [Worker(store, name=f"w{i}", concurrency=2, lease=5.0, poll=0.05, grace=1.0,
+                      schedules=False) for i in (1, 2)]
+    try:
+        run = await Engine(store).submit(checked, {})
+        tasks = [asyncio.create_task(w.run()) for w in workers]
+        for _ in range(400):
+            if (await store.get_run(run.run_id)).status is RunStatus.FAILED and \
+                    await _notes(store, run.run_id):
+                break
+            await asyncio.sleep(0.05)
+        for w in workers:
+            w.stop()
+        await asyncio.wait_for(asyncio.gather(*tasks), 15)
+        notes = await _notes(store, run.run_id)
+    finally:
+        await store.close()
+    (body,) = receiver.bodies
+    assert body["run_id"] == run.run_id and body["step"] == "boom"
+    assert [n["ok"] for n in notes] == [True]
