@@ -173,6 +173,7 @@ class Worker:
         spawn(self._drive_loop())
         if self._schedules:
             spawn(Scheduler(self.store, clock=self.clock).run())
+            spawn(sla_sweep(self.engine))
         try:
             await self._stop.wait()
             await self._drain()
@@ -495,3 +496,23 @@ class Worker:
                 await self.store.release_run(run_id, self.name)
         finally:
             self._driving.pop(run_id, None)
+
+
+SLA_SWEEP_S = 30.0  # how often runs past their SLA are looked for (sla_breached)
+
+
+async def sla_sweep(engine: Engine, every: float = SLA_SWEEP_S) -> None:
+    """Deliver ``sla_breached`` for runs past their SLA that no process drives (one
+    waiting for a person) until cancelled: a worker that runs the scheduler does it,
+    and so does ``plait serve``.  Each breach is delivered once across the cluster
+    (``Store.claim_notification``)."""
+    from ..observe.notify import Notifier, notify_sla_breaches, targets_from_environment
+
+    notifier = Notifier(engine.store, policy=engine.services.http_policy,
+                        targets=targets_from_environment(), clock=engine.clock)
+    while True:
+        try:
+            await notify_sla_breaches(notifier)
+        except Exception:  # noqa: BLE001 - logged; the next sweep tries again
+            _log.exception("SLA sweep failed")
+        await asyncio.sleep(every)

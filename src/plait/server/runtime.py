@@ -66,7 +66,7 @@ class Closing(Exception):
 class ServerRuntime:
     def __init__(self, store: Store, db_url: str, settings: ServerSettings, *,
                  worker: bool = True, grace: float = 10.0,
-                 events_poll: float = EVENTS_POLL_S) -> None:
+                 events_poll: float = EVENTS_POLL_S, metrics: Any = None) -> None:
         from ..cli.follow import for_workers
 
         self.store = store
@@ -77,6 +77,9 @@ class ServerRuntime:
         self.for_workers = for_workers(db_url)
         self.engine = Engine(store, http_policy=settings.http_policy)
         self.engine.listeners.append(self._committed)
+        self.metrics = metrics  # observe.prometheus.LiveMetrics: this process's attempts
+        if metrics is not None:
+            metrics.attach(self.engine)
         self.closing = asyncio.Event()
         self._with_worker = worker and self.for_workers
         self._worker: Any = None
@@ -101,10 +104,16 @@ class ServerRuntime:
             self._tg = tg
             if self._with_worker:
                 worker_task = tg.create_task(self._run_worker())
+            from ..runtime.worker import sla_sweep
+
+            # runs past their SLA (sla_breached): the worker sweeps when there is one
+            sweep = None if self._with_worker else tg.create_task(sla_sweep(self.engine))
             try:
                 yield self
             finally:
                 self.closing.set()
+                if sweep is not None:
+                    sweep.cancel()
                 await self._drain()
                 if self._worker is not None:
                     self._worker.stop()
@@ -124,6 +133,8 @@ class ServerRuntime:
         # their commits wake the event streams
         worker.engine.services.http_policy = self.settings.http_policy
         worker.engine.listeners.append(self._committed)
+        if self.metrics is not None:
+            self.metrics.attach(worker)
         self._worker = worker
         _log.info("plait serve: worker %s started", worker.name)
         try:
