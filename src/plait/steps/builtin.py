@@ -223,5 +223,7 @@ def register_builtins() -> None:
     register_step_type(StepType(name="http", run=_run_http, fields=HTTP_FIELDS,
                                 required=frozenset({"url"}), check=_check_http))
     from .approval import register_approval
+    from .map import register_map
 
     register_approval()
+    register_map()

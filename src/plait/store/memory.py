@@ -132,6 +132,10 @@ class MemoryStore:
         steps, attempt_changes = batch.steps, batch.attempts
         # check everything first so a refused batch changes nothing (atomicity)
         expected: dict[str, StepStatus] = {}
+        for step, _position in batch.new_steps:
+            if step in rows:
+                raise StaleWriteError(f"run {run_id!r} has a step {step!r} already")
+            expected[step] = _PENDING
         latest: dict[str, StepRuntime] = {}  # each step's row at the end of the batch
         for step, source, target, _at, row in steps:
             current = expected.get(step)
@@ -163,6 +167,8 @@ class MemoryStore:
         # History keeps the (immutable) change records themselves, in order; a run's
         # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]
+        for step, _position in batch.new_steps:  # in the run's step order (dict order)
+            rows[step] = None
         if steps:
             rows.update(latest)  # rows the core no longer changes (see RunState.drain)
             self._outputs[run_id].update(owned)
