@@ -295,6 +295,12 @@ def _parse_inline(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
     return _parse_step_at(c, where, body, defaults)
 
 
+def parse_inline(where: str, raw: JSON, map_id: str) -> tuple[StepSpec | None, list[Problem]]:
+    """A map's inline step built in Python: its StepSpec and the problems found."""
+    c = _Collector()
+    return _parse_inline(c, where, raw, {}, map_id), c.problems
+
+
 def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpec:
     return _parse_step_at(c, f"steps[{i}]", raw, defaults, i)
 
