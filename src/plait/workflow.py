@@ -237,7 +237,7 @@ class Workflow:
         deps = list(depends_on)
         if isinstance(source, str) and _STEP_ID.match(source):  # a step: its output
             deps.append(source)
-            source = "{{ steps.%s.output }}" % source
+            source = "{{ steps['%s'].output }}" % source
         item: dict[str, JSON] = {"type": "python", "call": _call_name(func)}
         params = inspect.signature(func).parameters
         given = {name: "{{ %s }}" % name for name in ("item", "index") if name in params}
