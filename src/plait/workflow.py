@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Never, NoReturn, TypeVar, cast, overload
 
 from .core.durations import parse_duration
 from .core.jsoncheck import find_problems
+from .core.loader import parse_inline
 from .core.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_RETRY,
@@ -35,7 +36,6 @@ from .core.model import (
     WorkflowSpec,
     new_step,
 )
-from .core.loader import parse_inline
 from .core.plan import Plan, make_plan
 from .core.schedule_check import parse_schedules
 from .core.serialize import workflow_to_dict
@@ -237,10 +237,10 @@ class Workflow:
         deps = list(depends_on)
         if isinstance(source, str) and _STEP_ID.match(source):  # a step: its output
             deps.append(source)
-            source = "{{ steps['%s'].output }}" % source
+            source = "{{ steps['" + source + "'].output }}"
         item: dict[str, JSON] = {"type": "python", "call": _call_name(func)}
         params = inspect.signature(func).parameters
-        given = {name: "{{ %s }}" % name for name in ("item", "index") if name in params}
+        given = {name: "{{ " + name + " }}" for name in ("item", "index") if name in params}
         if given:
             item["with"] = cast(JSON, given)
         for key in _ITEM_OPTIONS:

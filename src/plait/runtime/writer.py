@@ -51,7 +51,7 @@ class RunWriter:
         steps, attempts = state.drain()
         notes = self._step_log.drain() if self._step_log.pending else []
         claims = self.claims() if self.claims is not None else None
-        new_steps = ()
+        new_steps: tuple[tuple[str, int], ...] = ()
         if state.new_rows:  # a map step expanded: its items' rows are added first
             new_steps, state.new_rows = tuple(state.new_rows), []
         if claims is not None:
