@@ -162,13 +162,18 @@ class MemoryStore:
         owned = {step: None if row.output is None
                  else owned_output(row.output, run_id, step)
                  for step, row in latest.items()}
-        plan = self._claims.check(batch, rows) \
-            if batch.dispatch or batch.consumed or batch.withdrawn else None
+        for step, _position in batch.new_steps:  # in the run's step order (dict order)
+            rows[step] = None
+        try:
+            plan = self._claims.check(batch, rows) \
+                if batch.dispatch or batch.consumed or batch.withdrawn else None
+        except BaseException:
+            for step, _position in batch.new_steps:  # the batch changes nothing
+                del rows[step]
+            raise
         # History keeps the (immutable) change records themselves, in order; a run's
         # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]
-        for step, _position in batch.new_steps:  # in the run's step order (dict order)
-            rows[step] = None
         if steps:
             rows.update(latest)  # rows the core no longer changes (see RunState.drain)
             self._outputs[run_id].update(owned)
