@@ -200,3 +200,11 @@ def test_the_inline_step_must_be_a_mapping() -> None:
     found = problems_of({"name": "m", "steps": [
         {"id": "m", "type": "map", "over": "{{ input.x }}", "step": "python"}]})
     assert "must be a mapping" in found["steps[0].step"]
+
+
+async def test_an_inline_step_that_does_not_import_is_refused_before_running(
+        engine: Engine) -> None:
+    wf = Workflow.from_dict(map_wf({"type": "python", "call": "no_such_module_x:f"}))
+    with pytest.raises(DefinitionError) as caught:
+        await engine.run(wf.validate(), {"xs": [1]})
+    assert "steps[0].step.call" in str(caught.value)
