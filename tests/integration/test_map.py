@@ -208,3 +208,26 @@ async def test_an_inline_step_that_does_not_import_is_refused_before_running(
     with pytest.raises(DefinitionError) as caught:
         await engine.run(wf.validate(), {"xs": [1]})
     assert "steps[0].step.call" in str(caught.value)
+
+
+broken = {"on": True}
+
+
+def picky(item: int) -> int:
+    if item == 1 and broken["on"]:
+        raise ValueError("one is broken")
+    return item * 3
+
+
+async def test_a_run_failed_in_a_map_is_retried_with_the_whole_map(engine: Engine) -> None:
+    broken["on"] = True
+    wf = map_wf({"type": "python", "call": f"{__name__}:picky",
+                 "with": {"item": "{{ item }}"}, "retry": 0})
+    failed = await run(engine, wf, {"xs": [0, 1, 2]})
+    assert failed.status == "failed"
+    broken["on"] = False
+    new = await engine.fork(failed.run_id)
+    result = await asyncio.wait_for(engine.resume(new.run_id), RUN_TIMEOUT_S)
+    assert result.status == "completed"
+    assert result.steps["after"].output == [0, 3, 6]
+    assert result.steps["fetch[1]"].status == "completed"
