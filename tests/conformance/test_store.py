@@ -440,6 +440,26 @@ async def test_attempt_start_then_end(store: Store, uid: UID) -> None:
     ]
 
 
+async def test_an_attempts_end_names_the_worker_that_executed_it(store: Store,
+                                                                 uid: UID) -> None:
+    """On a cluster the driver begins an attempt (no worker yet, or its own name) and
+    the end names the worker that executed it: history shows that one (SPEC 6).  An
+    end that names none keeps the start's."""
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 1, 1.0, False, "running", worker="driver:1"),
+        AttemptChange("b", 1, 2.0, False, "running"),
+        AttemptChange("c", 1, 3.0, False, "running", worker="driver:1")]))
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 1, 4.0, True, "completed", worker="worker:7"),
+        AttemptChange("b", 1, 5.0, True, "failed", error="boom", worker="worker:8"),
+        AttemptChange("c", 1, 6.0, True, "cancelled", error="stop")]))
+    assert [(a.step_id, a.status, a.started_at, a.finished_at, a.worker)
+            for a in await store.get_attempts(run_id)] == [
+        ("a", "completed", 1.0, 4.0, "worker:7"), ("b", "failed", 2.0, 5.0, "worker:8"),
+        ("c", "cancelled", 3.0, 6.0, "driver:1")]
+
+
 async def test_fallback_attempt_is_recorded_separately(store: Store, uid: UID) -> None:
     run_id = await new_run(store, uid)
     await store.write(WriteBatch(run_id=run_id, attempts=[
@@ -552,6 +572,28 @@ async def test_list_runs_newest_first_with_filters_and_limit(store: Store,
     assert [r.run_id for r in recent] == [ids[4], ids[3], ids[2]]
     assert [r.run_id for r in await store.list_runs(RunFilter(workflow=other))] == [foreign]
     assert await store.list_runs(RunFilter(workflow=uid("nothing"))) == []
+
+
+async def test_list_runs_before_is_an_inclusive_upper_bound(store: Store, uid: UID) -> None:
+    """``before`` (a page cursor's time) keeps runs created at or before it, newest
+    first, ties in creation order; with or without a workflow and a status."""
+    wf = uid("page")
+    ids = []
+    for at in (1_000.0, 1_001.0, 1_001.0, 1_002.0):
+        run_id = new_run_id()
+        await store.create_run(run_record(run_id, wf, created_at=at), ["a"])
+        ids.append(run_id)
+    await _finish(store, ids[2], R.COMPLETED)
+    page = await store.list_runs(RunFilter(workflow=wf, before=1_001.0))
+    assert [r.run_id for r in page] == [ids[1], ids[2], ids[0]]
+    assert [r.run_id for r in await store.list_runs(
+        RunFilter(workflow=wf, before=1_001.0, limit=1))] == [ids[1]]
+    assert [r.run_id for r in await store.list_runs(
+        RunFilter(workflow=wf, before=1_001.5, status=R.PENDING))] == [ids[1], ids[0]]
+    everywhere = await store.list_runs(RunFilter(before=1_000.5, limit=1000))
+    assert ids[0] in [r.run_id for r in everywhere]
+    assert all(r.created_at <= 1_000.5 for r in everywhere)
+    assert await store.list_runs(RunFilter(workflow=wf, before=999.0)) == []
 
 
 async def test_request_cancel_sets_the_flag(store: Store, uid: UID) -> None:

@@ -55,7 +55,9 @@ class RunWriter:
         if state.new_rows:  # a map step expanded: its items' rows are added first
             new_steps, state.new_rows = tuple(state.new_rows), []
         if claims is not None:
-            dispatch, consumed, withdrawn = claims
+            dispatch, consumed, withdrawn, logs = claims
+            if logs:  # the ctx.logger records of the outcomes consumed
+                notes += logs
             return WriteBatch(self._run_id, steps, attempts, run_change, notes,
                               dispatch=dispatch, consumed=consumed, withdrawn=withdrawn,
                               new_steps=new_steps)

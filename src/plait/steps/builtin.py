@@ -224,6 +224,8 @@ def register_builtins() -> None:
                                 required=frozenset({"url"}), check=_check_http))
     from .approval import register_approval
     from .map import register_map
+    from .subworkflow import register_subworkflows
 
     register_approval()
+    register_subworkflows()
     register_map()

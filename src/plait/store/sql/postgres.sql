@@ -131,7 +131,7 @@ WHERE r.run_id = %(run_id)s;
 
 -- write_batch --
 -- Store one batch of a run's changes, its claims lists included: see
--- plait_write_batch in migration 0003 (raises PL001 for an unknown run, PL002 for a
+-- plait_write_batch in migration 0006 (raises PL001 for an unknown run, PL002 for a
 -- batch that does not apply, PL003-PL005 for claims lists that do not).
 -- (its parameters)
 SELECT plait_write_batch(
@@ -176,13 +176,14 @@ FROM runs WHERE run_id = %(run_id)s;
 -- list_runs --
 -- Runs newest first, optionally of one status and created since a time (a filter is
 -- ignored when its parameter is NULL); ties keep the order the runs were created in.
--- Walks runs_by_created and stops at the limit.  (status, since, limit)
+-- Walks runs_by_created and stops at the limit.  (status, since, before, limit)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
+  AND (%(before)s::double precision IS NULL OR created_at <= %(before)s::double precision)
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 
@@ -196,6 +197,7 @@ FROM runs
 WHERE workflow = %(workflow)s
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
+  AND (%(before)s::double precision IS NULL OR created_at <= %(before)s::double precision)
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 
@@ -345,14 +347,14 @@ RETURNING token;
 
 -- complete_attempts --
 -- Store completed attempts' outcomes, or notes of the discarded ones: see
--- plait_complete_attempts in migration 0003.  Returns one boolean per item.
+-- plait_complete_attempts in migration 0006.  Returns one boolean per item.
 -- (worker, run_ids, steps, attempts, fallbacks, tokens, kinds, outputs, errors, at,
---  notes, noted)
+--  notes, noted, logs)
 SELECT plait_complete_attempts(
     %(worker)s, %(run_ids)s::text[], %(steps)s::text[], %(attempts)s::integer[],
     %(fallbacks)s::boolean[], %(tokens)s::text[], %(kinds)s::text[], %(outputs)s::json[],
     %(errors)s::json[], %(at)s::double precision[], %(notes)s::json[],
-    %(noted)s::double precision);
+    %(noted)s::double precision, %(logs)s::json[]);
 
 -- reap_expired --
 -- Turn expired leases into interrupted outcomes, each once however many reapers run:
@@ -363,7 +365,8 @@ FROM plait_reap_expired(%(limit)s::integer, %(error)s, %(marks)s::text[]);
 -- get_outcomes --
 -- A run's inbox in arrival order.  No row: no such run; one row of NULLs: an empty
 -- inbox.  (run_id)
-SELECT o.step_id, o.attempt, o.fallback, o.kind, o.output, o.error, o.worker, o.at
+SELECT o.step_id, o.attempt, o.fallback, o.kind, o.output, o.error, o.worker, o.at,
+       o.logs
 FROM runs AS r LEFT JOIN outcomes AS o ON o.run = r.id
 WHERE r.run_id = %(run_id)s
 ORDER BY o.id;
