@@ -65,6 +65,8 @@ DURABLE_MIN_STEPS_S_FULL = 1_000  # synchronous=FULL
 MANY_MIN_SQLITE_RUNS_S = 2_000
 MANY_MIN_SQLITE_SHARE = 0.30
 MANY_MIN_MEMORY_RUNS_S = 5_000
+MAX_MAP_PER_ITEM_VS_FANOUT = 1.5  # issue 12: map item vs static fan-out step
+MAP_N = 10_000
 CLI_MAX_HELP_S = 0.150
 CLI_MAX_RUN_S = 0.300
 
@@ -240,6 +242,33 @@ def many_args(plan: Plan) -> list[str]:
 
 def cli_args(plan: Plan) -> list[str]:
     return ["--n", str(plan.cli_n)]
+
+
+def map_args(plan: Plan) -> list[str]:
+    return ["--n", str(MAP_N), "--repeat", "1" if plan.rounds == 1 else "3"]
+
+
+def map_rows(mapped: dict[str, Any], plan: Plan) -> list[list[object]]:
+    """Rows of "map over 10,000 items" (benchmarks/map_speed.py)."""
+    cmd = f"`{script_command('map_speed.py', map_args(plan))}`"
+    if "error" in mapped:
+        return [["—", mapped["error"], "", "", "", "", cmd]]
+    return [[f"map over {mapped['n']:,} items", store, fmt_s(m["map_s"]),
+             f"{m['map_per_item_us']:.0f}", f"{m['static_per_step_us']:.0f}",
+             f"{m['ratio']:.2f}", cmd]
+            for store, m in mapped["stores"].items()]
+
+
+def map_checks(mapped: dict[str, Any], plan: Plan) -> list[Check]:
+    cmd = f"`{script_command('map_speed.py', map_args(plan))}`"
+    if "error" in mapped:
+        return [Check("map per item vs static fan-out per step", mapped["error"],
+                      f"<= {MAX_MAP_PER_ITEM_VS_FANOUT}x", None, cmd)]
+    return [Check(f"map over {mapped['n']:,} items, {store}: per item vs static fan-out "
+                  "per step", f"{m['ratio']:.2f}x ({m['map_per_item_us']:.0f} µs vs "
+                  f"{m['static_per_step_us']:.0f} µs)", f"<= {MAX_MAP_PER_ITEM_VS_FANOUT}x",
+                  m["ratio"] <= MAX_MAP_PER_ITEM_VS_FANOUT, cmd)
+            for store, m in mapped["stores"].items()]
 
 
 # --- targets -----------------------------------------------------------------------------
@@ -511,7 +540,8 @@ def cli_rows(cli: dict[str, Any], plan: Plan) -> list[list[object]]:
 
 
 def report(plan: Plan, engs: list[Engine], res: Results, many: dict[str, Any],
-           cli: dict[str, Any], command: str, quick: bool) -> tuple[list[str], list[Check]]:
+           cli: dict[str, Any], command: str, quick: bool,
+           mapped: dict[str, Any] | None = None) -> tuple[list[str], list[Check]]:
     version = next((m.data.get("version") for (label, _), m in res.items()
                     if label == CTX and m.data.get("version")), "not importable")
     lines = machine_header("plait benchmarks" + (" (quick smoke run)" if quick else ""), [
@@ -536,6 +566,8 @@ def report(plan: Plan, engs: list[Engine], res: Results, many: dict[str, Any],
         "data + graph + run); build, validate() and plan(): median over the processes",
     ])
     checks = target_checks(res, many, cli, plan, engs)
+    if mapped is not None:
+        checks += map_checks(mapped, plan)
     lines += ["## Targets", ""]
     lines += table(["target", "measured", "threshold", "met?", "command"],
                    [[c.target, c.measured, c.threshold, met(c.met), c.command]
@@ -573,6 +605,14 @@ def report(plan: Plan, engs: list[Engine], res: Results, many: dict[str, Any],
               "warm-up each); `plait run` on the default store `./.plait/plait.db`.", ""]
     lines += table(["command", "runs", "median", "spread", "produced by"],
                    cli_rows(cli, plan))
+    if mapped is not None:
+        lines += ["## Map over 10,000 items", "",
+                  "`src -> map over src's list` against `src -> 10,000 static steps`, the "
+                  "same async python body taking its item and returning data; best wall "
+                  "time of the repeats / items.", ""]
+        lines += table(["workload", "store", "map wall", "map per item (µs)",
+                        "static fan-out per step (µs)", "ratio", "command"],
+                       map_rows(mapped, plan))
     lines += [f"## Scale ({plan.scale_n:,} steps)", "",
               "build = `Workflow` + `add_step` for every step; validate and plan timed "
               "separately; run = median wall of a whole run (ctx steps).", ""]
@@ -600,11 +640,13 @@ def main(argv: list[str] | None = None) -> int:
     many = run_script("many_runs.py", many_args(plan), timeout_s=600)
     log("CLI start-up")
     cli = run_script("cli_startup.py", cli_args(plan), timeout_s=300)
+    log(f"map over {MAP_N:,} items")
+    mapped = run_script("map_speed.py", map_args(plan), timeout_s=600)
     log(f"scale ({plan.scale_n:,} steps)")
     res.update(measure_scale(plan, engs, res))
     command = " ".join(["python benchmarks/run.py",
                         *(a if a.startswith("-") else f"'{a}'" for a in (argv or sys.argv[1:]))])
-    lines, checks = report(plan, engs, res, many, cli, command, args.quick)
+    lines, checks = report(plan, engs, res, many, cli, command, args.quick, mapped)
     text = "\n".join(lines)
     out = args.out or (None if args.quick else HERE / "RESULTS.md")
     if out:

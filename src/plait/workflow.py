@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Never, NoReturn, TypeVar, cast, overload
 
 from .core.durations import parse_duration
 from .core.jsoncheck import find_problems
+from .core.loader import parse_inline
 from .core.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_RETRY,
@@ -121,6 +122,9 @@ class _Pending:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+# the options of ``Workflow.map`` that belong to its inline step (each item)
+_ITEM_OPTIONS = ("retry", "timeout", "fallback", "allow_failure", "pool", "circuit_breaker")
+_STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _STEP_OPTIONS = frozenset({"when", "trigger", "retry", "timeout", "fallback", "allow_failure",
                            "outputs", "circuit_breaker", "pool", "description", "then",
                            "else_"})
@@ -188,6 +192,9 @@ class Workflow:
         self._schedules = [_schedule_dict(s) for s in schedules]
         self._pools = {k: dict(v) for k, v in (pools or {}).items()}
         self._pending: list[_Pending] = []
+        # map steps built with ``map``: their item functions, by step id
+        self._map_funcs: dict[str, Callable[..., object]] = {}
+        self._has_map = False
         self._spec: WorkflowSpec | None = None  # set when loaded from a definition
         self._checked: CheckedWorkflow | None = None
         self.source: str | None = None
@@ -209,6 +216,45 @@ class Workflow:
             self.add_step(options.pop("id", None) or func.__name__, func, **options)
             return func
         return register(fn) if fn is not None else register
+
+    def map(self, fn: Callable[..., object] | None = None, *, over: object,
+            id: str | None = None, concurrency: int | None = None,
+            depends_on: Sequence[str] = (), **options: Any) -> Any:
+        """Decorator: a ``map`` step named after the function, which runs once per item
+        of ``over`` with the item as its ``item`` parameter (and its position as
+        ``index``, if it has one); other parameters resolve as for ``step``.  ``over``:
+        a template yielding a list (``"{{ input.urls }}"``), or a step (its id or its
+        function), whose output is the list (the map then depends on it).  Options of
+        the map: depends_on, when, trigger, outputs, description; retry, timeout,
+        fallback (``{'output': value}``), allow_failure, pool and circuit_breaker (as
+        dicts) apply to each item."""
+        def register(func: Callable[..., object]) -> Callable[..., object]:
+            self._add_map(id or func.__name__, func, over, concurrency, depends_on, options)
+            return func
+        return register(fn) if fn is not None else register
+
+    def _add_map(self, sid: str, func: Callable[..., object], over: object,
+                 concurrency: int | None, depends_on: Sequence[str],
+                 options: dict[str, Any]) -> None:
+        source = getattr(over, "__name__", None) if callable(over) else over
+        deps = list(depends_on)
+        if isinstance(source, str) and _STEP_ID.match(source):  # a step: its output
+            deps.append(source)
+            source = "{{ steps['" + source + "'].output }}"
+        item: dict[str, JSON] = {"type": "python", "call": _call_name(func)}
+        params = inspect.signature(func).parameters
+        given = {name: "{{ " + name + " }}" for name in ("item", "index") if name in params}
+        if given:
+            item["with"] = cast(JSON, given)
+        for key in _ITEM_OPTIONS:
+            if key in options:
+                item[key] = options.pop(key)
+        config: dict[str, Any] = {"over": source, "step": item}
+        if concurrency is not None:
+            config["concurrency"] = concurrency
+        self._map_funcs[sid] = func
+        self.add_step(sid, type="map", depends_on=tuple(dict.fromkeys(deps)),
+                      **config, **options)
 
     def add_step(self, id: str, fn: Callable[..., object] | None = None, *,
                  type: str | None = None, depends_on: Sequence[str] = (),
@@ -242,6 +288,8 @@ class Workflow:
                 f"step {id!r}", where)
         if fn is not None:
             config = {"call": _call_name(fn), **config}  # (`call` is not a field here)
+        if step_type == "map":
+            self._has_map = True
         self._pending.append(_Pending(id=id, type=step_type, func=fn, config=config,
                                       depends_on=tuple(depends_on), options=opts))
         self._checked = None
@@ -384,8 +432,20 @@ class Workflow:
                      for found in find_problems(opts["output"])]
         schedules, found = parse_schedules(cast(JSON, self._schedules) or None)
         sink += found
+        if self._has_map:
+            steps = [self._with_item(s, i, sink) if s.type == "map" else s
+                     for i, s in enumerate(steps)]
         return WorkflowSpec(name=self.name, steps=tuple(steps), pools=pools,
                             schedules=schedules, **opts)
+
+    def _with_item(self, step: StepSpec, i: int, sink: list[Problem]) -> StepSpec:
+        """A map step built in Python, with its inline step parsed (and its function)."""
+        item, problems = parse_inline(f"steps[{i}].step", step.config.get("step"), step.id)
+        sink += problems
+        func = self._map_funcs.get(step.id)
+        if item is not None and func is not None:
+            item = dataclasses.replace(item, func=func)
+        return dataclasses.replace(step, item=item)
 
     def to_dict(self) -> JSONDict:
         return workflow_to_dict(self.spec)

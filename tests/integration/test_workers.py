@@ -456,3 +456,49 @@ async def test_a_circuit_breaker_opened_on_one_worker_refuses_on_every_worker(
     assert marker.read_text() == "xx"
     assert all("the service is down" in e for e in errors[:2]), errors
     assert all("circuit" in e.lower() for e in errors[2:]), errors
+
+
+_ITEM_STEPS = '''
+import os, time
+
+def fetch(item, index):
+    time.sleep(0.05)  # long enough that one worker's two slots cannot take them all
+    return {"item": item, "index": index, "pid": os.getpid()}
+'''
+
+
+async def test_two_workers_share_the_items_of_a_map(store: Store, tmp_path: Path) -> None:
+    name = f"mapsteps_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(_ITEM_STEPS))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        checked = check_definition({"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
+            {"id": "make", "type": "transform", "value": "{{ input.xs }}"},
+            {"id": "fetch", "type": "map", "depends_on": ["make"], "concurrency": 4,
+             "over": "{{ steps.make.output }}",
+             "step": {"type": "python", "call": f"{name}:fetch",
+                      "with": {"item": "{{ item }}", "index": "{{ index }}"}}},
+            {"id": "total", "type": "transform", "depends_on": ["fetch"],
+             "value": "{{ steps.fetch.output | map(attribute='item') | sum }}"}]})
+        engine = Engine(store)
+        xs = list(range(12))
+        run = await engine.submit(checked, {"xs": xs})
+        workers = _Workers(_worker(store, "w1"), _worker(store, "w2"))
+        try:
+            await _final(store, [run.run_id])
+        finally:
+            await workers.stop()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop(name, None)
+    stored = await store.get_run(run.run_id)
+    assert stored.status is RunStatus.COMPLETED, stored.error
+    steps = {s.step_id: s for s in await store.get_steps(run.run_id)}
+    assert steps["fetch"].output == [{"item": x, "index": x, "pid": steps["fetch[0]"]
+                                      .output["pid"]} for x in xs]
+    assert steps["total"].output == sum(xs)
+    assert all(steps[f"fetch[{k}]"].attempts == 1 for k in range(len(xs)))
+    assert await store.tickets(run.run_id) == []
+    # the items were tickets, executed by both workers
+    assert sum(w.completed for w in workers.workers) >= len(xs)
+    assert all(w.completed > 0 for w in workers.workers)

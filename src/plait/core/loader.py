@@ -274,8 +274,41 @@ def _allowed_fields(type_fields: frozenset[str]) -> frozenset[str]:
     return frozenset(STEP_FIELDS) | type_fields
 
 
+# fields of a step that an inline step (a map's `step`) may not have: it runs once per
+# item, in the map's place in the graph
+INLINE_EXCLUDED = ("id", "depends_on", "when", "trigger", "outputs")
+
+
+def _parse_inline(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
+                  map_id: str) -> StepSpec | None:
+    """A map step's ``step``: parsed like a step of its own (defaults apply), named
+    ``ID[]`` (each item is ``ID[INDEX]``)."""
+    if raw is None:
+        return None  # reported as a missing field by validation
+    if not isinstance(raw, dict):
+        c.add(where, f"a map's step must be a mapping, got {type(raw).__name__}")
+        return None
+    for name in INLINE_EXCLUDED:
+        if name in raw:
+            c.add(f"{where}.{name}", f"an inline step has no {name!r} (step {map_id!r}): "
+                  "it runs once per item, in the map's place in the graph")
+    body = {k: v for k, v in raw.items() if k not in INLINE_EXCLUDED}
+    body["id"] = f"{map_id}[]"
+    return _parse_step_at(c, where, body, defaults)
+
+
+def parse_inline(where: str, raw: JSON, map_id: str) -> tuple[StepSpec | None, list[Problem]]:
+    """A map's inline step built in Python: its StepSpec and the problems found."""
+    c = _Collector()
+    return _parse_inline(c, where, raw, {}, map_id), c.problems
+
+
 def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpec:
-    where = f"steps[{i}]"
+    return _parse_step_at(c, f"steps[{i}]", raw, defaults, i)
+
+
+def _parse_step_at(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
+                   i: int = 0) -> StepSpec:
     if not isinstance(raw, dict):
         c.add(where, f"a step must be a mapping, got {type(raw).__name__}")
         return StepSpec(id=f"__invalid_{i}", type="invalid")
@@ -312,6 +345,8 @@ def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpe
     if when is not None and not isinstance(when, str | bool):
         c.add(f"{where}.when", f"expected a template string, got {when!r}")
         when = None
+    item = _parse_inline(c, f"{where}.step", raw.get("step"), defaults, sid) \
+        if stype == "map" else None
     return new_step(
         id=sid,
         type=stype,
@@ -339,6 +374,7 @@ def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpe
         if "description" in raw else None,
         then=then,
         else_=else_,
+        item=item,
     )
 
 

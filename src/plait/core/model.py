@@ -116,6 +116,8 @@ class StepSpec:
     then: tuple[str, ...] = ()
     else_: tuple[str, ...] = ()
     func: Callable[..., object] | None = field(default=None, compare=False, repr=False)
+    # a map step's inline step (its `step` field, parsed), run once per item
+    item: StepSpec | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,7 +156,7 @@ class _StepDraft:
 
 _STEP_FIELDS = ("id", "type", "config", "depends_on", "when", "trigger", "retry", "timeout",
                 "fallback", "allow_failure", "outputs", "circuit_breaker", "pool",
-                "description", "then", "else_", "func")
+                "description", "then", "else_", "func", "item")
 if StepSpec.__slots__ != _STEP_FIELDS:  # checked at import, also under python -O
     raise RuntimeError("new_step must set every StepSpec field, in order")
 
@@ -167,7 +169,7 @@ def new_step(*, id: str, type: str, config: Mapping[str, JSON] | None = None,
              circuit_breaker: CircuitBreakerSpec | None = None, pool: str | None = None,
              description: str | None = None, then: tuple[str, ...] = (),
              else_: tuple[str, ...] = (), func: Callable[..., object] | None = None,
-             ) -> StepSpec:
+             item: StepSpec | None = None) -> StepSpec:
     """``StepSpec(...)``, same fields and defaults (an omitted config is a new empty
     dict), for code that builds many steps: 4x faster."""
     step: Any = _StepDraft()
@@ -188,5 +190,6 @@ def new_step(*, id: str, type: str, config: Mapping[str, JSON] | None = None,
     step.then = then
     step.else_ = else_
     step.func = func
+    step.item = item
     step.__class__ = StepSpec
     return cast(StepSpec, step)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from ..errors import OutputError, TransitionError
 from . import expressions
+from .mapping import item_id, item_step, map_concurrency
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
 from .retry import ErrorInfo, next_delay
@@ -116,6 +117,18 @@ class StepsView(Mapping[str, JSONDict]):
         return len(self._index)
 
 
+@dataclass(slots=True)
+class MapItems:
+    """The items of one expanded map step (rows ``first .. first + count - 1``)."""
+
+    first: int
+    count: int
+    limit: int  # items running at once, at most
+    queued: int = 0  # items released so far (in order)
+    ended: int = 0  # items that reached a final status
+    failed: str | None = None  # why the map fails (the first item that failed)
+
+
 def _output_owners(steps: tuple[StepSpec, ...]) -> dict[str, tuple[str, ...]]:
     owners: dict[str, list[str]] = {}
     for step in steps:
@@ -141,6 +154,19 @@ class RunState:
             "output_owners", lambda: _output_owners(steps))
         n = self.graph.size
         self.rows = [StepRuntime() for _ in range(n)]
+        # The run's steps by row: the definition's, then the items of expanded map
+        # steps (rows that grow, ``expand``).  Lists of their own only when the
+        # workflow has a map step; a static workflow shares the definition's tuples.
+        self._static = n
+        self.maps: dict[int, MapItems] = {}  # expanded map step -> its items
+        self.item_of: list[int] = []  # per item row (from n): its map step
+        self.new_rows: list[tuple[str, int]] = []  # item rows to insert, drained
+        has_map = checked.derive("has_map", lambda: any(
+            s.item is not None for s in steps))
+        self.steps: tuple[StepSpec, ...] | list[StepSpec] = list(steps) if has_map \
+            else steps
+        self.ids: tuple[str, ...] | list[str] = list(self.graph.ids) if has_map \
+            else self.graph.ids
         parents = self.graph.parents
         self._waiting_parents = checked.derive(
             "parent_counts", lambda: [len(p) for p in parents]).copy()
@@ -148,6 +174,8 @@ class RunState:
         # rank order is critical path first, then definition order
         self._rank, self._by_rank = checked.derive("ready_rank", lambda: _ready_rank(
             checked.priority))
+        if has_map:  # item rows get ranks after every step's
+            self._rank, self._by_rank = list(self._rank), list(self._by_rank)
         self._ready: list[int] = []
         self.running: set[int] = set()
         self._unfinished = n
@@ -180,8 +208,13 @@ class RunState:
                     stored.status, stored.attempts, stored.output, stored.error,
                     stored.started_at, stored.finished_at, stored.skip_reason,
                     stored.fallback_used, stored.next_attempt_at, stored.worker)
-        done = [i for i, r in enumerate(state.rows) if r.status in FINAL_STEP_STATES]
-        state._unfinished = graph.size - len(done)
+        for i in range(graph.size):  # stored items of expanded map steps
+            if state.spec.steps[i].item is not None:
+                state._restore_items(i, rows)
+        done = [i for i in range(graph.size) if state.rows[i].status in FINAL_STEP_STATES]
+        state._unfinished = len(state.rows) - len(done)
+        for items in state.maps.values():
+            state._unfinished -= items.ended
         for i in done:
             for child in graph.children[i]:
                 state._waiting_parents[child] -= 1
@@ -193,6 +226,7 @@ class RunState:
             if step.outputs:
                 state.state.update(state._reduced(
                     state._state_writes(step, state.rows[i].output)))
+        state.new_rows.clear()  # restored rows are stored already
         for i, row in enumerate(state.rows):
             if row.status is RUNNING:
                 state.running.add(i)
@@ -201,6 +235,144 @@ class RunState:
                                              or row.next_attempt_at <= now):
                 heappush(state._ready, state._rank[i])
         return state
+
+    def _restore_items(self, i: int, rows: Mapping[str, StepRuntime]) -> None:
+        """The stored item rows of map step ``i`` (none if it never expanded)."""
+        mid, count = self.ids[i], 0
+        while item_id(mid, count) in rows:
+            count += 1
+        row = self.rows[i]
+        if not count and row.status is not WAITING:
+            return
+        items = self._add_items(i, count)
+        for k in range(count):
+            stored = rows[item_id(mid, k)]
+            j = items.first + k
+            self.rows[j] = StepRuntime(
+                stored.status, stored.attempts, stored.output, stored.error,
+                stored.started_at, stored.finished_at, stored.skip_reason,
+                stored.fallback_used, stored.next_attempt_at, stored.worker)
+            status = stored.status
+            if status is not PENDING:
+                items.queued = k + 1
+            if status in FINAL_STEP_STATES:
+                items.ended += 1
+                item = self.steps[j]
+                if status is not COMPLETED and items.failed is None and \
+                        not (status is FAILED and item.allow_failure):
+                    items.failed = f"item {item.id!r} {status}: {stored.error or ''}"
+
+    def _add_items(self, i: int, count: int) -> MapItems:
+        """Rows for ``count`` items of map step ``i``, pending (recorded in new_rows)."""
+        step = self.steps[i]
+        template = step.item
+        assert template is not None
+        first = len(self.rows)
+        items = self.maps[i] = MapItems(first, count,
+                                        map_concurrency(step, self.spec.concurrency))
+        ids, steps, rows, rank, by_rank = self.ids, self.steps, self.rows, self._rank, \
+            self._by_rank
+        assert isinstance(ids, list) and isinstance(steps, list)
+        assert isinstance(rank, list) and isinstance(by_rank, list)
+        new_rows, item_of = self.new_rows, self.item_of
+        for k in range(count):
+            sid = item_id(step.id, k)
+            j = first + k
+            ids.append(sid)
+            steps.append(item_step(template, sid))
+            rows.append(StepRuntime())
+            rank.append(len(by_rank))
+            by_rank.append(j)
+            item_of.append(i)
+            new_rows.append((sid, j))
+        return items
+
+    def expand(self, i: int, values: list[JSON], now: float) -> None:
+        """Map step ``i`` rendered its items: it waits (holding no slot) while its
+        items, new rows named ``ID[INDEX]``, run; the first ``concurrency`` are
+        queued.  Its row keeps the items (``output``) until it ends, so a resumed run
+        knows them.  No items: the map completes at once with ``[]``."""
+        row = self.rows[i]
+        self._move(i, WAITING, now)
+        self.running.discard(i)
+        row.output = values
+        self._record(i, RUNNING, WAITING, now)
+        items = self._add_items(i, len(values))
+        self._unfinished += len(values)
+        if not values:
+            self._end_map(i, items, now)
+            return
+        self._release_items(items, now)
+
+    def item_value(self, j: int) -> tuple[JSON, int]:
+        """(item, index) of item row ``j``: what its templates see."""
+        m = self.item_of[j - self._static]
+        k = j - self.maps[m].first
+        values = self.rows[m].output
+        return (values[k] if isinstance(values, list) and k < len(values) else None), k
+
+    def row_index(self) -> dict[str, int]:
+        """Step id -> row, items included."""
+        if not self.maps:
+            return self.graph.index
+        index = dict(self.graph.index)
+        ids = self.ids
+        for j in range(self._static, len(ids)):
+            index[ids[j]] = j
+        return index
+
+    def graph_index(self, i: int) -> int:
+        """The definition's step for row ``i``: itself, or an item's map step."""
+        return i if i < self._static else self.item_of[i - self._static]
+
+    def _release_items(self, items: MapItems, now: float) -> None:
+        """Queue the next items while fewer than the map's limit are unfinished."""
+        if items.failed is not None or self.halting:
+            return
+        while items.queued < items.count and items.queued - items.ended < items.limit:
+            self._queue(items.first + items.queued, now)
+            items.queued += 1
+
+    def _item_finished(self, j: int, now: float, propagate: bool) -> None:
+        m = self.item_of[j - self._static]
+        items = self.maps[m]
+        items.ended += 1
+        row = self.rows[j]
+        if row.status is not COMPLETED and items.failed is None and \
+                not (row.status is FAILED and self.steps[j].allow_failure):
+            items.failed = f"item {self.ids[j]!r} {row.status}" + \
+                (f": {row.error}" if row.error else "")
+        if not propagate or self.rows[m].status is not WAITING:
+            return
+        self._release_items(items, now)
+        if items.ended == items.queued and (items.failed is not None
+                                            or items.ended == items.count):
+            self._end_map(m, items, now)
+
+    def _end_map(self, m: int, items: MapItems, now: float) -> None:
+        """Every started item ended: the map completes with their outputs in item
+        order (a tolerated failure's slot is null), or fails naming the first item
+        that failed, its unstarted items cancelled."""
+        rows = self.rows
+        if items.failed is None:
+            outputs = [rows[j].output if rows[j].status is COMPLETED else None
+                       for j in range(items.first, items.first + items.count)]
+            try:
+                self.succeed(m, outputs, now)
+                return
+            except OutputError as exc:
+                items.failed = str(exc)
+        reason = f"map step {self.ids[m]!r} failed: {items.failed}"
+        for j in range(items.first + items.queued, items.first + items.count):
+            if rows[j].status is PENDING:
+                self._move(j, CANCELLED, now)
+                rows[j].finished_at, rows[j].skip_reason = now, reason
+                self._record(j, PENDING, CANCELLED, now)
+                self._unfinished -= 1
+                items.ended += 1
+        rows[m].output = None  # the items, kept while it waited
+        self.end_attempt(m, "failed", now, items.failed)
+        self.fail(m, items.failed, now)
 
     def queued_later(self) -> list[tuple[float, int]]:
         """Queued steps due in the future (retry delays), for the loop's timers."""
@@ -216,7 +388,7 @@ class RunState:
         return self._unfinished == 0
 
     def step(self, i: int) -> StepSpec:
-        return self.spec.steps[i]
+        return self.steps[i]
 
     def has_ready(self) -> bool:
         return bool(self._ready)
@@ -241,13 +413,15 @@ class RunState:
                                   "steps": self.steps_view, "run": {"id": self.run_id},
                                   "secrets": self.secrets,
                                   expressions.OUTPUT_OWNERS: self._output_owners}
+        if i is not None and i >= self._static:
+            ctx["item"], ctx["index"] = self.item_value(i)
         ctx.update(extra)
         return ctx
 
     def parent_outputs(self, i: int) -> JSONDict:
         ids = self.graph.ids
         return {ids[p]: (self.rows[p].output if self.rows[p].status is COMPLETED else None)
-                for p in self.graph.parents[i]}
+                for p in self.graph.parents[self.graph_index(i)]}
 
     def run_status(self) -> RunStatus:
         """The run's final status once ``done`` (SPEC 5: failed if any step failed
@@ -255,7 +429,7 @@ class RunState:
         if self.cancelled:
             return RunStatus.CANCELLED
         for i, row in enumerate(self.rows):
-            if row.status is FAILED and not self.spec.steps[i].allow_failure:
+            if row.status is FAILED and not self.steps[i].allow_failure:
                 return RunStatus.FAILED
         if self.failure_reason:
             return RunStatus.FAILED
@@ -278,7 +452,7 @@ class RunState:
         self._transitions, self.attempt_changes = [], []
         if not transitions:
             return [], attempts
-        rows, ids, final = self.rows, self.graph.ids, FINAL_STEP_STATES
+        rows, ids, final = self.rows, self.ids, FINAL_STEP_STATES
         snapshots: dict[int, StepRuntime] = {}
         changes: list[StepChange] = []
         append = changes.append
@@ -308,7 +482,7 @@ class RunState:
         """The step's next attempt starts now; returns its number (1-based)."""
         row = self.rows[i]
         if row.status is not QUEUED:
-            raise TransitionError(f"step {self.graph.ids[i]!r}", row.status, RUNNING)
+            raise TransitionError(f"step {self.ids[i]!r}", row.status, RUNNING)
         row.status = RUNNING
         attempt = row.attempts = row.attempts + 1
         row.next_attempt_at = None
@@ -318,7 +492,7 @@ class RunState:
         self.running.add(i)
         self._transitions.append((i, QUEUED, RUNNING, now))
         self.attempt_changes.append(_new_tuple(AttemptChange, (
-            self.graph.ids[i], attempt, now, False, "running", None, worker, False)))
+            self.ids[i], attempt, now, False, "running", None, worker, False)))
         return attempt
 
     def succeed(self, i: int, output: JSON, now: float, *, fallback: bool = False) -> None:
@@ -326,9 +500,13 @@ class RunState:
 
         Raises OutputError, changing nothing, when declared output keys are missing or
         a reducer cannot combine a value (everything is computed before anything moves)."""
-        step = self.spec.steps[i]
-        writes = self._reduced(self._state_writes(step, output)) if step.outputs else None
+        step = self.steps[i]
         row = self.rows[i]
+        if step.item is not None and row.status is RUNNING and not fallback:
+            # a map step's attempt rendered its items (steps.map)
+            self.expand(i, output if isinstance(output, list) else [output], now)
+            return
+        writes = self._reduced(self._state_writes(step, output)) if step.outputs else None
         source = row.status
         if COMPLETED not in STEP_TRANSITIONS[source]:
             raise TransitionError(f"step {step.id!r}", source, COMPLETED)
@@ -350,7 +528,7 @@ class RunState:
         """An attempt failed.  Returns the delay before the retry (the step is queued
         again, due at ``now + delay``) or None when retries are spent: the loop then
         runs the fallback or calls ``fail``."""
-        step, row = self.spec.steps[i], self.rows[i]
+        step, row = self.steps[i], self.rows[i]
         self.attempt_changes.append(AttemptChange(step.id, row.attempts, now, True, "failed",
                                           error=str(error), worker=row.worker))
         row.error = str(error)
@@ -375,7 +553,7 @@ class RunState:
         row.error, row.finished_at = error, now
         self.running.discard(i)
         self._record(i, source, FAILED, now)
-        step = self.spec.steps[i]
+        step = self.steps[i]
         if self.spec.on_failure == "fail_fast" and not step.allow_failure:
             self.halting = True
             self.failure_reason = f"step {step.id!r} failed (on_failure: fail_fast)"
@@ -384,7 +562,7 @@ class RunState:
     def end_attempt(self, i: int, status: str, now: float, error: str | None = None) -> None:
         """Close the step's current attempt in history without moving the step."""
         row = self.rows[i]
-        self.attempt_changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, True,
+        self.attempt_changes.append(AttemptChange(self.ids[i], row.attempts, now, True,
                                                   status, error=error, worker=row.worker))
 
     def waiting_steps(self) -> list[int]:
@@ -402,7 +580,7 @@ class RunState:
             return
         source = row.status
         if source is RUNNING or source is WAITING:
-            self.attempt_changes.append(AttemptChange(self.graph.ids[i], row.attempts, now, True,
+            self.attempt_changes.append(AttemptChange(self.ids[i], row.attempts, now, True,
                                               "cancelled", error=reason, worker=row.worker))
         self._move(i, CANCELLED, now)
         row.finished_at, row.skip_reason = now, reason
@@ -430,6 +608,9 @@ class RunState:
 
     def _finished(self, i: int, now: float, *, propagate: bool = True) -> None:
         self._unfinished -= 1
+        if i >= self._static:
+            self._item_finished(i, now, propagate)
+            return
         if not propagate:
             return
         waiting = self._waiting_parents
@@ -588,7 +769,7 @@ class RunState:
     def _move(self, i: int, target: StepStatus, now: float) -> None:
         row = self.rows[i]
         if target not in STEP_TRANSITIONS[row.status]:
-            raise TransitionError(f"step {self.graph.ids[i]!r}", row.status, target)
+            raise TransitionError(f"step {self.ids[i]!r}", row.status, target)
         row.status = target
 
     def _record(self, i: int, source: StepStatus, target: StepStatus, now: float) -> None:

@@ -150,6 +150,8 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
         dag, member, depth = condensed(graph)
         order = _Order(dag, member)
     _check_templates(spec, types, order, seen, add)
+    if any(name == "map" for name, _ in types):
+        _check_maps(spec, order, seen, add)
     _check_state_writes(spec, graph, order, add)
     deepest = max(depth, default=0)
     if deepest > spec.limits.max_depth:
@@ -454,6 +456,31 @@ def _check_templates(spec: WorkflowSpec, types: _Types, order: _Order,
                 known = set(index) if known is None else known
                 add(f"output{path}", f"template reads unknown step {name!r}",
                     did_you_mean(name, known))
+
+
+def _check_maps(spec: WorkflowSpec, order: _Order, index: dict[str, int],
+                add: _Add) -> None:
+    """Each map step's inline step, checked like a step in the map's place: its type
+    (any but map), its fields, its pool, its templates (which may read ``item``,
+    ``index`` and the steps that run before the map)."""
+    for i, step in enumerate(spec.steps):
+        item = step.item
+        if item is None:
+            continue
+        where = f"steps[{i}].step"
+        if item.type == "map":
+            continue  # reported by the map type's check
+        _check_step_fields(item, where, spec, add)
+        for field, text in _templates(item):
+            at = f"{where}.{field}"
+            for name in sorted(_template_reads(text, at, add)):
+                if name not in index:
+                    add(at, f"template reads unknown step {name!r}",
+                        did_you_mean(name, set(index)))
+                elif not order.runs_before(index[name], i):
+                    add(at, f"template reads steps.{name}, which is not an ancestor of "
+                        f"{step.id!r} (it may not have run)",
+                        f"add {name!r} to depends_on of {step.id!r}")
 
 
 class _Order:

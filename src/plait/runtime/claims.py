@@ -108,7 +108,8 @@ def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
     ``error``) and when the step first started."""
     rows, ids = state.rows, state.graph.ids
     steps: JSONDict = {}
-    for p in ancestors_of(state.checked, call.index):
+    at = state.graph_index(call.index)  # a map's item reads what its map may
+    for p in ancestors_of(state.checked, at):
         row = rows[p]
         steps[ids[p]] = {"status": str(row.status),
                          "output": row.output if row.status is StepStatus.COMPLETED
@@ -116,9 +117,13 @@ def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
     own = rows[call.index]
     # dispatched_at: the driver's clock when it stored the ticket (the dispatch
     # latency a claiming worker reports: observe.prometheus)
-    return {"input": state.input, "state": dict(state.state), "steps": steps,
-            "started_at": call.started_at, "error": own.error if fallback else None,
-            "dispatched_at": time.time()}
+    payload: JSONDict = {"input": state.input, "state": dict(state.state), "steps": steps,
+                         "started_at": call.started_at,
+                         "error": own.error if fallback else None,
+                         "dispatched_at": time.time()}
+    if at != call.index:  # a map's item: its item and index (templates, parameters)
+        payload["item"], payload["index"] = state.item_value(call.index)
+    return payload
 
 
 class ClaimSource:
@@ -179,7 +184,8 @@ class ClaimSource:
         rate = spec.rate if spec is not None else None
         ticket = Ticket(run_id=self._run_id, step_id=step.id, attempt=call.attempt,
                         fallback=fallback,
-                        priority=self._priority - self._checked.priority[call.index],
+                        priority=self._priority - self._checked.priority[
+                            self._state.graph_index(call.index)],
                         pool=pool, pool_limit=spec.concurrency if spec is not None else None,
                         rate_count=rate.count if rate is not None else None,
                         rate_period=rate.period if rate is not None else None,
@@ -210,7 +216,7 @@ class ClaimSource:
         return taken
 
     def applied(self, outcomes: list[Reported]) -> None:
-        ids, from_inbox = self._checked.graph.ids, self._from_inbox
+        ids, from_inbox = self._state.ids, self._from_inbox
         for i, attempt, _kind, _output, _error, fallback in outcomes:
             key = (ids[i], attempt, fallback)
             if key in from_inbox:

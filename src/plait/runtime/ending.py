@@ -64,7 +64,7 @@ async def _rendered_output(checked: CheckedWorkflow, state: RunState,
 
 
 def _failed_steps(checked: CheckedWorkflow, state: RunState) -> str:
-    failed = [s.id for s, r in zip(checked.spec.steps, state.rows, strict=True)
+    failed = [s.id for s, r in zip(state.steps, state.rows, strict=True)
               if r.status is StepStatus.FAILED and not s.allow_failure]
     return "failed steps: " + ", ".join(failed)
 

@@ -283,8 +283,10 @@ class Engine:
                                + (f" ({hint})" if hint else ""))
             roots = [graph.index[from_step]]
         else:
+            # (a map's items are not steps of the definition: their map reruns whole)
             roots = [graph.index[s] for s, r in rows.items()
-                     if r.status in (StepStatus.FAILED, StepStatus.CANCELLED)]
+                     if r.status in (StepStatus.FAILED, StepStatus.CANCELLED)
+                     and s in graph.index]
         rerun = _descendants(graph.children, roots)
         reuse = [graph.ids[i] for i in range(graph.size) if i not in rerun
                  and rows[graph.ids[i]].status is StepStatus.COMPLETED]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..core import expressions
@@ -120,10 +120,10 @@ class RunLoop:
         # heartbeat: the first poll is due a poll interval after it
         self._last_cancel_poll = run.heartbeat_at or 0.0
         self._decisions_due = False
-        self._types = derived.types
+        self._types: Sequence[StepType] = derived.types
         self._rows = state.rows
-        self._pool_of = derived.pool_of
-        self._inline = derived.inline
+        self._pool_of: Sequence[str | None] = derived.pool_of
+        self._inline: Sequence[Callable[[StepCall], JSON] | None] = derived.inline
         self._max_output_bytes = self.spec.limits.max_output_bytes
         # a store shared with other processes is polled for cancel requests, approval
         # decisions and the ownership heartbeat; a memory store is this process's own
@@ -254,6 +254,8 @@ class RunLoop:
         if run.cancel_requested:  # cancelled while nobody executed it
             self.halt.stop("cancelled on request", cancelled=True)
         state.start(now)
+        if len(self._rows) != len(self._types):  # map items, restored
+            self._grow()
         for due, i in state.queued_later():  # retries that were waiting when it stopped
             self.timers.add(due, "retry", i)
         for i, handle in self.source.adopt(state.interrupted).items():
@@ -264,7 +266,7 @@ class RunLoop:
                 self._slots.hold(pool, now)
         for i in state.interrupted:  # resumed: those attempts died with their process
             error = error_info(InterruptedAttempt(state.rows[i].worker,
-                                                  step=self.spec.steps[i].id))
+                                                  step=state.steps[i].id))
             self._apply(i, "interrupted", None, error, False, now)
         state.interrupted.clear()
         for i in state.waiting_steps():
@@ -297,14 +299,29 @@ class RunLoop:
 
     # ------------------------------------------------------------- starting
 
+    def _grow(self) -> None:
+        """A map step expanded: its items' rows get the loop's per-step facts."""
+        types, pool_of, inline = list(self._types), list(self._pool_of), list(self._inline)
+        steps = self.state.steps
+        for j in range(len(types), len(self._rows)):
+            step = steps[j]
+            kind = get_step_type(step.type)
+            types.append(kind)
+            pool_of.append(step.pool)
+            inline.append(kind.inline if kind.inline is not None
+                          and expressions.is_cheap(step.config) else None)
+        self._types, self._pool_of, self._inline = types, pool_of, inline
+
     def _launch(self, now: float) -> list[StepCall]:
         """Begin as many ready steps as concurrency and pools allow."""
         state = self.state
+        if len(self._rows) != len(self._types):  # map items were added
+            self._grow()
         starts: list[StepCall] = []
         limit = self.spec.concurrency
         # on a cluster the attempt's worker is not known before one claims it: its end
         # names it (``ClaimSource``)
-        running, steps, types, worker, view = state.running, self.spec.steps, self._types, \
+        running, steps, types, worker, view = state.running, state.steps, self._types, \
             None if self._remote else self._worker, self.view
         while len(running) < limit:
             i = state.pop_ready()
@@ -410,7 +427,7 @@ class RunLoop:
         out = f"attempt {self._rows[i].attempts} is out" if i in self.tasks \
             else "no attempt is out"
         _log.warning("run %s: step %r: dropped an outcome (%s) of attempt %d: %s",
-                     self.run_id, self.spec.steps[i].id, kind, attempt, out)
+                     self.run_id, self.state.steps[i].id, kind, attempt, out)
 
     def _apply(self, i: int, kind: OutcomeKind, output: JSON, error: ErrorInfo | None,
                fallback: bool, now: float) -> None:

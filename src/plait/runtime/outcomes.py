@@ -48,7 +48,7 @@ class OutcomeRules:
     def __init__(self, checked: CheckedWorkflow, state: RunState, secrets: Secrets,
                  view: RunAccess, timers: Timers, clock: Callable[[], float],
                  rand: Callable[[], float]) -> None:
-        self._steps = checked.spec.steps
+        self._steps = state.steps  # map items included (a list that grows)
         self._max_output_bytes = checked.spec.limits.max_output_bytes
         self._state = state
         self._secrets = secrets

@@ -72,6 +72,12 @@ def import_problems(spec: WorkflowSpec) -> list[Problem]:
             targets.append(("call", step.config.get("call")))
         if step.fallback is not None and step.fallback.call and step.fallback.func is None:
             targets.append(("fallback.call", step.fallback.call))
+        inline = step.item  # a map's inline step: the same, at `step.`
+        if inline is not None and inline.type == "python" and inline.func is None:
+            targets.append(("step.call", inline.config.get("call")))
+        if inline is not None and inline.fallback is not None and inline.fallback.call \
+                and inline.fallback.func is None:
+            targets.append(("step.fallback.call", inline.fallback.call))
         for field, target in targets:
             if not isinstance(target, str) or ":" not in target.strip(":"):
                 continue  # not 'module:function': validation says so

@@ -58,6 +58,20 @@ def _attempt_functions(checked: CheckedWorkflow) -> tuple[StepFunction, ...]:
                  for s, t in zip(steps, types, strict=True))
 
 
+def item_function(checked: CheckedWorkflow, step_id: str) -> StepFunction:
+    """What an attempt of a map's item (``fetch[3]``) calls: its inline step's attempt
+    function, worked out once per map step of a checked workflow."""
+    map_id = step_id.partition("[")[0]
+    return checked.derive(f"item_function:{map_id}", lambda: _item_function(checked, map_id))
+
+
+def _item_function(checked: CheckedWorkflow, map_id: str) -> StepFunction:
+    item = checked.spec.steps[checked.graph.index[map_id]].item
+    assert item is not None
+    kind = get_step_type(item.type)
+    return kind.run if kind.prepare is None else kind.prepare(item, checked)
+
+
 class AttemptRunner:
     """Runs the attempts of one run's steps and reports each one's outcome.
 
@@ -83,7 +97,9 @@ class AttemptRunner:
                                                   step.circuit_breaker)
                 if not breaker.allow(self._clock()):
                     raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
-            awaitable = self._fallback(call) if fallback else self._runs[call.index](call)
+            runs, i = self._runs, call.index
+            awaitable = self._fallback(call) if fallback else (
+                runs[i] if i < len(runs) else item_function(call.run.checked, step.id))(call)
             if step.timeout is not None:
                 scope = asyncio.timeout(step.timeout)
                 try:

@@ -45,11 +45,13 @@ class RunView:
         return self._state.context(index)
 
     def parent_outputs(self, index: int) -> ParentOutputs:
-        names = self._parent_index[index]
+        names = self._parent_index[index] if index < len(self._parent_index) else None
         if names is None:
             ids = self.checked.graph.ids
-            names = self._parent_index[index] = {
-                ids[p]: p for p in self.checked.graph.parents[index]}
+            names = {ids[p]: p for p in
+                     self.checked.graph.parents[self._state.graph_index(index)]}
+            if index < len(self._parent_index):
+                self._parent_index[index] = names
         return ParentOutputs(names, self.step_output)
 
     def step_output(self, index: int) -> JSON:

@@ -30,15 +30,17 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
+from ..core.mapping import item_step, split_item_id
+from ..core.model import JSON
 from ..core.runstate import RunState, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, RunBusy, StoreError
 from ..steps.builtin import declared_keys
-from ..steps.registry import StepCall, StepFunction, get_step_type
+from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, Lease, Outcome, Store
 from .binding import import_call
 from .breakers import SharedBreaker
@@ -83,6 +85,45 @@ class _OneStep(Sequence[StepFunction]):
         return self._size
 
 
+class _ItemAccess:
+    """What an item of a map step reads of its run on a worker: the run's view (at
+    the map's place in the graph), with ``item`` and ``index`` in its templates."""
+
+    def __init__(self, view: RunAccess, item: JSON, index: int) -> None:
+        self._view, self._item, self._index = view, item, index
+        self.run_id, self.checked, self.input = view.run_id, view.checked, view.input
+        self.shared_state, self.services = view.shared_state, view.services
+        self.step_log = view.step_log
+
+    def template_context(self, index: int) -> Mapping[str, object]:
+        names = dict(self._view.template_context(index))
+        names["item"], names["index"] = self._item, self._index
+        return names
+
+    def parent_outputs(self, index: int) -> Mapping[str, JSON]:
+        return self._view.parent_outputs(index)
+
+    def step_output(self, index: int) -> JSON:
+        return self._view.step_output(index)
+
+    def step_error(self, index: int) -> str | None:
+        return self._view.step_error(index)
+
+    def resolve(self, call: StepCall, name: str) -> tuple[bool, object]:
+        return self._view.resolve(call, name)
+
+
+def _item_call(call: StepCall, lease: Lease) -> StepCall:
+    """The call of a map's item, from its map's call and the ticket's item."""
+    inline = call.step.item
+    assert inline is not None
+    position = lease.payload.get("index")
+    return StepCall(item_step(inline, lease.step_id), call.index, call.attempt,
+                    call.started_at, _ItemAccess(call.run, lease.payload.get("item"),
+                                                 position if isinstance(position, int)
+                                                 else 0))
+
+
 class StepLoadError(Exception):
     """This worker cannot load a step's code (retryable: another worker may)."""
 
@@ -93,7 +134,7 @@ async def in_flight(store: Store, run_id: str, state: RunState) -> dict[int, Att
     keys = {t.ticket.key for t in await store.tickets(run_id)}
     keys |= {o.key for o in await store.outcomes(run_id)}
     found: dict[int, AttemptKey] = {}
-    ids = state.graph.ids
+    ids = state.ids
     for i in state.interrupted:
         attempt = state.rows[i].attempts
         for fallback in (True, False):
@@ -141,7 +182,7 @@ class Worker:
         self._driving: dict[str, asyncio.Task[None]] = {}  # run id -> its driver
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
         self._views: OrderedDict[tuple[str, int], tuple[RunView, RunState]] = OrderedDict()
-        self._functions: dict[tuple[str, int, int], StepFunction] = {}
+        self._functions: dict[tuple[str, int, int, bool], StepFunction] = {}
         self._work = asyncio.Event()  # something to claim, or a slot freed
         self._done = asyncio.Event()  # an attempt ended: completions to store
         self._stop = asyncio.Event()
@@ -281,7 +322,9 @@ class Worker:
         reported: list[Reported] = []
         try:
             checked = await self._workflow(lease.workflow, lease.version)
-            index = checked.graph.index[lease.step_id]
+            index = checked.graph.index.get(lease.step_id)
+            if index is None:  # an item of a map step (``fetch[3]``): its map's place
+                index = self._map_of(checked, lease.step_id)
             fn = self._function(checked, lease, index)
         except (StepLoadError, StoreError) as exc:
             return self._outcome(lease, None, error={
@@ -291,6 +334,8 @@ class Worker:
         journal = call.run.step_log
         if isinstance(journal, AttemptLogs):
             self._journals[lease.token] = journal
+        if lease.step_id != call.step.id:
+            call = _item_call(call, lease)
         guard = call.step.circuit_breaker
         breaker = SharedBreaker(self.store, guard) \
             if guard is not None and not lease.fallback else None
@@ -364,11 +409,24 @@ class Worker:
             self._workflows[(name, version)] = checked
         return checked
 
+    def _map_of(self, checked: CheckedWorkflow, step_id: str) -> int:
+        """The map step whose item ``step_id`` is (StepLoadError when none is)."""
+        found = split_item_id(step_id)
+        index = checked.graph.index.get(found[0]) if found is not None else None
+        if index is None or checked.spec.steps[index].item is None:
+            raise StepLoadError(f"worker {self.name}: workflow {checked.name!r} has no "
+                                f"step {step_id!r}")
+        return index
+
     def _function(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepFunction:
-        key = (lease.workflow, lease.version, index)
+        key = (lease.workflow, lease.version, index,
+               lease.step_id != checked.graph.ids[index])
         fn = self._functions.get(key)
         if fn is None:
             step = checked.spec.steps[index]
+            if key[3]:  # an item: its map's inline step
+                assert step.item is not None
+                step = step.item
             try:
                 call = step.config.get("call") if step.type == "python" else None
                 if isinstance(call, str) and step.func is None:

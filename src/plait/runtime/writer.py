@@ -47,17 +47,25 @@ class RunWriter:
 
     def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
         """What the core changed since the last commit (None when nothing did)."""
-        steps, attempts = self._state.drain()
+        state = self._state
+        steps, attempts = state.drain()
         notes = self._step_log.drain() if self._step_log.pending else []
         claims = self.claims() if self.claims is not None else None
+        new_steps: tuple[tuple[str, int], ...] = ()
+        if state.new_rows:  # a map step expanded: its items' rows are added first
+            new_steps, state.new_rows = tuple(state.new_rows), []
         if claims is not None:
             dispatch, consumed, withdrawn, logs = claims
             if logs:  # the ctx.logger records of the outcomes consumed
                 notes += logs
             return WriteBatch(self._run_id, steps, attempts, run_change, notes,
-                              dispatch=dispatch, consumed=consumed, withdrawn=withdrawn)
+                              dispatch=dispatch, consumed=consumed, withdrawn=withdrawn,
+                              new_steps=new_steps)
         if not steps and not attempts and run_change is None and not notes:
             return None
+        if new_steps:
+            return WriteBatch(self._run_id, steps, attempts, run_change, notes,
+                              new_steps=new_steps)
         return WriteBatch(self._run_id, steps, attempts, run_change, notes)
 
     async def flush(self, run_change: RunChange | None = None) -> None:
@@ -108,4 +116,5 @@ class RunWriter:
             run_id=run.run_id, workflow=run.workflow, version=run.version,
             fingerprint=run.fingerprint, status=str(run.status), output=run.output,
             error=run.error, started_at=run.started_at, finished_at=run.finished_at,
-            retry_of=run.retry_of, steps=StepResults(checked.graph.index, self._state.rows))
+            retry_of=run.retry_of, steps=StepResults(self._state.row_index(),
+                                                     self._state.rows))

@@ -223,8 +223,9 @@ def register_builtins() -> None:
     register_step_type(StepType(name="http", run=_run_http, fields=HTTP_FIELDS,
                                 required=frozenset({"url"}), check=_check_http))
     from .approval import register_approval
-
-    register_approval()
+    from .map import register_map
     from .subworkflow import register_subworkflows
 
+    register_approval()
     register_subworkflows()
+    register_map()

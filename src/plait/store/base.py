@@ -316,10 +316,15 @@ class WriteBatch:
     dispatch: Sequence[Ticket] = ()
     consumed: Sequence[AttemptKey] = ()
     withdrawn: Sequence[AttemptKey] = ()
+    # Steps added to the run by this batch (the items of an expanded map step: ids
+    # ``ID[INDEX]``), each with its position in the run's step order, stored pending
+    # before the batch's step changes apply.  An id the run has already refuses the
+    # batch (StaleWriteError): it was expanded by another driver.
+    new_steps: Sequence[tuple[str, int]] = ()
 
     def __bool__(self) -> bool:
         return bool(self.steps or self.attempts or self.run or self.notes or self.dispatch
-                    or self.consumed or self.withdrawn)
+                    or self.consumed or self.withdrawn or self.new_steps)
 
     @property
     def claims(self) -> bool:

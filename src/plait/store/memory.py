@@ -140,6 +140,10 @@ class MemoryStore:
         steps, attempt_changes = batch.steps, batch.attempts
         # check everything first so a refused batch changes nothing (atomicity)
         expected: dict[str, StepStatus] = {}
+        for step, _position in batch.new_steps:
+            if step in rows:
+                raise StaleWriteError(f"run {run_id!r} has a step {step!r} already")
+            expected[step] = _PENDING
         latest: dict[str, StepRuntime] = {}  # each step's row at the end of the batch
         for step, source, target, _at, row in steps:
             current = expected.get(step)
@@ -166,8 +170,15 @@ class MemoryStore:
         owned = {step: None if row.output is None
                  else owned_output(row.output, run_id, step)
                  for step, row in latest.items()}
-        plan = self._claims.check(batch, rows) \
-            if batch.dispatch or batch.consumed or batch.withdrawn else None
+        for step, _position in batch.new_steps:  # in the run's step order (dict order)
+            rows[step] = None
+        try:
+            plan = self._claims.check(batch, rows) \
+                if batch.dispatch or batch.consumed or batch.withdrawn else None
+        except BaseException:
+            for step, _position in batch.new_steps:  # the batch changes nothing
+                del rows[step]
+            raise
         # History keeps the (immutable) change records themselves, in order; a run's
         # event seq is the position in its list, and records are built when read.
         events = self._events[run_id]

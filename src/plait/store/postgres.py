@@ -86,7 +86,7 @@ from .base import (
     WriteBatch,
 )
 from .observations import MetricsSnapshot, NotificationKey
-from .postgres_database import Database, Row, ServerRefusal
+from .postgres_database import UNIQUE_VIOLATION, Database, Row, ServerRefusal
 from .sql import queries
 from .sql import rows as rows
 from .sql.postgres_rows import optional_text, run_params, shift, text, write_params
@@ -200,13 +200,31 @@ class PostgresStore:
         except rows.Refused:
             raise await self._refusal(batch) from None
         try:
-            await self._db.execute(_Q["write_batch"], params, idempotent=False)
+            if batch.new_steps:
+                await self._write_with_new_steps(batch, params)
+            else:
+                await self._db.execute(_Q["write_batch"], params, idempotent=False)
         except ServerRefusal as exc:
+            if exc.sqlstate == UNIQUE_VIOLATION and batch.new_steps:
+                raise StaleWriteError(f"run {batch.run_id!r}: a step of the batch's new "
+                                      "steps exists already") from None
             if exc.sqlstate == RUN_NOT_FOUND:
                 raise RunNotFound(batch.run_id) from None
             if exc.sqlstate in postgres_claims.CLAIMS_REFUSALS:
                 raise postgres_claims.batch_refusal(batch.run_id, exc) from None
             raise await self._refusal(batch) from None
+
+    async def _write_with_new_steps(self, batch: WriteBatch, params: dict[str, Any]) -> None:
+        """The batch's new steps (a map's items) and the batch, in one transaction."""
+        added = {"run_id": batch.run_id, "step_ids": [s for s, _ in batch.new_steps],
+                 "positions": [p for _, p in batch.new_steps]}
+
+        async def job(conn: AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                await conn.execute(_Q["insert_new_steps"], added)
+                await conn.execute(_Q["write_batch"], params)
+
+        await self._db.run(job, idempotent=False)
 
     async def _refusal(self, batch: WriteBatch) -> PlaitError:
         """Why ``batch`` is refused, from the stored state read now."""

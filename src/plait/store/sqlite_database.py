@@ -480,6 +480,17 @@ class Database:
         self._keys[run.run_id] = key  # forgotten if the group's transaction fails
         return key
 
+    @staticmethod
+    def _insert_steps(conn: sqlite3.Connection, key: int, batch: WriteBatch) -> None:
+        """The batch's new steps (a map's items), pending, before its changes apply."""
+        pending = StepStatus.PENDING.value
+        try:
+            conn.executemany(_Q["insert_step"], [(key, step_id, position, pending)
+                                                 for step_id, position in batch.new_steps])
+        except sqlite3.IntegrityError:
+            raise StaleWriteError(f"run {batch.run_id!r}: a step of the batch's new steps "
+                                  "exists already") from None
+
     def write(self, batch: WriteBatch) -> None:
         """Inside a write transaction (a group commit's job).  The step updates double
         as the stale-write check (each expects the status its change moves from: fewer
@@ -492,6 +503,8 @@ class Database:
         steps, notes = sqlite_rows.step_updates(key, batch)
         conn = self.conn
         try:
+            if batch.new_steps:
+                self._insert_steps(conn, key, batch)
             if steps and conn.executemany(_Q["update_step"], steps).rowcount != len(steps):
                 raise rows.Refused
             if batch.run is not None:

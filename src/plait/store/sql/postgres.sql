@@ -120,6 +120,15 @@ steps AS (
 INSERT INTO events (run, seq, at, kind, target)
 SELECT id, 1, %(created_at)s, 'run', %(status)s FROM run;
 
+-- insert_new_steps --
+-- The steps a batch adds to its run (a map's items), pending, in the transaction that
+-- then calls plait_write_batch.  A unique violation: another driver added them.
+-- (run_id, step_ids, positions)
+INSERT INTO steps (run, step_id, position, status)
+SELECT r.id, s.step_id, s.position, 'pending'
+FROM runs AS r, unnest(%(step_ids)s::text[], %(positions)s::integer[]) AS s (step_id, position)
+WHERE r.run_id = %(run_id)s;
+
 -- write_batch --
 -- Store one batch of a run's changes, its claims lists included: see
 -- plait_write_batch in migration 0006 (raises PL001 for an unknown run, PL002 for a
