@@ -569,8 +569,8 @@ async def sla_sweep(engine: Engine, every: float = SLA_SWEEP_S) -> None:
     notifier = Notifier(engine.store, policy=engine.services.http_policy,
                         targets=targets_from_environment(), clock=engine.clock)
     while True:
+        await asyncio.sleep(every)  # not at start: a process starting is busy enough
         try:
             await notify_sla_breaches(notifier)
         except Exception:  # noqa: BLE001 - logged; the next sweep tries again
             _log.exception("SLA sweep failed")
-        await asyncio.sleep(every)
