@@ -1,0 +1,45 @@
+"""Definitions the browser tests register over the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PIPELINE: dict[str, Any] = {
+    "name": "ui-pipeline",
+    "description": "Greets, waits a moment, then branches on the name's length",
+    "input": {"type": "object", "required": ["name"],
+              "properties": {"name": {"type": "string", "minLength": 1}}},
+    "steps": [
+        {"id": "greet", "type": "transform", "value": {"greeting": "hello {{ input.name }}"}},
+        {"id": "pause", "type": "delay", "duration": "0.6s", "depends_on": ["greet"]},
+        {"id": "long_name", "type": "condition", "depends_on": ["pause"],
+         "if": "{{ input.name | length > 3 }}", "then": ["shout"], "else": ["whisper"]},
+        {"id": "shout", "type": "transform", "value": "{{ input.name | upper }}"},
+        {"id": "whisper", "type": "transform", "value": "{{ input.name | lower }}"},
+        {"id": "audit", "type": "delay", "duration": "0.3s", "depends_on": ["greet"]},
+        {"id": "done", "type": "transform", "depends_on": ["shout", "whisper", "audit"],
+         "value": {"shout": "{{ steps.shout.output }}",
+                   "whisper": "{{ steps.whisper.output }}"}},
+    ],
+}
+
+APPROVAL: dict[str, Any] = {
+    "name": "ui-approval",
+    "description": "A person signs off before the release step runs",
+    "steps": [
+        {"id": "build", "type": "transform", "value": {"artifact": "app-1.2.3.tar.gz"}},
+        {"id": "sign_off", "type": "approval", "depends_on": ["build"]},
+        {"id": "release", "type": "transform", "depends_on": ["sign_off"],
+         "value": {"released": "{{ steps.build.output.artifact }}"}},
+    ],
+}
+
+
+def fan_out(n: int) -> dict[str, Any]:
+    """``n`` independent transform steps joined by one step: the 10,000-step run page."""
+    steps: list[dict[str, Any]] = [{"id": "start", "type": "transform", "value": 0}]
+    steps += [{"id": f"s{i:05d}", "type": "transform", "value": i, "depends_on": ["start"]}
+              for i in range(n)]
+    steps.append({"id": "join", "type": "transform", "value": "done",
+                  "depends_on": [f"s{i:05d}" for i in range(n)]})
+    return {"name": f"fan-out-{n}", "steps": steps}
