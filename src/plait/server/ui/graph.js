@@ -149,7 +149,7 @@ export function renderGraph(definition, opts) {
         counts = {};
         for (const id of n.members) { const st = state(id).status; counts[st] = (counts[st] || 0) + 1; }
         status = aggregate(counts);
-        text = `layer ${n.layer + 1} · ${fmtCount(counts.completed || 0)}/${fmtCount(n.members.length)} done`;
+        text = `${fmtCount(counts.completed || 0)}/${fmtCount(n.members.length)} done`;
       } else {
         const info = state(n.key);
         status = info.status;

@@ -48,7 +48,7 @@ export async function runPage(root, params, { go, onLeave, runId }) {
   const stSel = h("select", { "aria-label": "step status" }, h("option", { value: "" }, "Any status"),
     STATES.map((st) => h("option", { value: st }, st.replace("_", " "))));
   const tableInfo = h("span", { class: "muted" });
-  const table = virtualList({ rowHeight: 36, maxHeight: 432, renderRow: (id, el) => {
+  const table = virtualList({ rowHeight: 36, maxHeight: 432, className: "steps", renderRow: (id, el) => {
     const st = run.steps[id] || {};
     const status = overlay.get(id) || st.status || "pending";
     if (id === selected) el.classList.add("sel");
@@ -156,8 +156,11 @@ export async function runPage(root, params, { go, onLeave, runId }) {
         catch (err) { toast(err.message, true); e.target.disabled = false; }
       } }, "Cancel run"));
     } else {
-      const from = h("select", { "aria-label": "retry from" }, h("option", { value: "" }, "failed steps"),
-        [...defSteps.keys()].map((id) => h("option", { value: id }, `from ${id}`)));
+      // a select for small workflows; a text field (step id) for big ones
+      const from = defSteps.size <= 200
+        ? h("select", { "aria-label": "retry from" }, h("option", { value: "" }, "from the failed steps"),
+          [...defSteps.keys()].map((id) => h("option", { value: id }, `from ${id}`)))
+        : h("input", { "aria-label": "retry from", placeholder: "from step (default: failed steps)" });
       const input = h("textarea", { "aria-label": "retry input", placeholder: "Same input (or a new one as JSON)", style: "min-height:60px;width:320px" });
       const form = h("div", { class: "row", hidden: true }, from, input,
         h("button", { class: "btn", "data-action": "retry-go", onclick: async () => {
