@@ -88,7 +88,6 @@ def _free_port() -> int:
 
 def serve(db_url: str, token: str | None) -> Iterator[Server]:
     import uvicorn
-
     from plait.server.app import create_app
 
     port = _free_port()
