@@ -554,6 +554,28 @@ async def test_list_runs_newest_first_with_filters_and_limit(store: Store,
     assert await store.list_runs(RunFilter(workflow=uid("nothing"))) == []
 
 
+async def test_list_runs_before_is_an_inclusive_upper_bound(store: Store, uid: UID) -> None:
+    """``before`` (a page cursor's time) keeps runs created at or before it, newest
+    first, ties in creation order; with or without a workflow and a status."""
+    wf = uid("page")
+    ids = []
+    for at in (1_000.0, 1_001.0, 1_001.0, 1_002.0):
+        run_id = new_run_id()
+        await store.create_run(run_record(run_id, wf, created_at=at), ["a"])
+        ids.append(run_id)
+    await _finish(store, ids[2], R.COMPLETED)
+    page = await store.list_runs(RunFilter(workflow=wf, before=1_001.0))
+    assert [r.run_id for r in page] == [ids[1], ids[2], ids[0]]
+    assert [r.run_id for r in await store.list_runs(
+        RunFilter(workflow=wf, before=1_001.0, limit=1))] == [ids[1]]
+    assert [r.run_id for r in await store.list_runs(
+        RunFilter(workflow=wf, before=1_001.5, status=R.PENDING))] == [ids[1], ids[0]]
+    everywhere = await store.list_runs(RunFilter(before=1_000.5, limit=1000))
+    assert ids[0] in [r.run_id for r in everywhere]
+    assert all(r.created_at <= 1_000.5 for r in everywhere)
+    assert await store.list_runs(RunFilter(workflow=wf, before=999.0)) == []
+
+
 async def test_request_cancel_sets_the_flag(store: Store, uid: UID) -> None:
     run_id = await new_run(store, uid)
     other = await new_run(store, uid)

@@ -499,6 +499,57 @@ def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
         grace=grace, max_runs=max_runs, listen=not no_listen)))
 
 
+@cli.command()
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback needs PLAIT_API_TOKEN.")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8080,
+              show_default=True, help="Port to listen on.")
+@click.option("--no-worker", is_flag=True,
+              help="With PostgreSQL, do not run a worker in the server: the runs it "
+              "starts are executed by `plait worker` processes.")
+@click.option("--grace", default="10s", show_default=True, metavar="DURATION",
+              callback=_duration, help="On SIGTERM/SIGINT, how long running runs may "
+              "go on before they are left unfinished (resumable).")
+def serve(db: str, host: str, port: int, no_worker: bool, grace: float) -> None:
+    """Serve the REST API (OpenAPI at /docs) and the web UI (SPEC 9).
+
+    The server executes the runs it starts (with PostgreSQL it is also a worker,
+    unless --no-worker). With PLAIT_API_TOKEN set, every route but /healthz needs
+    `Authorization: Bearer TOKEN` (the UI logs in once and keeps a cookie); bound to
+    anything but loopback the server refuses to start without it. Definitions
+    registered over the API are untrusted: see docs/server.md.
+
+    SIGTERM or SIGINT drains: no new runs, running runs get --grace to end, the rest
+    stay resumable; then it exits 0.
+
+    \b
+    Exit status:
+      0  stopped by SIGTERM/SIGINT
+      1  the server could not start (address in use, store unusable)
+      2  bad usage: a public --host without PLAIT_API_TOKEN
+    """
+    from .serve import serve_command
+
+    finish(serve_command(db=db, host=host, port=port, worker=not no_worker, grace=grace))
+
+
+@cli.command()
+def schema() -> None:
+    """Print the JSON Schema of the definition format (for editors).
+
+    \b
+    Example (YAML language server, first line of a workflow file):
+      # yaml-language-server: $schema=./plait.schema.json
+    after `plait schema > plait.schema.json`.
+    """
+    import json
+
+    from ..defschema import definition_schema
+
+    click.echo(json.dumps(definition_schema(), indent=2))
+
+
 def _view(as_json: bool, quiet: bool) -> RunView:
     from .views import choose_view
 

@@ -327,6 +327,7 @@ class RunFilter:
     workflow: str | None = None
     status: RunStatus | None = None
     since: float | None = None  # created_at >= since
+    before: float | None = None  # created_at <= before (a page cursor's time)
     limit: int = 50
 
 

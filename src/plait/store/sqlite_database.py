@@ -547,10 +547,10 @@ class Database:
 
     def list_runs(self, f: RunFilter) -> list[RunRecord]:
         status = None if f.status is None else rows.TEXT[f.status]
-        found = (self.conn.execute(_Q["list_runs"], (status, f.since, f.limit))
+        found = (self.conn.execute(_Q["list_runs"], (status, f.since, f.limit, f.before))
                  if f.workflow is None else
                  self.conn.execute(_Q["list_workflow_runs"],
-                                   (f.workflow, status, f.since, f.limit)))
+                                   (f.workflow, status, f.since, f.limit, f.before)))
         return [rows.run_record(row) for row in found]
 
     def get_steps(self, run_id: str) -> list[StepRecord]:

@@ -167,13 +167,14 @@ FROM runs WHERE run_id = %(run_id)s;
 -- list_runs --
 -- Runs newest first, optionally of one status and created since a time (a filter is
 -- ignored when its parameter is NULL); ties keep the order the runs were created in.
--- Walks runs_by_created and stops at the limit.  (status, since, limit)
+-- Walks runs_by_created and stops at the limit.  (status, since, before, limit)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
+  AND (%(before)s::double precision IS NULL OR created_at <= %(before)s::double precision)
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 
@@ -187,6 +188,7 @@ FROM runs
 WHERE workflow = %(workflow)s
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
+  AND (%(before)s::double precision IS NULL OR created_at <= %(before)s::double precision)
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 

@@ -61,19 +61,20 @@ FROM runs WHERE run_id = ?;
 -- list_runs --
 -- Runs newest first, optionally of one status and created since a time (a filter is
 -- ignored when its parameter is NULL); ties keep the order the runs were created in.
--- Walks runs_by_created and stops at the limit.  (status, since, limit)
+-- Walks runs_by_created and stops at the limit.  (status, since, limit, before)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at, concurrency_key, max_runs_per_key
 FROM runs
 WHERE (?1 IS NULL OR status = ?1)
   AND (?2 IS NULL OR created_at >= ?2)
+  AND (?4 IS NULL OR created_at <= ?4)
 ORDER BY created_at DESC, id ASC
 LIMIT ?3;
 
 -- list_workflow_runs --
 -- The same for the runs of one workflow, through runs_by_workflow.
--- (workflow, status, since, limit)
+-- (workflow, status, since, limit, before)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at, concurrency_key, max_runs_per_key
@@ -81,6 +82,7 @@ FROM runs
 WHERE workflow = ?1
   AND (?2 IS NULL OR status = ?2)
   AND (?3 IS NULL OR created_at >= ?3)
+  AND (?5 IS NULL OR created_at <= ?5)
 ORDER BY created_at DESC, id ASC
 LIMIT ?4;
 

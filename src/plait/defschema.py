@@ -1,0 +1,169 @@
+"""The JSON Schema of the definition format (``plait schema``, ``GET /api/schema``).
+
+It is generated from what the loader accepts: the field tables of ``core.loader``
+(``TOP_FIELDS``, ``STEP_FIELDS``, ``DEFAULTABLE``, ``RETRY_FIELDS``), the schedule fields
+of ``core.schedule_check`` and the step type registry (``core.steptypes``: each type's
+fields and required fields).  A field added to one of them appears here, and a test
+checks that every table field is described, so the schema cannot drift from the loader.
+
+The schema is what an editor needs to complete and flag a workflow file (YAML language
+server, VS Code): unknown fields, missing ids and types, wrong shapes.  It is looser
+than ``plait validate`` where only the validator can judge (templates, the graph,
+durations' units); a file the schema accepts may still be refused by ``validate``, never
+the other way round for the shapes it describes.
+"""
+
+from __future__ import annotations
+
+from .core.loader import DEFAULTABLE, RETRY_FIELDS, STEP_FIELDS, TOP_FIELDS
+from .core.model import CATCH_UP, JSON, REDUCERS, TRIGGERS, JSONDict
+from .core.schedule_check import SCHEDULE_FIELDS
+from .core.steptypes import known_types, type_info
+from .steps.builtin import register_builtins
+from .steps.registry import load_plugins
+
+SCHEMA_ID = "https://plait.dev/schema/workflow.json"
+_DURATION: JSONDict = {"type": ["number", "string"],
+                       "description": "seconds, or a duration such as 500ms, 30s, 5m, 1h"}
+_NAMES: JSONDict = {"type": "array", "items": {"type": "string"}}
+_TEMPLATE: JSONDict = {"type": ["string", "boolean"],
+                       "description": "a template such as {{ steps.a.output.ok }}"}
+_ANY: JSONDict = {}
+_COUNT: JSONDict = {"type": "integer", "minimum": 1}
+
+_RETRY: JSONDict = {
+    "description": "how failed attempts are retried: a mapping, or the number of retries",
+    "oneOf": [
+        {"type": "integer", "minimum": 0},
+        {"type": "object", "additionalProperties": False, "properties": {
+            "max_retries": {"type": "integer", "minimum": 0},
+            "initial_delay": _DURATION, "backoff": {"type": "number", "minimum": 1},
+            "max_delay": _DURATION, "jitter": {"type": "number", "minimum": 0},
+            "retry_on": _NAMES, "no_retry_on": _NAMES}},
+    ]}
+_FALLBACK: JSONDict = {
+    "description": "what a step does once its retries are spent",
+    "oneOf": [
+        {"type": "object", "additionalProperties": False, "required": ["call"],
+         "properties": {"call": {"type": "string", "pattern": "^[^:]+:.+$"}}},
+        {"type": "object", "additionalProperties": False, "required": ["output"],
+         "properties": {"output": _ANY}},
+    ]}
+_BREAKER: JSONDict = {"type": "object", "additionalProperties": False, "required": ["key"],
+                      "properties": {"key": {"type": "string"},
+                                     "failure_threshold": _COUNT,
+                                     "reset_after": _DURATION}}
+
+STEP_FIELD_SCHEMAS: dict[str, JSONDict] = {
+    "id": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"},
+    "type": {"type": "string"},
+    "depends_on": _NAMES,
+    "when": _TEMPLATE,
+    "trigger": {"enum": list(TRIGGERS)},
+    "retry": _RETRY,
+    "timeout": {"anyOf": [_DURATION, {"type": "null"}]},
+    "fallback": _FALLBACK,
+    "allow_failure": {"type": "boolean"},
+    "outputs": _NAMES,
+    "circuit_breaker": _BREAKER,
+    "pool": {"type": "string"},
+    "description": {"type": "string"},
+}
+
+# What is known of the fields of the built-in types; any other field is "any JSON".
+TYPE_FIELD_SCHEMAS: dict[str, JSONDict] = {
+    "call": {"type": "string", "pattern": "^[^:]+:.+$",
+             "description": "module:function"},
+    "with": {"type": "object"},
+    "then": _NAMES,
+    "else": _NAMES,
+    "duration": _DURATION,
+    "url": {"type": "string"},
+    "method": {"type": "string"},
+    "headers": {"type": "object"},
+    "params": {"type": "object"},
+    "follow_redirects": {"type": "boolean"},
+    "prompt": {"type": "string"},
+}
+
+_SCHEDULE: JSONDict = {"type": "object", "additionalProperties": False, "required": ["cron"],
+                       "properties": {"cron": {"type": "string"},
+                                      "timezone": {"type": "string"},
+                                      "input": _ANY,
+                                      "catch_up": {"enum": list(CATCH_UP)}}}
+
+TOP_FIELD_SCHEMAS: dict[str, JSONDict] = {
+    "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+    "version": {"type": "integer", "minimum": 1},
+    "description": {"type": "string"},
+    "input": {"type": "object", "description": "a JSON Schema for the run's input"},
+    "concurrency": _COUNT,
+    "on_failure": {"enum": ["continue", "fail_fast"]},
+    "timeout": {"anyOf": [_DURATION, {"type": "null"}]},
+    "sla": {"anyOf": [_DURATION, {"type": "null"}]},
+    "defaults": {"type": "object", "additionalProperties": False,
+                 "properties": {k: STEP_FIELD_SCHEMAS[k] for k in DEFAULTABLE}},
+    "pools": {"type": "object", "additionalProperties": {
+        "type": "object", "additionalProperties": False,
+        "properties": {"concurrency": _COUNT,
+                       "rate": {"type": ["string", "object"],
+                                "description": "starts per period, such as 10/s"}}}},
+    "output": _ANY,
+    "steps": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/step"}},
+    "reducers": {"type": "object", "additionalProperties": {"enum": list(REDUCERS)}},
+    "limits": {"type": "object", "additionalProperties": False, "properties": {
+        "max_steps": _COUNT, "max_depth": _COUNT, "max_map_items": _COUNT,
+        "max_subworkflow_depth": _COUNT,
+        "max_output_bytes": {"type": ["integer", "string"]}}},
+    "alerts": _NAMES,
+    "schedules": {"type": "array", "items": _SCHEDULE},
+    "concurrency_key": {"type": "string"},
+    "max_runs_per_key": {"anyOf": [_COUNT, {"type": "null"}]},
+}
+
+
+def _step_schema() -> JSONDict:
+    """A step: its common fields, then per type (``if type == T``) exactly the common
+    fields and T's fields, T's required ones required."""
+    types = known_types()
+    cases: list[JSON] = []
+    for name in types:
+        info = type_info(name)
+        if info is None:  # pragma: no cover - known_types lists registered types
+            continue
+        props: JSONDict = {key: STEP_FIELD_SCHEMAS[key] for key in STEP_FIELDS}
+        for field in sorted(info.fields):
+            props[field] = TYPE_FIELD_SCHEMAS.get(field, _ANY)
+        cases.append({"if": {"properties": {"type": {"const": name}},
+                             "required": ["type"]},
+                      "then": {"properties": props, "additionalProperties": False,
+                               "required": ["id", "type", *sorted(info.required)]}})
+    common: JSONDict = dict(STEP_FIELD_SCHEMAS)
+    common["type"] = {"enum": list(types), "description": "the step's type"}
+    return {"type": "object", "required": ["id", "type"], "properties": common,
+            "allOf": cases}
+
+
+def definition_schema() -> JSONDict:
+    """The JSON Schema (draft 2020-12) of a workflow definition, with the step types
+    registered in this process (built-ins and plugins)."""
+    register_builtins()
+    load_plugins()
+    properties: JSONDict = {key: TOP_FIELD_SCHEMAS[key] for key in TOP_FIELDS}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "plait workflow definition",
+        "type": "object",
+        "required": ["name", "steps"],
+        "additionalProperties": False,
+        "properties": properties,
+        "$defs": {"step": _step_schema()},
+    }
+
+
+def described_fields() -> dict[str, tuple[str, ...]]:
+    """Every field table the schema is generated from (for the test that keeps them in
+    step)."""
+    return {"top": TOP_FIELDS, "step": STEP_FIELDS, "defaults": DEFAULTABLE,
+            "retry": RETRY_FIELDS, "schedule": SCHEDULE_FIELDS}

@@ -1,0 +1,74 @@
+"""``create_app``: the FastAPI application of ``plait serve`` (SPEC 9).
+
+The app opens the store in its lifespan, runs a ``ServerRuntime`` there (the task
+group that executes the runs the server starts, and on PostgreSQL a worker), and drains
+on shutdown.  Routers are listed in ``ROUTERS``; ``create_app(..., routers=[...])`` adds
+more (metrics, notifications) without touching this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from .. import __version__
+from . import errors
+from .routes import auth, events, hooks, meta, runs, workflows
+from .routes.meta import UI_DIR
+from .runtime import EVENTS_POLL_S, ServerRuntime
+from .security import AuthMiddleware, BodyLimitMiddleware, Sessions
+from .settings import ServerSettings
+
+ROUTERS: list[APIRouter] = [meta.router, auth.router, workflows.router, runs.router,
+                            events.router, hooks.router]
+DEFAULT_GRACE_S = 10.0
+
+
+def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
+               settings: ServerSettings | None = None, grace: float = DEFAULT_GRACE_S,
+               events_poll: float = EVENTS_POLL_S,
+               routers: Sequence[APIRouter] = ()) -> FastAPI:
+    """The API over the store at ``db_url``.
+
+    ``token``: the API token (default: ``settings.token``, i.e. PLAIT_API_TOKEN).
+    ``worker``: with a PostgreSQL store, run a worker in the server (``--no-worker``:
+    False).  ``settings``: default ``ServerSettings.from_environment()``.  ``grace``:
+    seconds the runs get to end on shutdown before they are left resumable.
+    ``events_poll``: how often event streams re-read runs executed elsewhere.
+    ``routers``: more routers, after ``ROUTERS``."""
+    base = settings if settings is not None else ServerSettings.from_environment()
+    if token is not None:
+        from dataclasses import replace
+
+        base = replace(base, token=token)
+    chosen = base
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        from ..store.shared import StoreHandle
+
+        async with StoreHandle(db_url) as held:
+            rt = ServerRuntime(held.store, db_url, chosen, worker=worker, grace=grace,
+                               events_poll=events_poll)
+            async with rt.running():
+                app.state.runtime = rt
+                yield {}
+
+    app = FastAPI(title="plait", version=__version__, lifespan=lifespan,
+                  description="The REST API of plait serve (SPEC 9). With PLAIT_API_TOKEN "
+                  "set, send `Authorization: Bearer TOKEN`.")
+    app.state.settings = chosen
+    app.state.sessions = Sessions(chosen.token, chosen.session_ttl) \
+        if chosen.token is not None else None
+    errors.install(app)
+    for router in [*ROUTERS, *routers]:
+        app.include_router(router)
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
+    # outermost first: the body limit, then authentication
+    app.add_middleware(AuthMiddleware, token=chosen.token, sessions=app.state.sessions)
+    app.add_middleware(BodyLimitMiddleware, limit=chosen.max_body_bytes)
+    return app

@@ -1,0 +1,254 @@
+"""``/api/runs``: start, list (cursor pages), read, cancel, retry, approve."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
+
+from ...cli.records import LogRecord, duration, show_json
+from ...core.states import FINAL_RUN_STATES, RunStatus
+from ...errors import (
+    DecisionTaken,
+    DefinitionError,
+    InputError,
+    RunError,
+    RunNotFound,
+    WorkflowNotFound,
+)
+from ...runtime.results import iso
+from ...store.base import RunFilter, RunRecord
+from ..errors import ApiError, not_found
+from ..models import (
+    Accepted,
+    ApproveBody,
+    Decision,
+    ErrorBody,
+    RetryBody,
+    RetryCreated,
+    RunCreate,
+    RunCreated,
+    RunPage,
+    RunSummary,
+)
+from ..runtime import Closing, ServerRuntime
+from .deps import runtime
+
+router = APIRouter(prefix="/api/runs", tags=["runs"])
+Runtime = Annotated[ServerRuntime, Depends(runtime)]
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+STATUSES = [str(s) for s in RunStatus]
+_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody},
+                                            422: {"model": ErrorBody}}
+
+
+def parse_reference(text: str) -> tuple[str, int | None]:
+    name, at, version = text.partition("@")
+    if not at:
+        return name, None
+    if not version.isdigit() or int(version) < 1:
+        raise ApiError(422, "invalid_request", f"invalid workflow reference {text!r}: "
+                       f"expected NAME or NAME@VERSION (a version is a positive integer)",
+                       [{"location": "body.workflow", "message": "expected NAME or NAME@V"}])
+    return name, int(version)
+
+
+async def start_run(rt: ServerRuntime, reference: str, input: Any) -> RunRecord:
+    """Start workflow ``reference`` (NAME or NAME@V) with ``input``: 404 unknown, 422
+    input refused or the stored definition unusable here, 503 while shutting down."""
+    name, version = parse_reference(reference)
+    try:
+        checked = await rt.checked(name, version)
+    except WorkflowNotFound as exc:
+        raise not_found("workflow", reference, str(exc)) from exc
+    except DefinitionError as exc:
+        raise ApiError(422, "invalid_definition",
+                       f"the stored definition of {reference} cannot run here",
+                       [{"location": p.location, "message": p.message}
+                        for p in exc.problems]) from exc
+    try:
+        return await rt.start(checked, input, version=version)
+    except InputError as exc:
+        raise ApiError(422, "invalid_input", str(exc), {"workflow": reference}) from exc
+    except Closing as exc:
+        raise ApiError(503, "unavailable", str(exc)) from exc
+
+
+@router.post("", status_code=201, response_model=RunCreated, responses=_ERRORS)
+async def create_run(body: RunCreate, rt: Runtime) -> RunCreated:
+    """Start a run of a stored workflow; it executes in the server (or on the workers
+    with PostgreSQL)."""
+    run = await start_run(rt, body.workflow, body.input)
+    return RunCreated(run_id=run.run_id, status=str(run.status))
+
+
+# ------------------------------------------------------------------ pages
+
+
+def encode_cursor(run: RunRecord) -> str:
+    raw = json.dumps([run.created_at, run.run_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        at, run_id = json.loads(raw)
+        if isinstance(at, bool) or not isinstance(at, int | float) \
+                or not isinstance(run_id, str):
+            raise ValueError("not a cursor")
+        return float(at), run_id
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ApiError(400, "invalid_cursor", f"invalid cursor {text!r}: pass the `next` "
+                       f"value of a previous page as `before`", {"before": text}) from exc
+
+
+async def runs_page(rt: ServerRuntime, workflow: str | None, status: RunStatus | None,
+                    limit: int, before: str | None) -> tuple[list[RunRecord], str | None]:
+    """One page, newest first, after the cursor ``before`` (the last run of the previous
+    page): the store lists runs created at or before its time (ties in creation order),
+    and those up to the cursor's run are skipped."""
+    if before is None:
+        rows = await rt.store.list_runs(RunFilter(workflow=workflow, status=status,
+                                                  limit=limit + 1))
+    else:
+        at, last = decode_cursor(before)
+        fetch = limit + 17
+        while True:
+            rows = await rt.store.list_runs(RunFilter(workflow=workflow, status=status,
+                                                      before=at, limit=fetch))
+            index = next((i for i, r in enumerate(rows) if r.run_id == last), None)
+            if index is not None:
+                rows = rows[index + 1:]
+                break
+            if len(rows) < fetch or rows[-1].created_at < at:
+                # the cursor's run no longer matches (its status changed): go on after
+                # every run of its time
+                rows = [r for r in rows if r.created_at < at]
+                break
+            fetch *= 2  # many runs created at the very same time: look further
+    page = rows[:limit]
+    cursor = encode_cursor(page[-1]) if len(rows) > limit and page else None
+    return page, cursor
+
+
+def summary(run: RunRecord) -> RunSummary:
+    return RunSummary(run_id=run.run_id, workflow=run.workflow, version=run.version,
+                      status=str(run.status), created_at=iso(run.created_at),
+                      started_at=iso(run.started_at), finished_at=iso(run.finished_at),
+                      duration_s=duration(run), error=run.error, retry_of=run.retry_of)
+
+
+@router.get("", response_model=RunPage, responses={400: {"model": ErrorBody}})
+async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None = None,
+                    limit: Annotated[str | None, Query(description="1-500, default 50")]
+                    = None, before: str | None = None) -> RunPage:
+    """Runs, newest first; ``next`` is the cursor of the following page (pass it as
+    ``before``), null on the last page."""
+    if status is not None and status not in STATUSES:
+        raise ApiError(400, "invalid_status", f"unknown run status {status!r}: one of "
+                       f"{', '.join(STATUSES)}", {"status": status})
+    count = DEFAULT_LIMIT
+    if limit is not None:
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIMIT:
+            raise ApiError(400, "invalid_limit", f"limit must be an integer from 1 to "
+                           f"{MAX_LIMIT}, not {limit!r}", {"limit": limit})
+        count = int(limit)
+    page, cursor = await runs_page(rt, workflow or None,
+                                   RunStatus(status) if status else None, count, before)
+    return RunPage(runs=[summary(r) for r in page], next=cursor)
+
+
+# ------------------------------------------------------------------ one run
+
+
+async def get_run_or_404(rt: ServerRuntime, run_id: str) -> RunRecord:
+    try:
+        return await rt.store.get_run(run_id)
+    except RunNotFound as exc:
+        raise not_found("run", run_id) from exc
+
+
+@router.get("/{run_id}", responses={404: {"model": ErrorBody}})
+async def get_run(run_id: str, rt: Runtime) -> dict[str, Any]:
+    """The run as ``plait run --json`` shows it, plus ``attempts`` (in start order),
+    ``input``, ``logs`` and the run's times."""
+    run = await get_run_or_404(rt, run_id)
+    store = rt.store
+    steps = await store.get_steps(run_id)
+    attempts = await store.get_attempts(run_id)
+    logs = LogRecord.from_events(await store.get_events(run_id))
+    return show_json(run, steps, attempts, logs)
+
+
+@router.post("/{run_id}/cancel", status_code=202, response_model=Accepted,
+             responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
+async def cancel_run(run_id: str, rt: Runtime) -> Accepted:
+    """Ask for the run's cancellation (202); its executor stops it within about a
+    second.  409 when it already completed or failed."""
+    run = await get_run_or_404(rt, run_id)
+    if run.status in FINAL_RUN_STATES and run.status is not RunStatus.CANCELLED:
+        raise ApiError(409, "run_ended", f"run {run_id} already ended ({run.status}); "
+                       f"there is nothing to cancel", {"status": str(run.status)})
+    try:
+        await rt.cancel(run)
+    except Closing as exc:
+        raise ApiError(503, "unavailable", str(exc)) from exc
+    now = await rt.store.get_run(run_id)
+    return Accepted(run_id=run_id, status=str(now.status),
+                    cancel_requested=now.cancel_requested
+                    or now.status is RunStatus.CANCELLED)
+
+
+@router.post("/{run_id}/retry", status_code=201, response_model=RetryCreated,
+             responses=_ERRORS)
+async def retry_run(run_id: str, rt: Runtime, body: RetryBody | None = None) -> RetryCreated:
+    """A new run reusing the completed outputs upstream of what failed (or of
+    ``from``); with ``input``, that input instead of the old run's."""
+    body = body or RetryBody()
+    old = await get_run_or_404(rt, run_id)
+    if body.from_ is not None:
+        steps = {s.step_id for s in await rt.store.get_steps(run_id)}
+        if body.from_ not in steps:
+            raise not_found("step", body.from_, f"run {run_id} has no step {body.from_!r}")
+    try:
+        new = await rt.retry(old.run_id, body.from_, body.input, "input" in
+                             body.model_fields_set)
+    except InputError as exc:
+        raise ApiError(422, "invalid_input", str(exc)) from exc
+    except DefinitionError as exc:
+        raise ApiError(422, "invalid_definition", str(exc)) from exc
+    except RunError as exc:
+        raise ApiError(409, "conflict", str(exc)) from exc
+    except Closing as exc:
+        raise ApiError(503, "unavailable", str(exc)) from exc
+    return RetryCreated(run_id=new.run_id)
+
+
+@router.post("/{run_id}/steps/{step}/approve", response_model=Decision,
+             responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
+async def approve_step(run_id: str, step: str, rt: Runtime,
+                       body: ApproveBody | None = None) -> Decision | JSONResponse:
+    """Record a decision on a waiting approval step; the run continues.  The first
+    decision stands: 409 when one is stored already, or the step is not waiting."""
+    body = body or ApproveBody()
+    await get_run_or_404(rt, run_id)
+    steps = {s.step_id: s for s in await rt.store.get_steps(run_id)}
+    if step not in steps:
+        raise not_found("step", step, f"run {run_id} has no step {step!r}")
+    try:
+        await rt.approve(run_id, step, approved=body.approved, by=body.by or "api",
+                         data=body.data)
+    except DecisionTaken as exc:
+        raise ApiError(409, "already_decided", str(exc),
+                       {"decision": exc.decision}) from exc
+    except RunError as exc:
+        raise ApiError(409, "not_waiting", str(exc),
+                       {"status": str(steps[step].status)}) from exc
+    return Decision(run_id=run_id, step=step,
+                    decision="approved" if body.approved else "rejected")

@@ -1,0 +1,73 @@
+"""The definition format's JSON Schema: served, printed, and in step with the loader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from plait.cli.main import cli
+from plait.defschema import definition_schema, described_fields
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").rglob("*.yaml"))
+
+
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = definition_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
+def test_every_example_validates(path: Path) -> None:
+    errors = [e.message for e in _validator().iter_errors(yaml.safe_load(path.read_text()))]
+    assert errors == []
+
+
+def test_typos_and_wrong_shapes_are_flagged() -> None:
+    validator = _validator()
+    base = yaml.safe_load(EXAMPLES[0].read_text())
+    for change, expected in [
+        (lambda d: d["steps"][0].update(dependz_on=["x"]), "dependz_on"),
+        (lambda d: d.update(concurency=3), "concurency"),
+        (lambda d: d["steps"][0].update(type="pythn"), "pythn"),
+        (lambda d: d["steps"][0].update(retry={"max_retry": 1}), "max_retry"),
+        (lambda d: d["steps"][0].pop("id"), "'id' is a required property"),
+        (lambda d: d.update(on_failure="stop"), "stop"),
+    ]:
+        data = json.loads(json.dumps(base))
+        change(data)
+        messages = " ".join(e.message for e in validator.iter_errors(data))
+        assert expected in messages, (expected, messages)
+
+
+def test_transform_needs_its_value_and_knows_its_fields() -> None:
+    validator = _validator()
+    data = {"name": "t", "steps": [{"id": "a", "type": "transform"}]}
+    assert any("'value'" in e.message for e in validator.iter_errors(data))
+    data["steps"][0]["value"] = 1
+    assert list(validator.iter_errors(data)) == []
+    data["steps"][0]["call"] = "m:f"  # a python field on a transform step
+    assert list(validator.iter_errors(data))
+
+
+def test_every_loader_field_is_described() -> None:
+    schema = definition_schema()
+    fields = described_fields()
+    assert set(schema["properties"]) == set(fields["top"])
+    assert set(schema["$defs"]["step"]["properties"]) == set(fields["step"])
+    assert set(schema["properties"]["defaults"]["properties"]) == set(fields["defaults"])
+    retry = schema["$defs"]["step"]["properties"]["retry"]["oneOf"][1]["properties"]
+    assert set(retry) == set(fields["retry"])
+    schedule = schema["properties"]["schedules"]["items"]["properties"]
+    assert set(schedule) == set(fields["schedule"])
+
+
+def test_plait_schema_prints_it() -> None:
+    result = CliRunner().invoke(cli, ["schema"])
+    assert result.exit_code == 0
+    assert json.loads(result.output) == definition_schema()
