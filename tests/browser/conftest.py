@@ -28,8 +28,10 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Module-scoped on purpose: Playwright's sync API keeps an event loop running in this
+    thread while it is open, which would break later tests that call asyncio.run."""
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
         _missing(f"no chromium at {CHROMIUM}: run `make setup` (it installs Debian's chromium)")
     try:
@@ -88,6 +90,7 @@ def _free_port() -> int:
 
 def serve(db_url: str, token: str | None) -> Iterator[Server]:
     import uvicorn
+
     from plait.server.app import create_app
 
     port = _free_port()

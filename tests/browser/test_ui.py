@@ -42,6 +42,8 @@ def test_start_a_run_from_the_workflows_page_and_watch_it_complete(server: Serve
     # ... and every node reaches its final state without a reload
     page.wait_for_selector("[data-testid=run-status][data-status=completed]", timeout=20_000)
     page.wait_for_selector("[data-node=done][data-status=completed]")
+    # the updates came over the event stream (SSE), not only from re-reading the run
+    assert page.evaluate("window.__plaitRunPage.events") > 0
     assert page.get_attribute("[data-node=shout]", "data-status") == "completed"
     assert page.get_attribute("[data-node=whisper]", "data-status") == "skipped"
     # the Gantt chart has a bar per step that ran

@@ -4,7 +4,7 @@
 // recolours what it names at once and schedules a (throttled) re-read of the run.
 
 import { h, pill, fmtTime, fmtDuration, jsonView, toast, parseJSONInput, FINAL_RUN, FINAL_STEP,
-  STATES, COLORS, fmtCount, parseTime } from "./util.js";
+  STATES, COLORS, fmtCount, parseTime, runDuration } from "./util.js";
 import { get, post, lastResponseBytes } from "./api.js";
 import { renderGraph, stepList, baseStep, aggregate } from "./graph.js";
 import { gantt as makeGantt } from "./gantt.js";
@@ -133,7 +133,7 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     const fact = (k, v) => facts.append(h("div", {}, h("dt", {}, k), h("dd", {}, v)));
     fact("Run", h("span", { class: "mono" }, run.run_id));
     fact("Started", fmtTime(run.created_at ?? run.started_at));
-    fact("Duration", fmtDuration(run.duration_s));
+    fact("Duration", runDuration(run));
     fact("Steps", `${fmtCount(counts.completed || 0)} / ${fmtCount(stepIds.length)} completed${counts.failed ? ` · ${fmtCount(counts.failed)} failed` : ""}`);
     if (run.retry_of) fact("Retry of", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.retry_of)}` }, run.retry_of));
     if (run.parent_run_id) fact("Parent run", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.parent_run_id)}` }, run.parent_run_id));

@@ -1,7 +1,7 @@
 // The runs list: filters by workflow and status, newest first, live status by polling the
 // first page, older pages with the `next` cursor.
 
-import { h, pill, fmtTime, fmtDuration, STATES, toast } from "./util.js";
+import { h, pill, fmtTime, runDuration, toast } from "./util.js";
 import { get, qs } from "./api.js";
 
 export async function runsPage(root, params, { go, onLeave }) {
@@ -37,7 +37,7 @@ export async function runsPage(root, params, { go, onLeave }) {
     h("td", {}, run.workflow, h("span", { class: "muted" }, run.version != null ? ` v${run.version}` : "")),
     h("td", {}, pill(run.status)),
     h("td", { class: "muted" }, fmtTime(run.created_at)),
-    h("td", { class: "muted" }, fmtDuration(run.duration_s)));
+    h("td", { class: "muted" }, runDuration(run)));
   const draw = () => {
     body.textContent = "";
     const seen = new Set();

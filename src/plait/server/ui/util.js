@@ -85,6 +85,14 @@ export function fmtDuration(seconds) {
   return `${Math.floor(m / 60)}h ${m % 60}m`;
 }
 
+// a run's duration: duration_s once it ended, else the time since it was created ("…")
+export function runDuration(run) {
+  if (run.duration_s !== null && run.duration_s !== undefined) return fmtDuration(run.duration_s);
+  const start = parseTime(run.started_at ?? run.created_at);
+  if (start === null || FINAL_RUN.has(run.status)) return "—";
+  return `${fmtDuration(Math.max(0, (Date.now() - start) / 1000))}…`;
+}
+
 export function fmtCount(n) { return Number(n).toLocaleString("en-US"); }
 
 const JSON_CAP = 200_000;
