@@ -205,3 +205,17 @@ def test_a_big_run_page_is_clustered_and_virtualized(server: Server, page: Any) 
     assert page.locator(".vlist.steps .vrow").count() == 10
     stats = page.evaluate("window.__plaitRunPage")
     assert stats["bytes"] > 100_000
+
+
+def test_a_deep_definition_is_drawn_in_bands(server: Server, page: Any) -> None:
+    """600 steps in a chain: the workflows page draws at most 40 band nodes, each naming
+    its layers, with the edges between consecutive bands."""
+    from .workflows import chain
+
+    server.register(chain(600))
+    page.goto(f"{server.base}/#/workflows/chain-600")
+    page.wait_for_selector("svg.graph [data-node]")
+    nodes = page.locator("svg.graph [data-node]")
+    assert 2 <= nodes.count() <= 40
+    assert "layers 1–15" in page.locator("svg.graph [data-node='layer:0'] title").text_content()
+    assert page.locator("svg.graph path.edge").count() == nodes.count() - 1

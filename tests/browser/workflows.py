@@ -43,3 +43,11 @@ def fan_out(n: int) -> dict[str, Any]:
     steps.append({"id": "join", "type": "transform", "value": "done",
                   "depends_on": [f"s{i:05d}" for i in range(n)]})
     return {"name": f"fan-out-{n}", "steps": steps}
+
+
+def chain(n: int) -> dict[str, Any]:
+    """``n`` steps one after the other: a deep graph."""
+    steps: list[dict[str, Any]] = [{"id": "c0000", "type": "transform", "value": 0}]
+    steps += [{"id": f"c{i:04d}", "type": "transform", "value": i,
+               "depends_on": [f"c{i - 1:04d}"]} for i in range(1, n)]
+    return {"name": f"chain-{n}", "steps": steps}

@@ -9,6 +9,7 @@ import { s, COLORS, TINTS, fmtCount } from "./util.js";
 const W = 156, H = 46, COL = 52, ROW = 14, PAD = 18;
 export const MAX_NODES = 240;   // above this, wide layers are clustered
 const WIDE = 24;                // a layer with more nodes than this becomes a cluster
+const BANDS = 40;               // at most this many columns when clustered
 
 export function stepList(definition) {
   const steps = definition && Array.isArray(definition.steps) ? definition.steps : [];
@@ -79,15 +80,20 @@ export function renderGraph(definition, opts) {
   // representative node of each step: itself, or its layer's cluster
   const rep = new Map();
   const nodes = [];
-  layers.forEach((ids, li) => {
-    if (clustered && ids.length > WIDE) {
-      const key = `layer:${li}`;
-      nodes.push({ key, cluster: true, members: ids, layer: li });
+  // a deep graph is cut into about BANDS bands of consecutive layers, each one cluster
+  const band = clustered && layers.length > BANDS ? Math.ceil(layers.length / BANDS) : 1;
+  for (let b = 0; b * band < layers.length; b++) {
+    const group = layers.slice(b * band, (b + 1) * band);
+    const ids = group.flat();
+    if (clustered && (band > 1 || ids.length > WIDE)) {
+      const key = `layer:${b}`;
+      const span = band > 1 ? `layers ${b * band + 1}–${b * band + group.length}` : `layer ${b + 1}`;
+      nodes.push({ key, cluster: true, members: ids, layer: b, span });
       for (const id of ids) rep.set(id, key);
     } else {
-      for (const id of ids) { nodes.push({ key: id, cluster: false, members: [id], layer: li }); rep.set(id, id); }
+      for (const id of ids) { nodes.push({ key: id, cluster: false, members: [id], layer: b }); rep.set(id, id); }
     }
-  });
+  }
   const byKey = new Map(nodes.map((n) => [n.key, n]));
   // rows: order each layer by the mean row of its parents (one barycentre sweep)
   const rowOf = new Map();
@@ -110,7 +116,9 @@ export function renderGraph(definition, opts) {
     n.x = PAD + n.layer * (W + COL);
     n.y = PAD + offset + rowOf.get(n.key) * (H + ROW);
   }
+  // shrinks to fit its box, down to 70%; beyond that it scrolls
   const svg = s("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+    style: `min-width:${Math.round(width * 0.7)}px`,
     "aria-label": "workflow graph" });
   svg.append(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7,
     markerHeight: 7, orient: "auto-start-reverse" }, s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#adb5bd" }))));
@@ -129,7 +137,7 @@ export function renderGraph(definition, opts) {
   svg.append(edgeLayer);
   const parts = new Map();
   for (const n of nodes) {
-    const title = s("title", {}, n.cluster ? `${n.members.length} steps` : n.key);
+    const title = s("title", {}, n.cluster ? `${fmtCount(n.members.length)} steps (${n.span})` : n.key);
     const box = s("rect", { class: "box", x: n.x, y: n.y, width: W, height: H, rx: 8 });
     const stripe = s("rect", { x: n.x, y: n.y, width: 5, height: H, rx: 2 });
     const label = n.cluster ? `${fmtCount(n.members.length)} steps` : clip(n.key, 18);
