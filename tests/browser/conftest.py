@@ -92,9 +92,11 @@ def serve(db_url: str, token: str | None) -> Iterator[Server]:
     import uvicorn
 
     from plait.server.app import create_app
+    from plait.server.settings import ServerSettings
 
     port = _free_port()
-    app = create_app(db_url, token=token)
+    settings = ServerSettings.from_environment({"PLAIT_ALLOWED_MODULES": "browser.steps_for_ui"})
+    app = create_app(db_url, token=token, settings=settings)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")
     server = uvicorn.Server(config)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from .conftest import TOKEN, Server, serve
-from .workflows import APPROVAL, PIPELINE
+from .workflows import APPROVAL, FAILING, PIPELINE
 
 SHOTS = "/tmp"
 
@@ -20,6 +20,7 @@ SHOTS = "/tmp"
 def registered(server: Server) -> None:
     server.register(PIPELINE)
     server.register(APPROVAL)
+    server.register(FAILING)
 
 
 def test_start_a_run_from_the_workflows_page_and_watch_it_complete(server: Server, page: Any) -> None:
@@ -67,7 +68,7 @@ def test_bad_input_is_refused_with_the_servers_message(server: Server, page: Any
     assert "name" in error.inner_text()
     page.fill("textarea[name=input]", "{not json")
     page.click("[data-testid=start-run] button[type=submit]")
-    page.wait_for_function("document.querySelector('[data-testid=start-run] .errbox').textContent.includes('not valid JSON')")
+    page.wait_for_function("document.querySelector('[data-testid=start-run] .errbox')?.textContent.includes('not valid JSON')")
 
 
 def test_approve_a_waiting_step_and_see_the_run_complete(server: Server, page: Any) -> None:
@@ -219,3 +220,25 @@ def test_a_deep_definition_is_drawn_in_bands(server: Server, page: Any) -> None:
     assert 2 <= nodes.count() <= 40
     assert "layers 1–15" in page.locator("svg.graph [data-node='layer:0'] title").text_content()
     assert page.locator("svg.graph path.edge").count() == nodes.count() - 1
+
+
+def test_a_step_logs_live_and_a_failure_shows_its_error(server: Server, page: Any) -> None:
+    run_id = server.start("ui-failing")
+    page.goto(f"{server.base}/#/runs/{run_id}?step=work")
+    detail = page.locator("[data-testid=step-detail]")
+    # the log line arrives over the event stream while the step still runs
+    page.wait_for_function(
+        "document.querySelector('[data-testid=step-detail]')?.textContent.includes('halfway there')")
+    assert page.get_attribute("[data-node=work]", "data-status") in {"running", "queued"}
+    page.wait_for_selector("[data-testid=run-status][data-status=failed]")
+    assert page.get_attribute("[data-node=boom]", "data-status") == "failed"
+    assert page.get_attribute("[data-node=after]", "data-status") == "upstream_failed"
+    page.click("[data-node=boom]")
+    detail.locator(".errbox").first.wait_for()
+    assert "the disk is full" in detail.locator(".errbox").first.inner_text()
+    # every attempt the API lists is in the table
+    attempts = [a for a in server.run(run_id)["attempts"] if a["step"] == "boom"]
+    assert attempts
+    assert detail.locator("[data-testid=attempts] tbody tr .pill").count() == len(attempts)
+    assert '"the disk is full"' in detail.inner_text()  # the rendered `with` template
+    page.screenshot(path=f"{SHOTS}/ui-run-failed.png", full_page=True)

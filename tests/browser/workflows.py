@@ -34,6 +34,19 @@ APPROVAL: dict[str, Any] = {
     ],
 }
 
+FAILING: dict[str, Any] = {
+    "name": "ui-failing",
+    "description": "A step that logs while it works, then one that fails",
+    "steps": [
+        {"id": "work", "type": "python", "call": "browser.steps_for_ui:report",
+         "with": {"seconds": 1.5}},
+        {"id": "boom", "type": "python", "call": "browser.steps_for_ui:explode",
+         "with": {"reason": "the disk is full"}, "depends_on": ["work"],
+         "retry": {"max_retries": 1, "initial_delay": "10ms"}},
+        {"id": "after", "type": "transform", "value": 1, "depends_on": ["boom"]},
+    ],
+}
+
 
 def fan_out(n: int) -> dict[str, Any]:
     """``n`` independent transform steps joined by one step: the 10,000-step run page."""

@@ -323,32 +323,52 @@ export async function runPage(root, params, { go, onLeave, runId }) {
       finally { lastFetch = performance.now(); pending = null; }
     }, wait);
   }
+  // events come in bursts (a stream replays a run's history first): recolour once a frame
+  let painting = false;
+  let indexStale = false;
+  function repaint() {
+    if (painting) return;
+    painting = true;
+    requestAnimationFrame(() => {
+      painting = false;
+      if (indexStale) { index(); indexStale = false; redrawTable(); }
+      graph.update(graphState);
+      table.redraw();
+    });
+  }
   function onEvent(ev) {
     stats.events++;
     const kind = ev.kind;
     const data = ev.data || {};
     if (kind === "emit" && ev.step_id) {
       (emits.get(ev.step_id) || emits.set(ev.step_id, []).get(ev.step_id)).push("value" in data ? data.value : data);
-      if (ev.step_id === selected) drawSide();
+      if (ev.step_id === selected) sideSoon();
       return;
     }
     if (kind === "note" && ev.step_id && data.log) {
       (logs.get(ev.step_id) || logs.set(ev.step_id, []).get(ev.step_id)).push({ ...data.log, at: data.log.at ?? ev.at });
-      if (ev.step_id === selected) drawSide();
+      if (ev.step_id === selected) sideSoon();
       return;
     }
     if (kind === "step" && ev.step_id && typeof (data.status ?? data.to) === "string") {
       overlay.set(ev.step_id, data.status ?? data.to);
-      if (!run.steps[ev.step_id]) run.steps[ev.step_id] = { status: data.status ?? data.to };
-      index();
-      graph.update(graphState);
-      table.redraw();
+      if (!run.steps[ev.step_id]) { run.steps[ev.step_id] = { status: data.status ?? data.to }; indexStale = true; }
+      repaint();
     }
-    if (kind === "run" && typeof (data.status ?? data.to) === "string") {
-      run.status = data.status ?? data.to;
+    // a final status waits for the re-read, so the page never shows "completed" without
+    // the outputs and times that go with it
+    const runTo = data.status ?? data.to;
+    if (kind === "run" && typeof runTo === "string" && !FINAL_RUN.has(runTo) && !FINAL_RUN.has(run.status)) {
+      run.status = runTo;
       drawHeader();
     }
     refetch();
+  }
+  let sidePending = false;
+  function sideSoon() {
+    if (sidePending) return;
+    sidePending = true;
+    requestAnimationFrame(() => { sidePending = false; drawSide(); });
   }
   function stop() {
     closed = true;
