@@ -223,9 +223,8 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     table.redraw();
     sideKey = "";
     drawSide();
-    const url = new URL(location.href);
+    // the address names the step (shareable) without a navigation
     history.replaceState(null, "", `#/runs/${encodeURIComponent(run.run_id)}?step=${encodeURIComponent(id)}`);
-    void url;
   }
   function drawSide() {
     const st = selected ? run.steps?.[selected] : null;
