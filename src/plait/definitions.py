@@ -16,6 +16,7 @@ from .core.validate import CheckedWorkflow, check
 from .errors import DefinitionError, Problem
 from .runtime.retry_names import retry_name_problems
 from .steps.builtin import register_builtins
+from .steps.child_files import include_child_files
 from .steps.registry import load_plugins
 
 # the built-in step types are known wherever a definition is checked: the Python API,
@@ -30,7 +31,10 @@ def check_definition(data: object, *, source: str | None = None,
     exception names of their retry policies checked (what running does first)."""
     load_plugins()
     check_data(data, source=source)  # JSON first: nothing below meets a bad value
+    data, included = include_child_files(  # `workflow: ./child.yaml`
+        data, source, lambda d, s: check_definition(d, source=s))
     spec, problems = parse_definition(data)
+    problems = included + problems
     if spec is None:
         raise DefinitionError(problems, source=source)
     problems += alert_problems(spec)

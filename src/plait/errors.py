@@ -15,6 +15,7 @@
     │   ├── VersionConflict      name@version already stored with another fingerprint
     │   ├── WorkflowNotFound
     │   ├── RunLeftUnfinished    the store failed mid-run: stored unfinished, resumable
+    │   ├── StoreUnreachable     its server cannot be reached now (try again later)
     │   └── SchemaVersionError   a database written by a newer plait
     └── StepError                why one attempt of a step failed (stored as its error)
         ├── FatalError           raised by user code: fail now, never retry
@@ -90,6 +91,12 @@ class RunBusy(RunError):
 
 class StoreError(PlaitError):
     """A store backend failed."""
+
+
+class StoreUnreachable(StoreError):
+    """The store's server cannot be reached now (refused, timed out, starting or
+    shutting down, out of connections): trying again later may work, where a refused
+    login, a missing database or a bad URL will not."""
 
 
 class TransitionError(StoreError):

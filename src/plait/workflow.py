@@ -244,6 +244,27 @@ class Workflow:
         self._checked = None
         return self
 
+    def subworkflow(self, id: str, *, workflow: str | Workflow, input: JSON = None,
+                    depends_on: Sequence[str] = (), **options: Any) -> Workflow:
+        """Add a ``workflow`` step (SPEC 3): a child run of ``workflow``, a stored
+        workflow's ``name`` / ``name@version`` or a ``Workflow`` (its definition is kept
+        in the step, and stored when the child runs; its python steps must be
+        importable by name), given only ``input`` (templates allowed)."""
+        return self.add_step(id, type="workflow", depends_on=depends_on,
+                             **_child_fields(workflow), input=input or {}, **options)
+
+    def loop(self, id: str, *, workflow: str | Workflow, until: str,
+             max_iterations: int, input: JSON = None, on_max_iterations: str = "fail",
+             depends_on: Sequence[str] = (), **options: Any) -> Workflow:
+        """Add a ``loop`` step (SPEC 3): a child run of ``workflow`` per iteration until
+        ``until`` (a template seeing ``loop.output``) is true, at most
+        ``max_iterations`` times; ``input`` templates see ``loop.iteration`` and
+        ``loop.previous``.  Output ``{"iterations": N, "output": last output}``."""
+        return self.add_step(id, type="loop", depends_on=depends_on,
+                             **_child_fields(workflow), input=input or {}, until=until,
+                             max_iterations=max_iterations,
+                             on_max_iterations=on_max_iterations, **options)
+
     def _mutable(self) -> None:
         if self._spec is not None:
             raise TypeError(f"workflow {self.name!r} was loaded from a definition; build "
@@ -425,6 +446,13 @@ async def _run_on(store: Store, checked: CheckedWorkflow, value: JSON,
         return await engine.run(checked, value, run_id=run_id)
     finally:
         engine.close()
+
+
+def _child_fields(workflow: str | Workflow) -> dict[str, Any]:
+    """The ``workflow`` (and ``definition``) fields naming a child workflow."""
+    if isinstance(workflow, Workflow):
+        return {"workflow": workflow.name, "definition": workflow.to_dict()}
+    return {"workflow": workflow}
 
 
 def _schedule_dict(schedule: Mapping[str, Any] | ScheduleSpec) -> object:

@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
+import pgutil
+
 pytestmark = pytest.mark.postgres
 
 STEPS = """
+import os
 import pathlib
 import time
 
@@ -27,6 +30,11 @@ def double(x):
 
 def boom():
     raise ValueError("boom always fails")
+
+def whoami(ctx, n):
+    ctx.logger.info("attempt of %s ran in pid %d", ctx.step_id, os.getpid())
+    time.sleep(0.3)  # long enough for both workers to claim some of the fan-out
+    return os.getpid()
 
 def slow(marker, seconds):
     path = pathlib.Path(marker)
@@ -45,6 +53,16 @@ FLOWS = {
              depends_on: [a]}
           - {id: c, type: python, call: "wk_steps:double", with: {x: "{{ steps.b.output }}"},
              depends_on: [b]}
+    """,
+    "fan.yaml": """
+        name: fan
+        steps:
+          - {id: s1, type: python, call: "wk_steps:whoami", with: {n: 1}}
+          - {id: s2, type: python, call: "wk_steps:whoami", with: {n: 2}}
+          - {id: s3, type: python, call: "wk_steps:whoami", with: {n: 3}}
+          - {id: s4, type: python, call: "wk_steps:whoami", with: {n: 4}}
+          - {id: s5, type: python, call: "wk_steps:whoami", with: {n: 5}}
+          - {id: s6, type: python, call: "wk_steps:whoami", with: {n: 6}}
     """,
     "fails.yaml": """
         name: fails
@@ -171,6 +189,27 @@ def test_two_workers_complete_detached_runs(project: Path, pg_database: str,
         assert all(s["attempts"] == 1 for s in shown["steps"].values())
 
 
+def test_history_names_the_worker_that_executed_each_attempt_and_keeps_its_logs(
+        project: Path, pg_database: str, workers: Workers) -> None:
+    """One worker drives the run, both execute its attempts: each attempt's worker is
+    the process that ran it, never the driver's name, and the records
+    each step wrote through ctx.logger on its worker are in the run's history."""
+    pids = {workers(*FAST, "--concurrency", "2").pid, workers(*FAST, "--concurrency", "2").pid}
+    run_id = detach(project, pg_database, "fan.yaml", {})
+    shown = settled(project, pg_database, run_id)
+    assert shown["status"] == "completed", shown
+    ran_in = {step: shown["steps"][step]["output"] for step in shown["steps"]}
+    assert set(ran_in.values()) == pids, f"both workers should have run steps: {ran_in}"
+    assert sorted((a["step"], a["attempt"], a["status"]) for a in shown["attempts"]) == [
+        (s, 1, "completed") for s in sorted(ran_in)]
+    for attempt in shown["attempts"]:
+        assert str(attempt["worker"]).endswith(f":{ran_in[attempt['step']]}"), attempt
+    logged = {(log["step"], log["attempt"], log["level"], log["message"])
+              for log in shown["logs"]}
+    assert logged == {(s, 1, "INFO", f"attempt of {s} ran in pid {pid}")
+                      for s, pid in ran_in.items()}
+
+
 def test_following_a_run_prints_its_result_and_exit_code(project: Path, pg_database: str,
                                                          workers: Workers) -> None:
     workers(*FAST)
@@ -245,6 +284,56 @@ def test_import_failure_exits_2_naming_the_module(project: Path, pg_database: st
     proc = plait(project, pg_database, "worker", "--import", "nosuchmodule")
     assert proc.returncode == 2
     assert "nosuchmodule" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _worker_process(project: Path, db: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "plait", "worker", "--db", db, "--import", "wk_steps",
+         *FAST], cwd=project, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+
+
+def test_a_worker_waits_for_an_unreachable_store_until_sigterm(project: Path) -> None:
+    """Nothing listens on the port: the worker retries with a backoff, logging each
+    failure with the password hidden, and SIGTERM ends the wait with exit 0.  A bad
+    URL is still bad usage (exit 2, at once)."""
+    port = pgutil._free_port()
+    proc = _worker_process(project, f"postgresql://plait:s3cret@127.0.0.1:{port}/nowhere")
+    try:
+        _wait(lambda: _peek(proc).count("cannot be reached") >= 2,
+              what="two logged connection failures", proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    err = _LOGS.pop(proc.pid, "") + rest
+    assert proc.returncode == 0, err
+    assert "s3cret" not in err and "plait:***@127.0.0.1" in err
+    assert "attempt 1:" in err and "attempt 2:" in err and "retrying in 1s" in err
+    assert "stopped before the store" in err and "Traceback" not in err
+    bad = plait(project, "mysql://127.0.0.1/x", "worker")
+    assert bad.returncode == 2 and "mysql" in bad.stderr
+
+
+def test_a_worker_started_before_its_database_connects_when_it_is_up(
+        project: Path) -> None:
+    server = pgutil.PrivateServer.make()  # made, not started: nothing on its port yet
+    proc = _worker_process(project, server.url())
+    try:
+        _wait(lambda: "cannot be reached" in _peek(proc), what="a connection failure",
+              proc=proc)
+        server.start()
+        _wait(lambda: "started:" in _peek(proc), what="the worker to connect", proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=20)
+        assert proc.returncode == 0, _LOGS.pop(proc.pid, "") + rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+        server.remove()
 
 
 def test_memory_store_is_refused(project: Path) -> None:

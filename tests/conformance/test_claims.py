@@ -235,6 +235,20 @@ async def test_error_and_cancelled_outcomes_keep_their_error(store: Store,
                                              None)]
 
 
+async def test_an_outcome_carries_its_attempts_log_records(store: Store,
+                                                            driver: Driver) -> None:
+    run_id = await driver.run()
+    await driver.start(run_id, "a")
+    await driver.start(run_id, "b")
+    la, lb = sorted(await store.claim_attempts("w1", 2, LEASE), key=lambda x: x.step_id)
+    logs = ({"level": "INFO", "message": "fetched 'é' \u2603", "attempt": 1, "at": 5.5},
+            {"level": "WARNING", "message": "slow", "attempt": 1, "at": 5.75})
+    assert await store.complete_attempts("w1", [(la.token, ok(la, 1, logs=logs)),
+                                                (lb.token, ok(lb, 2))]) == [True, True]
+    assert [(o.step_id, o.logs) for o in await store.outcomes(run_id)] == [
+        ("a", logs), ("b", ())]
+
+
 async def test_a_bad_outcome_refuses_the_whole_completion(store: Store,
                                                           driver: Driver) -> None:
     run_id = await driver.run()
@@ -247,6 +261,9 @@ async def test_a_bad_outcome_refuses_the_whole_completion(store: Store,
     with pytest.raises(StoreError, match="not JSON"):
         await store.complete_attempts("w1", [(la.token, ok(la, 1)),
                                              (lb.token, ok(lb, {"x": object()}))])
+    with pytest.raises(StoreError, match="its logs"):
+        await store.complete_attempts("w1", [(la.token, ok(la, 1)), (lb.token, ok(
+            lb, 2, logs=({"level": "INFO", "message": object()},)))])
     assert await store.outcomes(run_id) == []  # nothing of either call was stored
     assert await store.extend_leases("w1", [la.token, lb.token], LEASE) == {la.token,
                                                                              lb.token}

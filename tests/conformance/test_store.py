@@ -440,6 +440,26 @@ async def test_attempt_start_then_end(store: Store, uid: UID) -> None:
     ]
 
 
+async def test_an_attempts_end_names_the_worker_that_executed_it(store: Store,
+                                                                 uid: UID) -> None:
+    """On a cluster the driver begins an attempt (no worker yet, or its own name) and
+    the end names the worker that executed it: history shows that one (SPEC 6).  An
+    end that names none keeps the start's."""
+    run_id = await new_run(store, uid)
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 1, 1.0, False, "running", worker="driver:1"),
+        AttemptChange("b", 1, 2.0, False, "running"),
+        AttemptChange("c", 1, 3.0, False, "running", worker="driver:1")]))
+    await store.write(WriteBatch(run_id=run_id, attempts=[
+        AttemptChange("a", 1, 4.0, True, "completed", worker="worker:7"),
+        AttemptChange("b", 1, 5.0, True, "failed", error="boom", worker="worker:8"),
+        AttemptChange("c", 1, 6.0, True, "cancelled", error="stop")]))
+    assert [(a.step_id, a.status, a.started_at, a.finished_at, a.worker)
+            for a in await store.get_attempts(run_id)] == [
+        ("a", "completed", 1.0, 4.0, "worker:7"), ("b", "failed", 2.0, 5.0, "worker:8"),
+        ("c", "cancelled", 3.0, 6.0, "driver:1")]
+
+
 async def test_fallback_attempt_is_recorded_separately(store: Store, uid: UID) -> None:
     run_id = await new_run(store, uid)
     await store.write(WriteBatch(run_id=run_id, attempts=[

@@ -42,6 +42,12 @@ def join(b1, b2, b3):
 def last(join):
     return {"total": join}
 
+def noisy(ctx, n):
+    ctx.logger.info("step %s says %d", ctx.step_id, n)
+    ctx.logger.warning("and warns")
+    time.sleep(0.05)
+    return n
+
 def timed(seconds):
     t0 = time.time()
     time.sleep(seconds)
@@ -152,6 +158,39 @@ async def test_two_workers_complete_fan_out_and_chain_runs(store: Store,
         assert await store.outcomes(run.run_id) == []
     assert sum(w.completed for w in workers.workers) == 6 * 3
     assert all(w.completed > 0 for w in workers.workers)
+
+
+async def test_history_names_the_executing_worker_and_keeps_its_logs(
+        store: Store, steps_module: str) -> None:
+    """The driver ("driver") executes nothing: every attempt's end and every step row
+    name the worker that ran it, and each step's ctx.logger records are stored."""
+    checked = check_definition({"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
+        {"id": f"s{n}", "type": "python", "call": f"{steps_module}:noisy",
+         "with": {"n": n}} for n in range(4)]})
+    run = await Engine(store).submit(checked, {})
+    engine = Engine(store, worker="driver", lease=2.0)
+    state = await engine.restore(run, checked)
+    source = ClaimSource(checked, state, store, run_id=run.run_id, poll=0.05)
+    executors = _Workers(_worker(store, "w1", max_runs=0, concurrency=1),
+                         _worker(store, "w2", max_runs=0, concurrency=1))
+    try:
+        await asyncio.wait_for(engine.execute(checked, run, state, source=source), 20)
+    finally:
+        await executors.stop()
+    assert (await store.get_run(run.run_id)).status is RunStatus.COMPLETED
+    attempts = await store.get_attempts(run.run_id)
+    by_worker = {w.name: w.completed for w in executors.workers}
+    assert {a.worker for a in attempts} <= {"w1", "w2"}, attempts
+    assert {name: sum(a.worker == name for a in attempts) for name in by_worker} == \
+        by_worker
+    steps = {s.step_id: s.worker for s in await store.get_steps(run.run_id)}
+    assert steps == {a.step_id: a.worker for a in attempts}
+    logs = [(e.step_id, e.data["log"]["level"], e.data["log"]["message"],
+             e.data["log"]["attempt"])
+            for e in await store.get_events(run.run_id) if "log" in e.data]
+    assert sorted(logs) == sorted(
+        [(f"s{n}", "INFO", f"step s{n} says {n}", 1) for n in range(4)]
+        + [(f"s{n}", "WARNING", "and warns", 1) for n in range(4)])
 
 
 async def test_an_expired_lease_is_reaped_retried_elsewhere_and_its_late_result_noted(

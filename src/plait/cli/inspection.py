@@ -12,10 +12,11 @@ from pathlib import Path
 from rich.text import Text
 
 from ..core.states import FINAL_RUN_STATES, RunStatus
-from ..errors import DefinitionError, PlaitError
+from ..errors import DefinitionError, PlaitError, RunNotFound, StoreError
+from ..runtime.children import child_run_id
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
-from ..store.base import RunFilter, Store
+from ..store.base import RunFilter, RunRecord, Store
 from ..store.url import shown_url
 from . import output, records
 from .session import Refusal, guarded
@@ -46,6 +47,29 @@ async def runs_command(*, db: str, workflow: str | None, status: str | None, lim
     return await guarded(db, body, read_only=True)
 
 
+async def child_runs(store: Store, run: RunRecord) -> dict[str, list[RunRecord]]:
+    """The child runs each ``workflow``/``loop`` step of ``run`` started, in order
+    (their ids are derived from the run, the step and the iteration)."""
+    try:
+        definition = (await store.get_workflow(run.workflow, run.version)).definition
+    except StoreError:
+        return {}
+    steps = definition.get("steps") if isinstance(definition, dict) else None
+    found: dict[str, list[RunRecord]] = {}
+    for step in steps if isinstance(steps, list) else []:
+        if not isinstance(step, dict) or step.get("type") not in ("workflow", "loop"):
+            continue
+        step_id = str(step.get("id"))
+        most = step.get("max_iterations") if step.get("type") == "loop" else 1
+        for key in range(most if isinstance(most, int) else 1):
+            try:
+                child = await store.get_run(child_run_id(run.run_id, step_id, str(key)))
+            except RunNotFound:
+                break
+            found.setdefault(step_id, []).append(child)
+    return found
+
+
 def _filters(workflow: str | None, status: str | None) -> str:
     parts = [f"workflow {workflow}" if workflow else "", f"status {status}" if status else ""]
     shown = " and ".join(p for p in parts if p)
@@ -60,8 +84,11 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         steps = await store.get_steps(run_id)
         attempts = await store.get_attempts(run_id)
         logs = records.LogRecord.from_events(await store.get_events(run_id))
+        children = await child_runs(store, run)
         if as_json:
-            output.print_json(records.show_json(run, steps, attempts, logs), sys.stdout)
+            value = records.show_json(run, steps, attempts, logs)
+            records.add_child_runs(value, children)
+            output.print_json(value, sys.stdout)
             return ExitCode.OK
         now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
             else time.time()
@@ -72,6 +99,10 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         console.print()
         records.print_table(console, records.STEP_HEADERS, records.step_rows(steps),
                             status_column=1, title="steps")
+        if children:
+            console.print()
+            records.print_table(console, records.CHILD_HEADERS,
+                                records.child_rows(children), title="child runs")
         if attempts:
             console.print()
             records.print_table(console, records.ATTEMPT_HEADERS,

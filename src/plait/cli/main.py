@@ -217,7 +217,8 @@ def runs(workflow: str | None, status: str | None, limit: int, db: str,
 @json_option("Print one JSON object: the run as plait run --json prints it, plus "
              '"retry_of", "parent_run_id", "fingerprint", "input", "created_at", '
              '"started_at", "finished_at" and "attempts": [{"step", "attempt", "fallback", '
-             '"status", "started_at", "finished_at", "duration_s", "worker", "error"}].')
+             '"status", "started_at", "finished_at", "duration_s", "worker", "error"}]; '
+             'a workflow or loop step\'s entry adds "child_run_id" and "child_run_ids".')
 def show(run_id: str, db: str, as_json: bool) -> None:
     """Show a run: its status, each step (status, attempts, duration, error or skip
     reason, fallback used) and each attempt (start, end, duration, worker, error).

@@ -6,11 +6,19 @@ listens on PostgreSQL unless ``--no-listen`` (``runtime.notify``), and runs the 
 until SIGTERM or SIGINT: then it drains (no new claims, no new runs, the runs it drives
 are released, running attempts get ``--grace`` seconds) and exits 0.  A second signal
 stops at once (the leases it held expire and other workers retry them).
+
+A server that cannot be reached at start (refused, timed out, restarting) is retried
+with a backoff (``CONNECT_BACKOFF``), each failure logged with the URL's password
+hidden, until it answers or SIGTERM/SIGINT stops the wait (exit 0): workers may start
+before their database, as with a process manager or a container orchestrator.  What
+retrying cannot fix (a bad URL, a refused login, a missing database, a newer schema)
+exits 2 at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import signal
@@ -21,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import PlaitError
+from ..errors import PlaitError, StoreUnreachable
 from ..store.base import Store
 from ..store.url import shown_url
 from . import output
@@ -32,6 +40,10 @@ if TYPE_CHECKING:
     from ..runtime.worker import Worker
 
 _log = logging.getLogger("plait.worker")
+
+# Waiting for an unreachable store at start: the first retry after this many seconds,
+# doubling up to the second number.
+CONNECT_BACKOFF = (0.5, 30.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,11 +110,47 @@ async def worker_command(options: WorkerOptions) -> ExitCode:
         return ExitCode.USAGE
     configure_logging()
     try:
-        async with opened_store(options.db) as store:
+        async with contextlib.AsyncExitStack() as stack:
+            store = await _connect(stack, options.db)
+            if store is None:  # stopped while waiting for the store
+                return ExitCode.OK
             return await _serve(store, options)
     except PlaitError as exc:
         err.print(output.error_text(f"store {shown_url(options.db)}: {exc}"), end="")
         return ExitCode.USAGE
+
+
+async def _connect(stack: contextlib.AsyncExitStack, db: str) -> Store | None:
+    """The opened store of ``db`` (closed by ``stack``), once its server answers; None
+    when SIGTERM or SIGINT came first.  Only an unreachable server is retried."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    signals = [sig for sig in (signal.SIGTERM, signal.SIGINT)
+               if handle_signal(loop, sig, stopping.set)]
+    delay, most = CONNECT_BACKOFF
+    try:
+        failures = 0
+        while not stopping.is_set():
+            try:
+                store = await stack.enter_async_context(opened_store(db))
+            except StoreUnreachable as exc:
+                failures += 1
+                _log.warning("plait worker: the store %s cannot be reached (attempt %d: "
+                             "%s); retrying in %gs (SIGTERM or Ctrl-C stops)",
+                             shown_url(db), failures, exc, delay)
+            else:
+                if not stopping.is_set():  # a signal while connecting: stop all the same
+                    return store
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), delay)
+            delay = min(delay * 2, most)
+        _log.info("plait worker: stopped before the store %s could be reached",
+                  shown_url(db))
+        return None
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
 
 
 async def _serve(store: Store, options: WorkerOptions) -> ExitCode:

@@ -14,7 +14,11 @@ and brings the outcomes that workers put in the run's inbox back to the loop.
   Each new inbox row of an attempt out is reported to the loop; its key is consumed
   by the batch that writes what the outcome caused (``applied``), which fences two
   drivers.  An inbox row of an attempt already resolved (cancelled meanwhile, or from
-  before a takeover) is consumed silently.
+  before a takeover) is consumed silently.  The worker that executed the attempt
+  (``Outcome.worker``) becomes the step's worker before the loop applies the outcome,
+  so the attempt's end and the step's row name it (SPEC 6: the driver begins an
+  attempt before anyone claimed it); its ``ctx.logger`` records become history notes
+  of the batch that consumes it.
 - ``cancel`` withdraws the ticket (a worker holding it loses its lease) and reports
   ``cancelled`` on the next turn of the event loop.
 """
@@ -137,6 +141,8 @@ class ClaimSource:
         self._dispatch: list[Ticket] = []
         self._consumed: list[AttemptKey] = []
         self._withdrawn: list[AttemptKey] = []
+        self._logs: dict[AttemptKey, tuple[JSONDict, ...]] = {}  # of outcomes reported
+        self._notes: list[tuple[str | None, JSONDict]] = []  # logs of outcomes consumed
         self._wake = asyncio.Event()
         self._report: Report | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -195,8 +201,8 @@ class ClaimSource:
     def claims(self) -> Claims | None:
         if not (self._dispatch or self._consumed or self._withdrawn):
             return None
-        taken = (self._dispatch, self._consumed, self._withdrawn)
-        self._dispatch, self._consumed, self._withdrawn = [], [], []
+        taken = (self._dispatch, self._consumed, self._withdrawn, self._notes)
+        self._dispatch, self._consumed, self._withdrawn, self._notes = [], [], [], []
         return taken
 
     def applied(self, outcomes: list[Reported]) -> None:
@@ -205,7 +211,7 @@ class ClaimSource:
             key = (ids[i], attempt, fallback)
             if key in from_inbox:
                 from_inbox.discard(key)
-                self._consumed.append(key)
+                self._consume(key, self._logs.pop(key, ()))
 
     def close(self) -> None:
         if self._unsubscribe is not None:
@@ -248,8 +254,17 @@ class ClaimSource:
             self._seen.add(key)
             i = self._out.pop(key, None)
             if i is None:  # resolved already (withdrawn, or before a takeover)
-                self._consumed.append(key)
+                self._consume(key, outcome.logs)  # it ran: what it logged is kept
                 continue
             self._from_inbox.add(key)
+            if outcome.logs:
+                self._logs[key] = outcome.logs
+            if outcome.worker is not None:  # who executed it, for its end and its row
+                self._state.rows[i].worker = outcome.worker
             report(to_reported(i, outcome))
+
+    def _consume(self, key: AttemptKey, logs: tuple[JSONDict, ...]) -> None:
+        self._consumed.append(key)
+        step = key[0]
+        self._notes += [(step, {"log": record}) for record in logs]
 

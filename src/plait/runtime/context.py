@@ -19,6 +19,7 @@ _log = logging.getLogger("plait.step")
 # logging in a tight loop must not exhaust memory (what is dropped is counted).
 MAX_PENDING_RECORDS = 10_000
 MAX_MESSAGE_CHARS = 8_192
+MAX_ATTEMPT_RECORDS = 1_000  # per attempt executed on a worker (AttemptLogs)
 
 
 class StepLog:
@@ -42,11 +43,7 @@ class StepLog:
         if len(self._records) >= MAX_PENDING_RECORDS:
             self._dropped += 1  # a lost update under a race only miscounts the drops
             return
-        if len(message) > MAX_MESSAGE_CHARS:
-            message = message[:MAX_MESSAGE_CHARS] + f"... ({len(message)} characters)"
-        self._records.append((step_id, {"log": {
-            "level": logging.getLevelName(level), "message": message, "attempt": attempt,
-            "at": time.time()}}))
+        self._records.append((step_id, {"log": log_record(attempt, level, message)}))
 
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         """The records added so far, oldest first (called by the run loop only)."""
@@ -59,6 +56,53 @@ class StepLog:
                 "message": f"{dropped} step log records were dropped: more than "
                            f"{MAX_PENDING_RECORDS} were waiting to be stored"}}))
         return out
+
+
+def log_record(attempt: int, level: int, message: str) -> JSONDict:
+    """One ``ctx.logger`` record as history keeps it (the ``log`` of a note)."""
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + f"... ({len(message)} characters)"
+    return {"level": logging.getLevelName(level), "message": message, "attempt": attempt,
+            "at": time.time()}
+
+
+class AttemptLogs(StepLog):
+    """The ``ctx.logger`` records of a run's attempts executed by a worker, kept per
+    attempt (the attempts of a run that a worker runs at once share its view): each
+    attempt's records go back with its outcome (``take``) and the run's driver stores
+    them.  At most ``MAX_ATTEMPT_RECORDS`` an attempt (they travel in one inbox row);
+    the number dropped beyond that is told in a last WARNING record."""
+
+    def __init__(self, redact: Callable[[str | None], str | None]) -> None:
+        super().__init__(redact)
+        self._by_attempt: dict[tuple[str, int], list[JSONDict]] = {}
+        self._dropped_of: dict[tuple[str, int], int] = {}
+
+    @property
+    def pending(self) -> bool:
+        return False  # nothing for a run loop to drain: see ``take``
+
+    def add(self, step_id: str, attempt: int, level: int, message: str) -> None:
+        key = (step_id, attempt)
+        records = self._by_attempt.setdefault(key, [])
+        if len(records) >= MAX_ATTEMPT_RECORDS:
+            self._dropped_of[key] = self._dropped_of.get(key, 0) + 1
+            return
+        records.append(log_record(attempt, level, message))
+
+    def drain(self) -> list[tuple[str | None, JSONDict]]:
+        return []
+
+    def take(self, step_id: str, attempt: int) -> tuple[JSONDict, ...]:
+        """The attempt's records, oldest first, forgotten here."""
+        key = (step_id, attempt)
+        records = self._by_attempt.pop(key, [])
+        dropped = self._dropped_of.pop(key, 0)
+        if dropped:
+            records.append(log_record(
+                attempt, logging.WARNING, f"{dropped} step log records were dropped: an "
+                f"attempt run on a worker keeps at most {MAX_ATTEMPT_RECORDS}"))
+        return tuple(records)
 
 
 class StepLogger(logging.LoggerAdapter[logging.Logger]):

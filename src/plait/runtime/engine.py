@@ -39,6 +39,7 @@ from ..errors import (
 from ..steps.registry import Services
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
+from .children import ChildRuns
 from .gctune import relaxed_gc
 from .local import LocalSource
 from .loop import RunLoop
@@ -131,6 +132,7 @@ class Engine:
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy
                                  or NetworkPolicy.from_environment())
+        self.services.children = ChildRuns(self)  # `workflow` and `loop` steps
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.

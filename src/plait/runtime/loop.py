@@ -302,8 +302,10 @@ class RunLoop:
         state = self.state
         starts: list[StepCall] = []
         limit = self.spec.concurrency
+        # on a cluster the attempt's worker is not known before one claims it: its end
+        # names it (``ClaimSource``)
         running, steps, types, worker, view = state.running, self.spec.steps, self._types, \
-            self._worker, self.view
+            None if self._remote else self._worker, self.view
         while len(running) < limit:
             i = state.pop_ready()
             if i is None:

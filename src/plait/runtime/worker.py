@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import OrderedDict
@@ -41,8 +42,9 @@ from ..steps.registry import StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, Lease, Outcome, Store
 from .binding import import_call
 from .breakers import SharedBreaker
+from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
-from .context import StepLog
+from .context import AttemptLogs
 from .engine import Engine, default_worker_id
 from .runner import AttemptRunner, failed
 from .runview import RunView
@@ -124,12 +126,15 @@ class Worker:
         self.max_runs = max_runs
         self.clock = clock
         self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
+        # a child run of a `workflow`/`loop` step is a pending run any worker drives
+        self.engine.services.children = ChildRuns(self.engine, drive=False)
         self._notifications = notifications
         self._schedules = schedules
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
         self._tokens: set[str] = set()  # leases held until their completion is stored
         self._abandoned: dict[str, str] = {}  # token -> "lost" | "drained"
         self._finished: list[tuple[str, Outcome]] = []
+        self._journals: dict[str, AttemptLogs] = {}  # token -> where its attempt logs
         self._driving: dict[str, asyncio.Task[None]] = {}  # run id -> its driver
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
         self._views: OrderedDict[tuple[str, int], tuple[RunView, RunState]] = OrderedDict()
@@ -250,6 +255,11 @@ class Worker:
         self._finish(lease, outcome)
 
     def _finish(self, lease: Lease, outcome: Outcome) -> None:
+        journal = self._journals.pop(lease.token, None)
+        if journal is not None:  # its ctx.logger records go with it (to the history)
+            logs = journal.take(lease.step_id, lease.attempt)
+            if logs:
+                outcome = dataclasses.replace(outcome, logs=logs)
         self._finished.append((lease.token, outcome))
         self._done.set()
 
@@ -264,6 +274,9 @@ class Worker:
                 "type": "StepLoadError", "message": str(exc), "names": ["StepLoadError"],
                 "retryable": True})
         call = self._call(checked, lease, index)
+        journal = call.run.step_log
+        if isinstance(journal, AttemptLogs):
+            self._journals[lease.token] = journal
         guard = call.step.circuit_breaker
         breaker = SharedBreaker(self.store, guard) \
             if guard is not None and not lease.fallback else None
@@ -316,7 +329,7 @@ class Worker:
         state = RunState(checked, run_id=lease.run_id, input=lease.payload.get("input"),
                          secrets=secrets)
         view = RunView(checked, state, lease.run_id, self.engine.services,
-                       StepLog(secrets.redact_text), declared_keys(checked),
+                       AttemptLogs(secrets.redact_text), declared_keys(checked),
                        [None] * checked.graph.size)
         if cacheable:
             self._views[key] = (view, state)

@@ -32,8 +32,9 @@ The contract, from the loop's side:
    in ``runtime.claims``).  Then ``start`` only records the attempt and is called
    *before* the commit that stores it ``running``: each batch the loop commits takes
    what ``claims()`` returns (tickets to dispatch, inbox outcomes consumed, tickets
-   withdrawn), so an attempt and its ticket are stored together, and an outcome is
-   consumed by the batch that writes what it caused.  After each turn that processed
+   withdrawn, history notes: the ``ctx.logger`` records the consumed outcomes carry),
+   so an attempt and its ticket are stored together, and an outcome is consumed by the
+   batch that writes what it caused.  After each turn that processed
    outcomes the loop calls ``applied(outcomes)`` with them (dropped ones too).
    ``adopt(running)`` is asked once, when the loop starts, which of the steps stored
    ``running`` still have their attempt out (a run taken over): it returns their
@@ -55,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
-from ..core.model import JSON
+from ..core.model import JSON, JSONDict
 from ..core.retry import ErrorInfo
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ Spawn = Callable[[Coroutine[object, object, None]], "asyncio.Task[None]"]
 Report = Callable[[Reported], None]
 
 
-Claims = tuple[list["Ticket"], list["AttemptKey"], list["AttemptKey"]]
+Claims = tuple[list["Ticket"], list["AttemptKey"], list["AttemptKey"],
+               list[tuple[str | None, "JSONDict"]]]
 
 
 class WorkSource(Protocol):

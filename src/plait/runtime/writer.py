@@ -51,7 +51,9 @@ class RunWriter:
         notes = self._step_log.drain() if self._step_log.pending else []
         claims = self.claims() if self.claims is not None else None
         if claims is not None:
-            dispatch, consumed, withdrawn = claims
+            dispatch, consumed, withdrawn, logs = claims
+            if logs:  # the ctx.logger records of the outcomes consumed
+                notes += logs
             return WriteBatch(self._run_id, steps, attempts, run_change, notes,
                               dispatch=dispatch, consumed=consumed, withdrawn=withdrawn)
         if not steps and not attempts and run_change is None and not notes:

@@ -39,6 +39,9 @@ class Services:
     executor: Executor
     # where steps that talk HTTP may connect (http, llm): see runtime.netpolicy
     http_policy: netpolicy.NetworkPolicy = netpolicy.DEFAULT
+    # child runs of `workflow` and `loop` steps (runtime.children.ChildRuns), set by
+    # the engine that runs the attempt
+    children: object | None = None
 
 
 class RunAccess(Protocol):

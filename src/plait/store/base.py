@@ -247,7 +247,10 @@ class Outcome:
     who ran the attempt; the store sets it (the completing worker, or for a reaped
     ticket the one that held it): what a caller of ``complete_attempts`` puts there is
     ignored.  ``at``: when it ended, by the completing worker's clock (store time for a
-    reaped ticket); history only, never compared."""
+    reaped ticket); history only, never compared.  ``logs``: the records the attempt
+    wrote through ``ctx.logger``, each ``{"level", "message", "attempt", "at"}``, oldest
+    first; the driver stores each as a history note ``{"log": record}`` of the step with
+    the batch that applies the outcome (what a local run stores)."""
 
     run_id: str
     step_id: str
@@ -258,6 +261,7 @@ class Outcome:
     error: JSONDict | None = None
     worker: str | None = None
     at: float
+    logs: tuple[JSONDict, ...] = ()
 
     @property
     def key(self) -> AttemptKey:

@@ -228,6 +228,8 @@ class MemoryStore:
                     error=e.error, worker=e.worker)
             else:
                 rec.status, rec.finished_at, rec.error = e.status, e.at, e.error
+                if e.worker is not None:  # the end names who executed it (a worker)
+                    rec.worker = e.worker
         out = list(found.values())
         out.sort(key=lambda a: a.started_at)
         return out

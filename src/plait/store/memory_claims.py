@@ -242,7 +242,8 @@ class MemoryClaims:
     # ------------------------------------------------------------ reads
 
     def outcomes(self, run_id: str) -> list[Outcome]:
-        return [replace(o, output=copy_json(o.output), error=copy_json(o.error))
+        return [replace(o, output=copy_json(o.output), error=copy_json(o.error),
+                        logs=tuple(copy_json(list(o.logs))))
                 for o in self._inbox.get(run_id, {}).values()]
 
     def tickets(self, run_id: str) -> list[TicketRecord]:
@@ -270,4 +271,5 @@ def _owned_outcome(outcome: Outcome, worker: str) -> Outcome:
         raise StoreError(f"{what}: unknown kind {outcome.kind!r} (known: "
                          f"{', '.join(sorted(OUTCOME_KINDS))})")
     return replace(outcome, output=owned_json(outcome.output, f"{what}: its output"),
-                   error=owned_json(outcome.error, f"{what}: its error"), worker=worker)
+                   error=owned_json(outcome.error, f"{what}: its error"), worker=worker,
+                   logs=tuple(owned_json(list(outcome.logs), f"{what}: its logs")))

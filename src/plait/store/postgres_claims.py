@@ -103,8 +103,8 @@ def outcome_records(run_id: str, found: list[Row]) -> list[Outcome]:
     return [Outcome(run_id=run_id, step_id=step_id, attempt=attempt, fallback=fallback,
                     kind=kind, output=None if output is None else rows.decode(output),
                     error=None if error is None else rows.decode(error), worker=worker,
-                    at=at)
-            for step_id, attempt, fallback, kind, output, error, worker, at in found]
+                    at=at, logs=() if logs is None else tuple(rows.decode(logs)))
+            for step_id, attempt, fallback, kind, output, error, worker, at, logs in found]
 
 
 def ticket_records(run_id: str, found: list[Row]) -> list[TicketRecord]:

@@ -17,7 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextBinaryLoader, TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnreachable
 from .postgres_url import parse_url
 from .sql.postgres_schema import check_current, migrate
 
@@ -87,8 +87,23 @@ def translate(exc: psycopg.Error, where: str) -> StoreError:
     return StoreError(f"database {where}: {detail}")
 
 
+# What a server that answered a connection with FATAL says when trying again later may
+# work (libpq gives a failed connection no SQLSTATE, only the server's message).
+_FATAL_FOR_NOW = ("starting up", "shutting down", "in recovery", "too many clients",
+                  "not yet accepting connections", "remaining connection slots")
+
+
 def _connect_error(exc: psycopg.Error, where: str) -> StoreError:
-    return StoreError(f"cannot connect to PostgreSQL at {where}: {_detail(exc)}")
+    """StoreUnreachable when the server could not be reached (refused, timed out, no
+    route, a name that did not resolve) or said to come back later; a plain StoreError
+    when it answered no for good (a refused login, a missing database)."""
+    detail = _detail(exc)
+    message = f"cannot connect to PostgreSQL at {where}: {detail}"
+    if exc.sqlstate is not None:
+        transient = exc.sqlstate.startswith(("08", "57P")) or exc.sqlstate == "53300"
+    else:
+        transient = "FATAL" not in detail or any(s in detail for s in _FATAL_FOR_NOW)
+    return StoreUnreachable(message) if transient else StoreError(message)
 
 
 def _unicode_error(exc: UnicodeEncodeError) -> StoreError:

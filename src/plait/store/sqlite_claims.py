@@ -180,14 +180,14 @@ def complete_attempts(db: Database, worker: str,
     conn = db.conn
     values = [_outcome_values(outcome) for _, outcome in results]  # may refuse: first
     done = []
-    for (token, outcome), (kind, output, error) in zip(results, values, strict=True):
+    for (token, outcome), (kind, output, error, logs) in zip(results, values, strict=True):
         key = _existing_key(db, outcome.run_id)
         attempt = (outcome.step_id, outcome.attempt, outcome.fallback)
         if key is None:
             done.append(False)
         elif conn.execute(_Q["complete_ticket"], (key, *attempt, token, worker)).rowcount:
             conn.execute(_Q["insert_outcome"], (key, *attempt, kind, output, error,
-                                                worker, outcome.at))
+                                                worker, outcome.at, logs))
             done.append(True)
         else:
             _note(conn, key, outcome.step_id, late_result_note(*attempt, worker))
@@ -195,14 +195,16 @@ def complete_attempts(db: Database, worker: str,
     return done
 
 
-def _outcome_values(outcome: Outcome) -> tuple[str, str | None, str | None]:
+def _outcome_values(outcome: Outcome) -> tuple[str, str | None, str | None, str | None]:
     what = (f"the outcome of attempt {outcome.attempt} of step {outcome.step_id!r} of run "
             f"{outcome.run_id!r}")
     if outcome.kind not in OUTCOME_KINDS:
         raise StoreError(f"{what}: unknown kind {outcome.kind!r} (known: "
                          f"{', '.join(sorted(OUTCOME_KINDS))})")
     return (outcome.kind, rows.json_or_null(outcome.output, f"{what}: its output"),
-            rows.json_or_null(outcome.error, f"{what}: its error"))
+            rows.json_or_null(outcome.error, f"{what}: its error"),
+            rows.json_or_null(list(outcome.logs), f"{what}: its logs")
+            if outcome.logs else None)
 
 
 def _existing_key(db: Database, run_id: str) -> int | None:
@@ -227,7 +229,7 @@ def reap_expired(db: Database, limit: int) -> list[tuple[str, str, int]]:
         conn.execute(_Q["delete_ticket_by_rowid"], (rowid,))
         error = rows.encode(reaped_error(holder, step_id, attempt))
         conn.execute(_Q["insert_outcome"], (key, step_id, attempt, fallback, "interrupted",
-                                            None, error, holder, now))
+                                            None, error, holder, now, None))
         reaped.append((run_id, step_id, attempt))
     return reaped
 
@@ -241,8 +243,8 @@ def outcomes(db: Database, run_id: str) -> list[Outcome]:
                     fallback=bool(fallback), kind=kind,
                     output=None if output is None else rows.decode(output),
                     error=None if error is None else rows.decode(error), worker=worker,
-                    at=at)
-            for step_id, attempt, fallback, kind, output, error, worker, at in found]
+                    at=at, logs=() if logs is None else tuple(rows.decode(logs)))
+            for step_id, attempt, fallback, kind, output, error, worker, at, logs in found]
 
 
 def tickets(db: Database, run_id: str) -> list[TicketRecord]:

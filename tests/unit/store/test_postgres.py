@@ -17,7 +17,7 @@ import pytest
 import pgutil
 from plait.core.runstate import StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
-from plait.errors import RunNotFound, StoreError
+from plait.errors import RunNotFound, StoreError, StoreUnreachable
 from plait.store.base import RunRecord, WriteBatch
 from plait.store.postgres import PostgresStore
 from plait.store.sql import postgres_rows
@@ -85,14 +85,16 @@ async def test_a_server_that_does_not_answer_is_a_clear_error_without_the_passwo
     assert message.startswith("cannot connect to PostgreSQL at "
                               "postgresql://ada:***@127.0.0.1:1/nothing:")
     assert "refused" in message.lower() and "s3cret" not in message
+    assert isinstance(info.value, StoreUnreachable)  # worth trying again (plait worker)
     assert time.monotonic() - started < 5
 
 
 async def test_a_database_that_does_not_exist_is_named(pg_database: str) -> None:
     missing = pgutil.database_url(pg_database, "plait_no_such_database")
     with pytest.raises(StoreError, match='cannot connect.*"plait_no_such_database" does not '
-                                         'exist'):
+                                         'exist') as info:
         await PostgresStore(missing).open()
+    assert not isinstance(info.value, StoreUnreachable)  # retrying cannot fix it
 
 
 async def test_open_close_and_use_outside_them(pg_database: str) -> None:

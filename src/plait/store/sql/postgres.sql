@@ -122,7 +122,7 @@ SELECT id, 1, %(created_at)s, 'run', %(status)s FROM run;
 
 -- write_batch --
 -- Store one batch of a run's changes, its claims lists included: see
--- plait_write_batch in migration 0003 (raises PL001 for an unknown run, PL002 for a
+-- plait_write_batch in migration 0006 (raises PL001 for an unknown run, PL002 for a
 -- batch that does not apply, PL003-PL005 for claims lists that do not).
 -- (its parameters)
 SELECT plait_write_batch(
@@ -338,14 +338,14 @@ RETURNING token;
 
 -- complete_attempts --
 -- Store completed attempts' outcomes, or notes of the discarded ones: see
--- plait_complete_attempts in migration 0003.  Returns one boolean per item.
+-- plait_complete_attempts in migration 0006.  Returns one boolean per item.
 -- (worker, run_ids, steps, attempts, fallbacks, tokens, kinds, outputs, errors, at,
---  notes, noted)
+--  notes, noted, logs)
 SELECT plait_complete_attempts(
     %(worker)s, %(run_ids)s::text[], %(steps)s::text[], %(attempts)s::integer[],
     %(fallbacks)s::boolean[], %(tokens)s::text[], %(kinds)s::text[], %(outputs)s::json[],
     %(errors)s::json[], %(at)s::double precision[], %(notes)s::json[],
-    %(noted)s::double precision);
+    %(noted)s::double precision, %(logs)s::json[]);
 
 -- reap_expired --
 -- Turn expired leases into interrupted outcomes, each once however many reapers run:
@@ -356,7 +356,8 @@ FROM plait_reap_expired(%(limit)s::integer, %(error)s, %(marks)s::text[]);
 -- get_outcomes --
 -- A run's inbox in arrival order.  No row: no such run; one row of NULLs: an empty
 -- inbox.  (run_id)
-SELECT o.step_id, o.attempt, o.fallback, o.kind, o.output, o.error, o.worker, o.at
+SELECT o.step_id, o.attempt, o.fallback, o.kind, o.output, o.error, o.worker, o.at,
+       o.logs
 FROM runs AS r LEFT JOIN outcomes AS o ON o.run = r.id
 WHERE r.run_id = %(run_id)s
 ORDER BY o.id;

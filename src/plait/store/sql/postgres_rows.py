@@ -214,7 +214,7 @@ def complete_params(worker: str, results: Sequence[tuple[str, Outcome]]) -> Para
     note its run gets if it is discarded, so the wording is ``late_result_note``'s."""
     worker = text(worker)
     names = ("run_ids", "steps", "attempts", "fallbacks", "tokens", "kinds", "outputs",
-             "errors", "at", "notes")
+             "errors", "at", "notes", "logs")
     columns: list[list[Any]] = [[] for _ in names]
     for token, outcome in results:
         what = (f"the outcome of attempt {outcome.attempt} of step {outcome.step_id!r} "
@@ -227,7 +227,9 @@ def complete_params(worker: str, results: Sequence[tuple[str, Outcome]]) -> Para
                 text(outcome.run_id), step, outcome.attempt, outcome.fallback, text(token),
                 outcome.kind, json_or_null(outcome.output, f"{what}: its output"),
                 json_or_null(outcome.error, f"{what}: its error"), outcome.at,
-                encode(late_result_note(step, outcome.attempt, outcome.fallback, worker))),
+                encode(late_result_note(step, outcome.attempt, outcome.fallback, worker)),
+                json_or_null(list(outcome.logs), f"{what}: its logs")
+                if outcome.logs else None),
                 strict=True):
             column.append(value)
     params: Params = dict(zip(names, columns, strict=True))

@@ -102,13 +102,14 @@ SELECT status FROM steps WHERE run = ? AND step_id = ?;
 
 -- upsert_attempt --
 -- An attempt starts (new row) or ends (the row exists: status, end time and error
--- change; start time and worker stay).
+-- change, and the worker when the end names one: the process that executed it, which
+-- on a cluster is known only then; the start time stays).
 -- (run, step_id, attempt, fallback, status, at, finished_at, error, worker, seq)
 INSERT INTO attempts (run, step_id, attempt, fallback, status, started_at, finished_at,
                       error, worker, start_seq)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 ON CONFLICT (run, step_id, attempt, fallback)
-DO UPDATE SET status = ?5, finished_at = ?6, error = ?8;
+DO UPDATE SET status = ?5, finished_at = ?6, error = ?8, worker = coalesce(?9, worker);
 
 -- move_run --
 -- A run moves to a non-final status; started_at is set by the first move to running.
@@ -307,9 +308,10 @@ WHERE run = ? AND step_id = ? AND attempt = ? AND fallback = ? AND token = ?
 -- insert_outcome --
 -- An attempt's outcome enters the inbox (its ticket was deleted in the same
 -- transaction, so the key is free).
--- (run, step_id, attempt, fallback, kind, output, error, worker, at)
-INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, error, worker, at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+-- (run, step_id, attempt, fallback, kind, output, error, worker, at, logs)
+INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, error, worker, at,
+                      logs)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- expired_tickets --
 -- Claimed tickets whose lease ran out, soonest expired first (through
@@ -325,7 +327,7 @@ DELETE FROM tickets WHERE rowid = ?;
 
 -- get_outcomes --
 -- A run's inbox in arrival order.  (run)
-SELECT step_id, attempt, fallback, kind, output, error, worker, at
+SELECT step_id, attempt, fallback, kind, output, error, worker, at, logs
 FROM outcomes WHERE run = ? ORDER BY rowid;
 
 -- get_tickets --

@@ -145,6 +145,7 @@ CREATE TABLE outcomes (
     error json,
     worker text,
     at double precision NOT NULL,
+    logs json,
     CONSTRAINT outcomes_id_key UNIQUE (id),
     CONSTRAINT outcomes_pkey PRIMARY KEY (run, step_id, attempt, fallback),
     CONSTRAINT outcomes_run_fkey FOREIGN KEY (run) REFERENCES runs(id),
@@ -354,101 +355,6 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.plait_complete_attempts(p_worker text, p_run_ids text[], p_steps text[], p_attempts integer[], p_fallbacks boolean[], p_tokens text[], p_kinds text[], p_outputs json[], p_errors json[], p_at double precision[], p_notes json[], p_noted double precision)
- RETURNS boolean[]
- LANGUAGE plpgsql
- SET enable_seqscan TO 'off'
-AS $function$
-DECLARE
-    v_done bigint[];  -- the items that count, by position (from 1)
-    v_freed integer;
-BEGIN
-    PERFORM FROM runs AS r
-    WHERE r.id IN (
-        WITH items AS (
-            SELECT i.*, k.id AS run,
-                   row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
-                                                   i.fallback, i.token ORDER BY i.n) AS nth
-            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
-                 WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
-            JOIN runs AS k ON k.run_id = i.run_id)
-        SELECT i.run FROM items AS i
-        WHERE i.nth > 1 OR NOT EXISTS (
-            SELECT FROM tickets AS t
-            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
-              AND t.fallback = i.fallback AND t.token = i.token
-              AND t.claimed_by = p_worker))
-    ORDER BY r.id
-    FOR NO KEY UPDATE;
-    WITH items AS (
-        SELECT i.*, k.id AS run,
-               row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
-                                               i.fallback, i.token ORDER BY i.n) AS nth
-        FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
-             WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
-        JOIN runs AS k ON k.run_id = i.run_id)
-    SELECT coalesce(array_agg(held.n), '{}') INTO v_done
-    FROM (SELECT i.n FROM tickets AS t
-          JOIN items AS i ON t.run = i.run AND t.step_id = i.step_id
-                         AND t.attempt = i.attempt AND t.fallback = i.fallback
-          WHERE i.nth = 1 AND t.token = i.token AND t.claimed_by = p_worker
-          ORDER BY t.run, t.step_id, t.attempt, t.fallback
-          FOR UPDATE OF t) AS held;
-    IF cardinality(v_done) > 0 THEN
-        WITH items AS (
-            SELECT i.*, k.id AS run
-            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_kinds, p_outputs,
-                        p_errors, p_at) WITH ORDINALITY
-                 AS i(run_id, step_id, attempt, fallback, kind, output, error, at, n)
-            JOIN runs AS k ON k.run_id = i.run_id
-            WHERE i.n = ANY (v_done)),
-        gone AS (
-            DELETE FROM tickets AS t
-            USING items AS i
-            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
-              AND t.fallback = i.fallback
-            RETURNING t.token, t.pool, t.pool_limit),
-        stored AS (
-            INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, error,
-                                  worker, at)
-            SELECT i.run, i.step_id, i.attempt, i.fallback, i.kind, i.output, i.error,
-                   p_worker, i.at
-            FROM items AS i ORDER BY i.n)
-        SELECT count(*) INTO v_freed FROM gone
-        WHERE pool IS NOT NULL AND pool_limit IS NOT NULL;
-        PERFORM pg_notify('plait_outcome', d.run_id)
-        FROM (SELECT DISTINCT p_run_ids[n] AS run_id FROM unnest(v_done) AS n) AS d;
-        IF v_freed > 0 THEN
-            PERFORM pg_notify('plait_work', '');
-        END IF;
-    END IF;
-    IF cardinality(v_done) < cardinality(p_tokens) THEN
-        PERFORM FROM runs AS r
-        WHERE r.run_id IN (SELECT p_run_ids[n]
-                           FROM generate_subscripts(p_run_ids, 1) AS n
-                           WHERE NOT (n = ANY (v_done)))
-        ORDER BY r.id
-        FOR NO KEY UPDATE;
-        WITH late AS (
-            SELECT k.id AS run, i.step_id, i.note,
-                   row_number() OVER (PARTITION BY k.id ORDER BY i.n) AS nth
-            FROM unnest(p_run_ids, p_steps, p_notes) WITH ORDINALITY
-                 AS i(run_id, step_id, note, n)
-            JOIN runs AS k ON k.run_id = i.run_id
-            WHERE NOT (i.n = ANY (v_done))),
-        noted AS (
-            INSERT INTO events (run, seq, at, kind, step_id, data)
-            SELECT l.run, r.last_seq + l.nth, p_noted, 'note', l.step_id, l.note
-            FROM late AS l JOIN runs AS r ON r.id = l.run)
-        UPDATE runs AS r SET last_seq = r.last_seq + c.notes
-        FROM (SELECT run, count(*) AS notes FROM late GROUP BY run) AS c
-        WHERE r.id = c.run;
-    END IF;
-    RETURN ARRAY(SELECT n = ANY (v_done)
-                 FROM generate_series(1, cardinality(p_tokens)) AS n ORDER BY n);
-END
-$function$;
-
 CREATE OR REPLACE FUNCTION public.plait_reap_expired(p_limit integer, p_error text, p_marks text[])
  RETURNS TABLE(run_id text, step_id text, attempt integer)
  LANGUAGE plpgsql
@@ -563,7 +469,8 @@ BEGIN
         ON CONFLICT (run, step_id, attempt, fallback) DO UPDATE
         SET status = excluded.status,
             finished_at = coalesce(excluded.finished_at, excluded.started_at),
-            error = excluded.error;
+            error = excluded.error,
+            worker = coalesce(excluded.worker, a.worker);
     END IF;
     IF cardinality(p_e_at) > 0 THEN
         INSERT INTO events (run, seq, at, kind, step_id, source, target, attempt, data)
@@ -690,8 +597,105 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION public.plait_complete_attempts(p_worker text, p_run_ids text[], p_steps text[], p_attempts integer[], p_fallbacks boolean[], p_tokens text[], p_kinds text[], p_outputs json[], p_errors json[], p_at double precision[], p_notes json[], p_noted double precision, p_logs json[])
+ RETURNS boolean[]
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+AS $function$
+DECLARE
+    v_done bigint[];  -- the items that count, by position (from 1)
+    v_freed integer;
+BEGIN
+    PERFORM FROM runs AS r
+    WHERE r.id IN (
+        WITH items AS (
+            SELECT i.*, k.id AS run,
+                   row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
+                                                   i.fallback, i.token ORDER BY i.n) AS nth
+            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
+                 WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
+            JOIN runs AS k ON k.run_id = i.run_id)
+        SELECT i.run FROM items AS i
+        WHERE i.nth > 1 OR NOT EXISTS (
+            SELECT FROM tickets AS t
+            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
+              AND t.fallback = i.fallback AND t.token = i.token
+              AND t.claimed_by = p_worker))
+    ORDER BY r.id
+    FOR NO KEY UPDATE;
+    WITH items AS (
+        SELECT i.*, k.id AS run,
+               row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
+                                               i.fallback, i.token ORDER BY i.n) AS nth
+        FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
+             WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
+        JOIN runs AS k ON k.run_id = i.run_id)
+    SELECT coalesce(array_agg(held.n), '{}') INTO v_done
+    FROM (SELECT i.n FROM tickets AS t
+          JOIN items AS i ON t.run = i.run AND t.step_id = i.step_id
+                         AND t.attempt = i.attempt AND t.fallback = i.fallback
+          WHERE i.nth = 1 AND t.token = i.token AND t.claimed_by = p_worker
+          ORDER BY t.run, t.step_id, t.attempt, t.fallback
+          FOR UPDATE OF t) AS held;
+    IF cardinality(v_done) > 0 THEN
+        WITH items AS (
+            SELECT i.*, k.id AS run
+            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_kinds, p_outputs,
+                        p_errors, p_at, p_logs) WITH ORDINALITY
+                 AS i(run_id, step_id, attempt, fallback, kind, output, error, at, logs,
+                      n)
+            JOIN runs AS k ON k.run_id = i.run_id
+            WHERE i.n = ANY (v_done)),
+        gone AS (
+            DELETE FROM tickets AS t
+            USING items AS i
+            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
+              AND t.fallback = i.fallback
+            RETURNING t.token, t.pool, t.pool_limit),
+        stored AS (
+            INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, error,
+                                  worker, at, logs)
+            SELECT i.run, i.step_id, i.attempt, i.fallback, i.kind, i.output, i.error,
+                   p_worker, i.at, i.logs
+            FROM items AS i ORDER BY i.n)
+        SELECT count(*) INTO v_freed FROM gone
+        WHERE pool IS NOT NULL AND pool_limit IS NOT NULL;
+        PERFORM pg_notify('plait_outcome', d.run_id)
+        FROM (SELECT DISTINCT p_run_ids[n] AS run_id FROM unnest(v_done) AS n) AS d;
+        IF v_freed > 0 THEN
+            PERFORM pg_notify('plait_work', '');
+        END IF;
+    END IF;
+    IF cardinality(v_done) < cardinality(p_tokens) THEN
+        PERFORM FROM runs AS r
+        WHERE r.run_id IN (SELECT p_run_ids[n]
+                           FROM generate_subscripts(p_run_ids, 1) AS n
+                           WHERE NOT (n = ANY (v_done)))
+        ORDER BY r.id
+        FOR NO KEY UPDATE;
+        WITH late AS (
+            SELECT k.id AS run, i.step_id, i.note,
+                   row_number() OVER (PARTITION BY k.id ORDER BY i.n) AS nth
+            FROM unnest(p_run_ids, p_steps, p_notes) WITH ORDINALITY
+                 AS i(run_id, step_id, note, n)
+            JOIN runs AS k ON k.run_id = i.run_id
+            WHERE NOT (i.n = ANY (v_done))),
+        noted AS (
+            INSERT INTO events (run, seq, at, kind, step_id, data)
+            SELECT l.run, r.last_seq + l.nth, p_noted, 'note', l.step_id, l.note
+            FROM late AS l JOIN runs AS r ON r.id = l.run)
+        UPDATE runs AS r SET last_seq = r.last_seq + c.notes
+        FROM (SELECT run, count(*) AS notes FROM late GROUP BY run) AS c
+        WHERE r.id = c.run;
+    END IF;
+    RETURN ARRAY(SELECT n = ANY (v_done)
+                 FROM generate_series(1, cardinality(p_tokens)) AS n ORDER BY n);
+END
+$function$;
+
 INSERT INTO plait_migrations (version, name) VALUES (1, '0001_initial.sql');
 INSERT INTO plait_migrations (version, name) VALUES (2, '0002_schedule_fires.sql');
 INSERT INTO plait_migrations (version, name) VALUES (3, '0003_attempt_tickets.sql');
 INSERT INTO plait_migrations (version, name) VALUES (4, '0004_pool_rates_breakers.sql');
 INSERT INTO plait_migrations (version, name) VALUES (5, '0005_concurrency_keys.sql');
+INSERT INTO plait_migrations (version, name) VALUES (6, '0006_attempt_workers_and_logs.sql');

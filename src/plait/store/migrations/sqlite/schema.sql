@@ -119,7 +119,7 @@ CREATE TABLE outcomes (
     output   TEXT,
     error    TEXT,
     worker   TEXT,
-    at       REAL    NOT NULL,
+    at       REAL    NOT NULL, logs TEXT,
     PRIMARY KEY (run, step_id, attempt, fallback)
 );
 
@@ -155,4 +155,4 @@ CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
     WHERE concurrency_key IS NOT NULL
       AND (status = 'pending' OR status = 'running' OR status = 'waiting');
 
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;
