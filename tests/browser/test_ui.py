@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from .conftest import TOKEN, Server, serve
-from .workflows import APPROVAL, FAILING, PIPELINE
+from .workflows import APPROVAL, FAILING, PARENT, PIPELINE
 
 SHOTS = "/tmp"
 
@@ -242,3 +242,15 @@ def test_a_step_logs_live_and_a_failure_shows_its_error(server: Server, page: An
     assert detail.locator("[data-testid=attempts] tbody tr .pill").count() == len(attempts)
     assert '"the disk is full"' in detail.inner_text()  # the rendered `with` template
     page.screenshot(path=f"{SHOTS}/ui-run-failed.png", full_page=True)
+
+
+def test_a_workflow_step_links_to_its_child_run_and_back(server: Server, page: Any) -> None:
+    server.register(PARENT)
+    run_id = server.start("ui-parent")
+    run = server.wait(run_id, "completed")
+    child_id = run["steps"]["child"]["child_run_id"]
+    page.goto(f"{server.base}/#/runs/{run_id}?step=child")
+    page.click(f"[data-testid=step-detail] [data-child-run='{child_id}']")
+    page.wait_for_selector("[data-node=done][data-status=completed]")
+    assert child_id in page.url
+    page.wait_for_selector(f"a[href='#/runs/{run_id}']")  # the parent run, in the header

@@ -47,6 +47,15 @@ FAILING: dict[str, Any] = {
     ],
 }
 
+PARENT: dict[str, Any] = {
+    "name": "ui-parent",
+    "description": "Runs ui-pipeline as a child workflow",
+    "steps": [
+        {"id": "child", "type": "workflow", "workflow": "ui-pipeline",
+         "input": {"name": "Linus"}},
+    ],
+}
+
 
 def fan_out(n: int) -> dict[str, Any]:
     """``n`` independent transform steps joined by one step: the 10,000-step run page."""

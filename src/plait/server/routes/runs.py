@@ -10,7 +10,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
-from ...cli.records import LogRecord, duration, show_json
+from ...cli.inspection import child_runs
+from ...cli.records import LogRecord, add_child_runs, duration, show_json
 from ...core.states import FINAL_RUN_STATES, RunStatus
 from ...errors import (
     DecisionTaken,
@@ -177,13 +178,17 @@ async def get_run_or_404(rt: ServerRuntime, run_id: str) -> RunRecord:
 @router.get("/{run_id}", responses={404: {"model": ErrorBody}})
 async def get_run(run_id: str, rt: Runtime) -> dict[str, Any]:
     """The run as ``plait run --json`` shows it, plus ``attempts`` (in start order),
-    ``input``, ``logs`` and the run's times."""
+    ``input``, ``logs``, the run's times, and ``child_run_id``/``child_run_ids`` on
+    the entries of `workflow` and `loop` steps."""
     run = await get_run_or_404(rt, run_id)
     store = rt.store
     steps = await store.get_steps(run_id)
     attempts = await store.get_attempts(run_id)
     logs = LogRecord.from_events(await store.get_events(run_id))
-    return show_json(run, steps, attempts, logs)
+    value = show_json(run, steps, attempts, logs)
+    # as plait show --json: a workflow/loop step's entry names its child run(s)
+    add_child_runs(value, await child_runs(store, run))
+    return value
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=Accepted,

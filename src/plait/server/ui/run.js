@@ -253,7 +253,13 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     row("Skipped", st?.skip_reason);
     row("Fallback", st?.fallback_used ? "the fallback produced the output" : null);
     row("Cached", st?.cached ? "output reused from the cache" : null);
-    if (st?.child_run_id) row("Child run", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(st.child_run_id)}` }, st.child_run_id));
+    const runLink = (id) => h("a", { class: "mono", href: `#/runs/${encodeURIComponent(id)}`, "data-child-run": id }, id);
+    const children = Array.isArray(st?.child_run_ids) ? st.child_run_ids : [];
+    if (children.length > 1) {
+      // a loop: every iteration's run (the last 20)
+      row(`Child runs (${children.length})`, h("div", {}, children.slice(-20).map((id, i) =>
+        h("div", {}, h("span", { class: "muted" }, `#${children.length - Math.min(20, children.length) + i + 1} `), runLink(id)))));
+    } else if (st?.child_run_id) row("Child run", runLink(st.child_run_id));
     const items = mapItems.get(selected);
     if (items) row("Items", h("a", { href: "#", onclick: (e) => { e.preventDefault(); search.value = `${selected}[`; filter.text = search.value; redrawTable(); } }, `${fmtCount(items.length)} items (show in table)`));
     side.append(kv);
@@ -289,8 +295,18 @@ export async function runPage(root, params, { go, onLeave, runId }) {
   }
 
   // ---- drawing and live updates
+  // the run's stored logs (GET /api/runs/{id} lists them); note events add newer ones
+  function takeLogs() {
+    if (!Array.isArray(run.logs)) return;
+    logs.clear();
+    for (const log of run.logs) {
+      if (!log || !log.step) continue;
+      (logs.get(log.step) || logs.set(log.step, []).get(log.step)).push(log);
+    }
+  }
   function draw() {
     const t = performance.now();
+    takeLogs();
     index();
     drawHeader();
     graph.update(graphState);
