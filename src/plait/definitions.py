@@ -44,13 +44,19 @@ def check_definition(data: object, *, source: str | None = None,
 
 
 def alert_problems(spec: WorkflowSpec) -> list[Problem]:
-    """The problems of the definition's ``alerts:`` rules (``plait.observe.alerts``,
-    imported only for a definition that has some)."""
+    """The problems of the definition's ``alerts:`` rules (``plait.observe.alerts``)
+    and ``notify:`` targets (``plait.observe.notify``), each module imported only for a
+    definition that has some."""
+    found: list[Problem] = []
+    if spec.notify is not None:
+        from .observe.notify_targets import check_targets
+
+        found += check_targets(spec.notify)
     if not spec.alerts:
-        return []
+        return found
     from .observe.alerts import check_rules
 
-    return check_rules(spec.alerts)
+    return found + check_rules(spec.alerts)
 
 
 def _import_problems(spec: WorkflowSpec) -> list[Problem]:

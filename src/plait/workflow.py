@@ -6,6 +6,7 @@ Both front ends produce the same model (``WorkflowSpec``); this module only buil
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import inspect
 import keyword
@@ -126,7 +127,7 @@ _STEP_OPTIONS = frozenset({"when", "trigger", "retry", "timeout", "fallback", "a
 _WORKFLOW_OPTIONS = frozenset({"concurrency", "on_failure", "timeout", "sla", "input",
                                "reducers", "pools", "output", "version", "description",
                                "limits", "alerts", "schedules", "concurrency_key",
-                               "max_runs_per_key"})
+                               "max_runs_per_key", "notify"})
 
 
 def _type_fields(step_type: str, fn: Callable[..., object] | None) -> frozenset[str] | None:
@@ -168,6 +169,7 @@ class Workflow:
                  alerts: Sequence[str] = (),
                  schedules: Sequence[Mapping[str, Any] | ScheduleSpec] = (),
                  concurrency_key: str | None = None, max_runs_per_key: int | None = None,
+                 notify: Sequence[Mapping[str, Any]] | None = None,
                  **unknown: Never) -> None:
         """Options as in a definition file (SPEC 1.1, 7); ``schedules`` are mappings
         ``{"cron": "*/5 * * * *", "timezone": "UTC", "input": {...}, "catch_up":
@@ -181,7 +183,8 @@ class Workflow:
             "input_schema": input, "reducers": dict(reducers or {}), "output": output,
             "version": version, "description": description, "limits": limits or Limits(),
             "alerts": tuple(alerts), "concurrency_key": concurrency_key,
-            "max_runs_per_key": max_runs_per_key}
+            "max_runs_per_key": max_runs_per_key,
+            "notify": copy.deepcopy(notify)}  # checked by validate()
         self._schedules = [_schedule_dict(s) for s in schedules]
         self._pools = {k: dict(v) for k, v in (pools or {}).items()}
         self._pending: list[_Pending] = []

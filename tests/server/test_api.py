@@ -289,6 +289,11 @@ def test_events_are_live_until_the_run_ends(client):
     assert ("step", "sign_off", "waiting") in kinds
     assert ("step", "publish", "completed") in kinds
     assert kinds[-1] == ("run", None, "completed")
+    # the streams that ended left nothing behind for the run (a long-lived server
+    # streams many runs)
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    _stream(client, run_id)
+    assert runtime.watched() == 0
 
 
 def _stream(client, run_id: str, **kw) -> list[dict]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 
@@ -19,7 +21,7 @@ from ..runtime.results import RunResult
 from ..store.base import RunFilter, RunRecord, Store
 from ..store.url import shown_url
 from . import output, records
-from .session import Refusal, guarded
+from .session import Refusal, guarded, opened_store
 from .settings import ExitCode
 
 
@@ -185,6 +187,8 @@ async def metrics_command(*, db: str, workflow: str | None, since: float | None,
             raise Refusal(output.problems_text(exc, "stored definitions",
                                                   what="alert rules")) from exc
         firings = alerts.evaluate(report, rules)
+        if check and firings:
+            await _notify_alerts(db, store, firings)
         if as_json:
             output.print_json({**report.to_json(), "alerts": alerts.firings_to_json(firings)},
                               sys.stdout)
@@ -193,6 +197,42 @@ async def metrics_command(*, db: str, workflow: str | None, since: float | None,
             if rules or check:
                 sys.stdout.write("\n" + alerts.render_firings(firings))
         return ExitCode.FAILED if check and firings else ExitCode.OK
+
+    return await guarded(db, body, read_only=True)
+
+
+async def _notify_alerts(db: str, store: Store, firings: Sequence[Any]) -> None:
+    """``plait metrics --check``: deliver ``alert`` to the targets that ask for it
+    (``PLAIT_NOTIFY`` and the firing workflows' ``notify:``; docs/notifications.md).
+    The store was opened read-only: delivery claims in a writable one, and a database
+    that cannot be written only costs the notifications (said on stderr)."""
+    from ..observe.notify import (
+        Notifier,
+        notify_alerts,
+        stored_targets,
+        targets_from_environment,
+    )
+
+    process = targets_from_environment()
+    own = await stored_targets(store, {f.workflow for f in firings})
+    if not any("alert" in t.events for t in [*process, *(t for v in own.values() for t in v)]):
+        return
+    try:
+        async with opened_store(db, create=False) as writable:
+            await notify_alerts(Notifier(writable, targets=process), firings,
+                                lambda workflow: [*own.get(workflow, ()), *process])
+    except StoreError as exc:
+        output.console(stderr=True).print(output.error_text(
+            f"alerts fired but were not notified: store {db}: {exc}"), end="")
+
+
+async def prometheus_command(*, db: str) -> ExitCode:
+    """``plait metrics --prometheus``: the exposition text of ``observe.prometheus``."""
+    from ..observe.prometheus import exposition
+
+    async def body(store: Store) -> ExitCode:
+        sys.stdout.write((await exposition(store)).decode())
+        return ExitCode.OK
 
     return await guarded(db, body, read_only=True)
 

@@ -324,6 +324,8 @@ class RunLoop:
             call = StepCall(step, i, attempt, state.rows[i].started_at or now, view)
             inline = self._inline[i]
             if inline is not None and step.fallback is None and step.timeout is None:
+                if worker is None:  # a cluster's driver runs this one itself: it is its worker
+                    state.rows[i].worker = self._worker
                 self._run_inline(i, inline, call, now)
             else:
                 starts.append(call)

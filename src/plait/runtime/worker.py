@@ -128,6 +128,9 @@ class Worker:
         self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
         # a child run of a `workflow`/`loop` step is a pending run any worker drives
         self.engine.services.children = ChildRuns(self.engine, drive=False)
+        # told (workflow, seconds from dispatch to claim) of each claimed attempt
+        # (observe.prometheus.LiveMetrics.attach)
+        self.on_dispatch: Callable[[str, float], None] | None = None
         self._notifications = notifications
         self._schedules = schedules
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
@@ -220,6 +223,8 @@ class Worker:
                     delay = min(delay * 2, 10 * self.poll)
                 else:
                     delay = self.poll
+                if leases and self.on_dispatch is not None:
+                    self._observe_dispatch(leases)
                 for lease in leases:
                     if self.draining:  # claimed while stopping: let it go at once
                         self._tokens.add(lease.token)
@@ -228,6 +233,14 @@ class Worker:
                     self._start(lease)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._work.wait(), delay)
+
+    def _observe_dispatch(self, leases: list[Lease]) -> None:
+        assert self.on_dispatch is not None
+        now = time.time()
+        for lease in leases:
+            at = lease.payload.get("dispatched_at")
+            if isinstance(at, int | float) and not isinstance(at, bool):
+                self.on_dispatch(lease.workflow, now - at)
 
     def _start(self, lease: Lease) -> None:
         token = lease.token
@@ -414,7 +427,9 @@ class Worker:
                 else:
                     _log.warning("worker %s: the result of attempt %d of step %r (run %s) "
                                  "was discarded: the lease was lost", self.name,
-                                 outcome.attempt, outcome.step_id, outcome.run_id)
+                                 outcome.attempt, outcome.step_id, outcome.run_id,
+                                 extra={"run_id": outcome.run_id,
+                                        "step_id": outcome.step_id, "worker": self.name})
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -474,7 +489,8 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - one run's failure must not stop the worker
-            _log.exception("worker %s: driving run %s failed", self.name, run_id)
+            _log.exception("worker %s: driving run %s failed", self.name, run_id,
+                           extra={"run_id": run_id, "worker": self.name})
             with contextlib.suppress(StoreError):
                 await self.store.release_run(run_id, self.name)
         finally:

@@ -17,14 +17,14 @@ from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
 from . import errors
-from .routes import auth, events, hooks, meta, runs, workflows
+from .routes import auth, docs, events, hooks, meta, runs, workflows
 from .routes.meta import UI_DIR
 from .runtime import EVENTS_POLL_S, ServerRuntime
 from .security import AuthMiddleware, BodyLimitMiddleware, Sessions
 from .settings import ServerSettings
 
-ROUTERS: list[APIRouter] = [meta.router, auth.router, workflows.router, runs.router,
-                            events.router, hooks.router]
+ROUTERS: list[APIRouter] = [meta.router, docs.router, auth.router, workflows.router,
+                            runs.router, events.router, hooks.router]
 DEFAULT_GRACE_S = 10.0
 
 
@@ -58,7 +58,10 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
                 app.state.runtime = rt
                 yield {}
 
+    # FastAPI's /docs and /redoc load their scripts from a CDN: docs.router serves
+    # Swagger UI from this process instead
     app = FastAPI(title="plait", version=__version__, lifespan=lifespan,
+                  docs_url=None, redoc_url=None,
                   description="The REST API of plait serve (SPEC 9). With PLAIT_API_TOKEN "
                   "set, send `Authorization: Bearer TOKEN`.")
     app.state.settings = chosen
@@ -68,6 +71,7 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
     for router in [*ROUTERS, *routers]:
         app.include_router(router)
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
+    app.mount(docs.ASSETS_PATH, docs.assets(), name="docs-assets")
     # outermost first: the body limit, then authentication
     app.add_middleware(AuthMiddleware, token=chosen.token, sessions=app.state.sessions)
     app.add_middleware(BodyLimitMiddleware, limit=chosen.max_body_bytes)

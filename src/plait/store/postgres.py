@@ -72,7 +72,7 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
-from . import postgres_claims
+from . import observations, postgres_claims
 from .base import (
     AttemptRecord,
     EventRecord,
@@ -85,6 +85,7 @@ from .base import (
     WorkflowRecord,
     WriteBatch,
 )
+from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import Database, Row, ServerRefusal
 from .sql import queries
 from .sql import rows as rows
@@ -402,6 +403,36 @@ class PostgresStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await postgres_claims.runs_to_drive(self._db, lease, limit)
+
+    # ------------------------------------------------------------------ observability
+
+    async def metrics_snapshot(self, bounds: Sequence[float]) -> MetricsSnapshot:
+        async def job(conn: AsyncConnection[Row]) -> MetricsSnapshot:
+            out = MetricsSnapshot()
+            async with conn.transaction():
+                asked: list[tuple[str, str, dict[str, Any] | None]] = [
+                    ("runs", observations.POSTGRES["runs"], None),
+                    ("steps", observations.POSTGRES["steps"], None),
+                    ("durations", observations.postgres_durations(bounds),
+                     {f"b{i}": b for i, b in enumerate(bounds)}),
+                    ("tickets", observations.POSTGRES["tickets"], None),
+                    ("reclaims", observations.POSTGRES["reclaims"],
+                     {"pattern": observations.LEASE_EXPIRED + "%"}),
+                    ("tokens", observations.POSTGRES["tokens"],
+                     {"kinds": list(observations.TOKEN_KINDS)})]
+                for name, query, params in asked:
+                    found = await (await conn.execute(query, params)).fetchall()
+                    observations.postgres_fold(out, name, found)
+            return out
+
+        return await self._db.run(job)
+
+    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
+        row = await self._db.fetchone(
+            observations.POSTGRES["claim_notification"],
+            {"run_id": key.run_id, "event": key.event, "step": key.step,
+             "target": key.target, "at": at}, idempotent=False)
+        return row is not None
 
     # ------------------------------------------------------------------ breakers
 
