@@ -123,7 +123,7 @@ def test_runs_list_filters_and_live_status(server: Server, page: Any) -> None:
     server.wait(waiting, "waiting")
     page.goto(f"{server.base}/#/runs")
     page.wait_for_selector(f"[data-run='{waiting}']")
-    assert page.locator(f"[data-run='{done}'] [data-status=completed]").count() == 1
+    page.wait_for_selector(f"[data-run='{done}'] [data-status=completed]")
     page.screenshot(path=f"{SHOTS}/ui-runs.png", full_page=True)
     # live: approving elsewhere turns the row completed without a reload
     resp = server.http.post(f"/api/runs/{waiting}/steps/sign_off/approve", json={"approved": True})
