@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: setup demo test lint types unit soak bench bench-quick bench-peers bench-cluster bench-server clean
+.PHONY: chromium ui-bench setup demo test lint types unit soak bench bench-quick bench-peers bench-cluster bench-server clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,7 +14,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-setup: $(STAMP)
+# The browser tests (tests/browser/) drive Debian's chromium: installed here when missing
+# (as root, else with sudo); Playwright never downloads a browser.
+setup: $(STAMP) chromium
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get update && sudo apt-get install -y chromium; \
+	  else echo "chromium is missing and this user cannot install it:" \
+	    "run 'apt-get install -y chromium' as root (the browser tests skip without it)"; fi; }
 
 demo: setup
 	$(BIN)/plait run examples/support_router/flow.yaml --input $(DEMO_INPUT)
@@ -64,6 +73,10 @@ bench-server: setup
 	$(BIN)/python benchmarks/server_load.py --seconds $(SERVER_SECONDS) \
 		--out benchmarks/server.json --md benchmarks/SERVER.md
 	$(BIN)/python benchmarks/quote_readme.py
+
+# the run page with a 10,000-step run in chromium (benchmarks/UI.md)
+ui-bench: setup
+	$(BIN)/python benchmarks/ui_run_page.py --steps 10000 --md benchmarks/UI.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .plait

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
-from ...cli.records import LogRecord, duration, show_json
+from ...cli.inspection import child_runs
+from ...cli.records import LogRecord, add_child_runs, duration, show_json
 from ...core.states import FINAL_RUN_STATES, RunStatus
 from ...errors import (
     DecisionTaken,
@@ -183,7 +184,8 @@ async def get_run_or_404(rt: ServerRuntime, run_id: str) -> RunRecord:
                                     404: {"model": ErrorBody}})
 async def get_run(run_id: str, rt: Runtime) -> JSONResponse:
     """The run as ``plait run --json`` shows it, plus ``attempts`` (in start order),
-    ``input``, ``logs`` and the run's times."""
+    ``input``, ``logs``, the run's times, and ``child_run_id``/``child_run_ids`` on
+    the entries of `workflow` and `loop` steps."""
     store = rt.store
     run = await rt.read(get_run_or_404(rt, run_id))
     # the run first (its status is then never newer than its steps'), then the other
@@ -192,8 +194,11 @@ async def get_run(run_id: str, rt: Runtime) -> JSONResponse:
     steps, attempts, events = await asyncio.gather(
         rt.read(store.get_steps(run_id)), rt.read(store.get_attempts(run_id)),
         rt.read(store.get_events(run_id)))
+    value = show_json(run, steps, attempts, LogRecord.from_events(events))
+    # as plait show --json: a workflow/loop step's entry names its child run(s)
+    add_child_runs(value, await rt.read(child_runs(store, run)))
     # encoded once, as plain JSON: no response model to validate it against again
-    return JSONResponse(show_json(run, steps, attempts, LogRecord.from_events(events)))
+    return JSONResponse(value)
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=Accepted,

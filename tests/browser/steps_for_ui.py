@@ -1,0 +1,17 @@
+"""Python steps the browser tests' definitions call (the test server allows
+PLAIT_ALLOWED_MODULES=browser.steps_for_ui; tests/ is on sys.path)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+async def report(ctx: Any, seconds: float) -> dict[str, str]:
+    ctx.logger.info("halfway there")
+    await asyncio.sleep(seconds)
+    return {"report": "ready"}
+
+
+def explode(reason: str) -> str:
+    raise ValueError(f"cannot continue: {reason}")
