@@ -17,7 +17,7 @@ from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
 from ..store.base import RunFilter, Store
 from ..store.url import shown_url
-from . import output, records
+from . import notes, output, records
 from .session import Refusal, guarded
 from .settings import ExitCode
 
@@ -59,9 +59,11 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         run = await store.get_run(run_id)
         steps = await store.get_steps(run_id)
         attempts = await store.get_attempts(run_id)
-        logs = records.LogRecord.from_events(await store.get_events(run_id))
+        events = await store.get_events(run_id)
+        logs = records.LogRecord.from_events(events)
         if as_json:
-            output.print_json(records.show_json(run, steps, attempts, logs), sys.stdout)
+            shown = notes.add_usage(records.show_json(run, steps, attempts, logs), events)
+            output.print_json(shown, sys.stdout)
             return ExitCode.OK
         now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
             else time.time()

@@ -45,6 +45,14 @@ class StepLog:
             return
         self._records.append((step_id, {"log": log_record(attempt, level, message)}))
 
+    def note(self, step_id: str, data: JSONDict) -> None:
+        """A history note of the step (e.g. an llm attempt's token usage), stored with
+        the loop's next batch; its text is redacted like a log record's."""
+        if len(self._records) >= MAX_PENDING_RECORDS:
+            self._dropped += 1
+            return
+        self._records.append((step_id, _redact_json(data, self.redact)))
+
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         """The records added so far, oldest first (called by the run loop only)."""
         records = self._records
@@ -103,6 +111,16 @@ class AttemptLogs(StepLog):
                 attempt, logging.WARNING, f"{dropped} step log records were dropped: an "
                 f"attempt run on a worker keeps at most {MAX_ATTEMPT_RECORDS}"))
         return tuple(records)
+
+
+def _redact_json(value: Any, redact: Callable[[str | None], str | None]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(k) or "": _redact_json(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_json(v, redact) for v in value]
+    return value
 
 
 class StepLogger(logging.LoggerAdapter[logging.Logger]):

@@ -62,7 +62,7 @@ class OutcomeRules:
         """Any outcome but ``cancelled``; returns what the loop does next (FollowUp)."""
         state = self._state
         if kind == "ok":
-            if self._secrets.used:
+            if self._secrets.redacting:
                 output = self._secrets.redact(output)
             try:
                 state.succeed(i, output, now, fallback=fallback)
