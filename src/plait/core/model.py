@@ -95,6 +95,15 @@ class ScheduleSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CacheSpec:
+    """``cache: {key, ttl}`` of a step (SPEC 3): a completed result of the same workflow,
+    step and rendered ``key`` younger than ``ttl`` seconds is reused without running."""
+
+    key: str
+    ttl: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepSpec:
     """One step.  ``config`` holds the fields of the step's type (``call``, ``with``,
     ``url``...) as JSON; ``func`` is the callable of a step built in Python."""
@@ -116,6 +125,7 @@ class StepSpec:
     then: tuple[str, ...] = ()
     else_: tuple[str, ...] = ()
     func: Callable[..., object] | None = field(default=None, compare=False, repr=False)
+    cache: CacheSpec | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,7 +163,7 @@ class _StepDraft:
 
 _STEP_FIELDS = ("id", "type", "config", "depends_on", "when", "trigger", "retry", "timeout",
                 "fallback", "allow_failure", "outputs", "circuit_breaker", "pool",
-                "description", "then", "else_", "func")
+                "description", "then", "else_", "func", "cache")
 if StepSpec.__slots__ != _STEP_FIELDS:  # checked at import, also under python -O
     raise RuntimeError("new_step must set every StepSpec field, in order")
 
@@ -166,7 +176,7 @@ def new_step(*, id: str, type: str, config: Mapping[str, JSON] | None = None,
              circuit_breaker: CircuitBreakerSpec | None = None, pool: str | None = None,
              description: str | None = None, then: tuple[str, ...] = (),
              else_: tuple[str, ...] = (), func: Callable[..., object] | None = None,
-             ) -> StepSpec:
+             cache: CacheSpec | None = None) -> StepSpec:
     """``StepSpec(...)``, same fields and defaults (an omitted config is a new empty
     dict), for code that builds many steps: 4x faster."""
     step: Any = _StepDraft()
@@ -187,5 +197,6 @@ def new_step(*, id: str, type: str, config: Mapping[str, JSON] | None = None,
     step.then = then
     step.else_ = else_
     step.func = func
+    step.cache = cache
     step.__class__ = StepSpec
     return cast(StepSpec, step)

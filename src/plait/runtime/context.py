@@ -98,6 +98,11 @@ class AttemptLogs(StepLog):
             return
         records.append(log_record(attempt, level, message))
 
+    def note(self, step_id: str, data: JSONDict) -> None:
+        # An attempt's outcome carries its log records only: notes (an llm attempt's
+        # token usage) of attempts run on a worker are not kept yet.
+        return
+
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         return []
 
