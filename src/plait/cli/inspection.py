@@ -62,7 +62,7 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         events = await store.get_events(run_id)
         logs = records.LogRecord.from_events(events)
         if as_json:
-            shown = notes.add_usage(records.show_json(run, steps, attempts, logs), events)
+            shown = notes.add_history(records.show_json(run, steps, attempts, logs), events)
             output.print_json(shown, sys.stdout)
             return ExitCode.OK
         now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \

@@ -51,7 +51,7 @@ JSON (``MetricsReport.to_json()``; keys are stable, durations in seconds)::
 Tokens are the sums of the ``usage`` history notes ``llm`` steps leave, one per attempt
 that got a completion (a refused answer that was retried counts: its tokens were
 billed).  ``cache_hits`` counts steps completed from the step cache (``cache:``) without
-running; they are not executions.
+running their code; such a step is still an execution (of one attempt).
 
 Workflows are sorted by name; steps by first appearance in the workflow's runs
 (definition order, since stores return steps in definition order).

@@ -32,6 +32,8 @@ class StepLog:
 
     def __init__(self, redact: Callable[[str | None], str | None]) -> None:
         self.redact = redact
+        # the steps whose attempt took its output from the step cache (runtime.stepcache)
+        self.cache_hits: set[str] = set()
         self._records: collections.deque[tuple[str | None, JSONDict]] = collections.deque()
         self._dropped = 0
 
@@ -52,6 +54,10 @@ class StepLog:
             self._dropped += 1
             return
         self._records.append((step_id, _redact_json(data, self.redact)))
+
+    def redact_json(self, value: JSON) -> JSON:
+        """``value`` with every secret redacted from its text (keys and strings)."""
+        return _redact_json(value, self.redact)  # type: ignore[no-any-return]
 
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         """The records added so far, oldest first (called by the run loop only)."""

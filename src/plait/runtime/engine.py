@@ -130,7 +130,7 @@ class Engine:
         self._executor = self._own_executor or shared_pool()
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy
-                                 or NetworkPolicy.from_environment())
+                                 or NetworkPolicy.from_environment(), store=store)
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.

@@ -108,4 +108,5 @@ class RunWriter:
             run_id=run.run_id, workflow=run.workflow, version=run.version,
             fingerprint=run.fingerprint, status=str(run.status), output=run.output,
             error=run.error, started_at=run.started_at, finished_at=run.finished_at,
-            retry_of=run.retry_of, steps=StepResults(checked.graph.index, self._state.rows))
+            retry_of=run.retry_of, steps=StepResults(checked.graph.index, self._state.rows,
+                                                     frozenset(self._step_log.cache_hits)))
