@@ -83,6 +83,11 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
             console.print()
             console.print(Text(f"logs of {step_id}", "bold" if console.is_terminal else ""))
             console.print("\n".join(lines), markup=False, highlight=False)
+        for step_id, lines in notes.emit_sections(events):
+            console.print()
+            console.print(Text(f"emitted by {step_id}", "bold" if console.is_terminal
+                               else ""))
+            console.print("\n".join(lines), markup=False, highlight=False)
         hint = output.waiting_hint(RunResult.from_records(run, steps))
         if hint:
             console.print()

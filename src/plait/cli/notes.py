@@ -4,10 +4,14 @@ from the step cache (``{"cache": {"hit": true}}``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from ..core.model import JSON, JSONDict
+from ..runtime.results import iso
 from ..store.base import EventRecord
+
+MAX_LINE = 200
 
 
 def usage_by_attempt(events: Sequence[EventRecord]) -> dict[tuple[str, int], JSONDict]:
@@ -47,9 +51,35 @@ def cache_hits(events: Sequence[EventRecord]) -> frozenset[str]:
                      and hit.get("hit") is True)
 
 
+def emits(events: Sequence[EventRecord]) -> list[JSONDict]:
+    """What steps emitted (``ctx.emit``), in order: {"step", "attempt", "at", "value"}."""
+    out: list[JSONDict] = []
+    for event in events:
+        emit = event.data.get("emit") if event.kind == "note" else None
+        if isinstance(emit, dict):
+            at = emit.get("at")
+            out.append({"step": event.step_id, "attempt": emit.get("attempt"),
+                        "at": iso(at) if isinstance(at, int | float) else None,
+                        "value": emit.get("value")})
+    return out
+
+
+def emit_sections(events: Sequence[EventRecord]) -> list[tuple[str, list[str]]]:
+    """``plait show``: per step, its emitted values, one line each (JSON, clipped)."""
+    sections: dict[str, list[str]] = {}
+    for entry in emits(events):
+        text = json.dumps(entry["value"], ensure_ascii=False)
+        if len(text) > MAX_LINE:
+            text = text[:MAX_LINE] + "..."
+        sections.setdefault(str(entry["step"]), []).append(
+            f"{entry['at'] or '-'}  attempt {entry['attempt']}  {text}")
+    return list(sections.items())
+
+
 def add_history(shown: JSONDict, events: Sequence[EventRecord]) -> JSONDict:
-    """``plait show --json``: ``usage`` on attempts, ``cached`` on steps."""
+    """``plait show --json``: ``usage`` on attempts, ``cached`` on steps, ``emits``."""
     add_usage(shown, events)
+    shown["emits"] = list[JSON](emits(events))
     hits = cache_hits(events)
     steps = shown.get("steps")
     if isinstance(steps, dict):
