@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: setup demo test lint types unit soak bench bench-quick bench-peers bench-cluster clean
+.PHONY: setup demo test lint types unit soak bench bench-quick bench-peers bench-cluster bench-server clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,14 @@ bench-peers: setup
 # many workers on PostgreSQL (PLAIT_TEST_DATABASE_URL's server; pgbench from postgresql-client)
 bench-cluster: setup
 	$(BIN)/python benchmarks/cluster.py --out benchmarks/cluster.json --md benchmarks/CLUSTER.md
+	$(BIN)/python benchmarks/quote_readme.py
+
+# plait serve under load: 200 clients polling run status while runs execute (SQLite,
+# and PostgreSQL at PLAIT_TEST_DATABASE_URL when it answers); SERVER_SECONDS each
+SERVER_SECONDS ?= 20
+bench-server: setup
+	$(BIN)/python benchmarks/server_load.py --seconds $(SERVER_SECONDS) \
+		--out benchmarks/server.json --md benchmarks/SERVER.md
 	$(BIN)/python benchmarks/quote_readme.py
 
 clean:

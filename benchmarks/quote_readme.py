@@ -1,8 +1,9 @@
 """Copy the generated benchmark tables into README.md, between the markers
 ``<!-- bench:start -->`` and ``<!-- bench:end -->``.  Nothing is retyped: the tables come
 from benchmarks/RESULTS.md and benchmarks/peers/RESULTS.md as the scripts wrote them,
-and benchmarks/CLUSTER.md (``make bench-cluster``) between ``<!-- cluster:start -->`` and
-``<!-- cluster:end -->``.
+benchmarks/CLUSTER.md (``make bench-cluster``) between ``<!-- cluster:start -->`` and
+``<!-- cluster:end -->``, and benchmarks/SERVER.md (``make bench-server``) between
+``<!-- server:start -->`` and ``<!-- server:end -->``.
 
     python benchmarks/quote_readme.py
 """
@@ -17,6 +18,7 @@ HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 CLUSTER_START, CLUSTER_END = "<!-- cluster:start -->", "<!-- cluster:end -->"
+SERVER_START, SERVER_END = "<!-- server:start -->", "<!-- server:end -->"
 PEER_SECTIONS = ("chain-1000", "fanout-1-1000-1", "random-500-in-10-layers",
                  "unbalanced-sleeps", "parallel-200-sleeps")
 
@@ -82,6 +84,17 @@ def quoted() -> str:
         "", peers_summary(peers), "", section(peers, "Targets"), END])
 
 
+def quote_report(text: str, report: Path, start: str, end: str) -> str:
+    """``text`` with the header lines and tables of ``report`` (from its first ``- ``
+    line on) between ``start`` and ``end``, when both are there and the report exists."""
+    if not report.exists() or start not in text or end not in text:
+        return text
+    body = report.read_text().split("\n- ", 1)[1]  # from the first header line on
+    block = "\n".join([start, f"`benchmarks/{report.name}`:", "", "- " + body.strip(), end])
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    return pattern.sub(lambda _: block, text, count=1)
+
+
 def main() -> int:
     text = README.read_text()
     if START not in text or END not in text:
@@ -89,14 +102,9 @@ def main() -> int:
         return 1
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
     text = pattern.sub(lambda _: quoted(), text, count=1)
-    cluster = HERE / "CLUSTER.md"
-    if cluster.exists() and CLUSTER_START in text:
-        report = cluster.read_text()
-        body = report.split("\n- ", 1)[1]  # from the first header line on
-        block = "\n".join([CLUSTER_START, "`benchmarks/CLUSTER.md`:", "", "- " + body.strip(),
-                           CLUSTER_END])
-        pattern = re.compile(re.escape(CLUSTER_START) + ".*?" + re.escape(CLUSTER_END), re.S)
-        text = pattern.sub(lambda _: block, text, count=1)
+    for name, start, end in (("CLUSTER.md", CLUSTER_START, CLUSTER_END),
+                             ("SERVER.md", SERVER_START, SERVER_END)):
+        text = quote_report(text, HERE / name, start, end)
     README.write_text(text)
     print("README.md: benchmark tables updated")
     return 0

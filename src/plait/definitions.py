@@ -16,6 +16,7 @@ from .core.validate import CheckedWorkflow, check
 from .errors import DefinitionError, Problem
 from .runtime.retry_names import retry_name_problems
 from .steps.builtin import register_builtins
+from .steps.child_files import include_child_files
 from .steps.registry import load_plugins
 
 # the built-in step types are known wherever a definition is checked: the Python API,
@@ -30,7 +31,10 @@ def check_definition(data: object, *, source: str | None = None,
     exception names of their retry policies checked (what running does first)."""
     load_plugins()
     check_data(data, source=source)  # JSON first: nothing below meets a bad value
+    data, included = include_child_files(  # `workflow: ./child.yaml`
+        data, source, lambda d, s: check_definition(d, source=s))
     spec, problems = parse_definition(data)
+    problems = included + problems
     if spec is None:
         raise DefinitionError(problems, source=source)
     problems += alert_problems(spec)
@@ -40,13 +44,19 @@ def check_definition(data: object, *, source: str | None = None,
 
 
 def alert_problems(spec: WorkflowSpec) -> list[Problem]:
-    """The problems of the definition's ``alerts:`` rules (``plait.observe.alerts``,
-    imported only for a definition that has some)."""
+    """The problems of the definition's ``alerts:`` rules (``plait.observe.alerts``)
+    and ``notify:`` targets (``plait.observe.notify``), each module imported only for a
+    definition that has some."""
+    found: list[Problem] = []
+    if spec.notify is not None:
+        from .observe.notify_targets import check_targets
+
+        found += check_targets(spec.notify)
     if not spec.alerts:
-        return []
+        return found
     from .observe.alerts import check_rules
 
-    return check_rules(spec.alerts)
+    return found + check_rules(spec.alerts)
 
 
 def _import_problems(spec: WorkflowSpec) -> list[Problem]:

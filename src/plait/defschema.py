@@ -132,6 +132,13 @@ TOP_FIELD_SCHEMAS: dict[str, JSONDict] = {
     "schedules": {"type": "array", "items": _SCHEDULE},
     "concurrency_key": {"type": "string"},
     "max_runs_per_key": {"anyOf": [_COUNT, {"type": "null"}]},
+    "notify": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["on"],
+        "properties": {"on": {"type": "array", "minItems": 1, "items": {"enum": [
+                           "run_failed", "sla_breached", "approval_waiting", "alert"]}},
+                       "url": {"type": "string"},
+                       "call": {"type": "string", "pattern": "^[^:]+:.+$"}},
+        "oneOf": [{"required": ["url"]}, {"required": ["call"]}]}},
 }
 
 

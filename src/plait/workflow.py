@@ -6,6 +6,7 @@ Both front ends produce the same model (``WorkflowSpec``); this module only buil
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import inspect
 import keyword
@@ -127,7 +128,7 @@ _STEP_OPTIONS = frozenset({"when", "trigger", "retry", "timeout", "fallback", "a
 _WORKFLOW_OPTIONS = frozenset({"concurrency", "on_failure", "timeout", "sla", "input",
                                "reducers", "pools", "output", "version", "description",
                                "limits", "alerts", "schedules", "concurrency_key",
-                               "max_runs_per_key"})
+                               "max_runs_per_key", "notify"})
 
 
 def _type_fields(step_type: str, fn: Callable[..., object] | None) -> frozenset[str] | None:
@@ -169,6 +170,7 @@ class Workflow:
                  alerts: Sequence[str] = (),
                  schedules: Sequence[Mapping[str, Any] | ScheduleSpec] = (),
                  concurrency_key: str | None = None, max_runs_per_key: int | None = None,
+                 notify: Sequence[Mapping[str, Any]] | None = None,
                  **unknown: Never) -> None:
         """Options as in a definition file (SPEC 1.1, 7); ``schedules`` are mappings
         ``{"cron": "*/5 * * * *", "timezone": "UTC", "input": {...}, "catch_up":
@@ -182,7 +184,8 @@ class Workflow:
             "input_schema": input, "reducers": dict(reducers or {}), "output": output,
             "version": version, "description": description, "limits": limits or Limits(),
             "alerts": tuple(alerts), "concurrency_key": concurrency_key,
-            "max_runs_per_key": max_runs_per_key}
+            "max_runs_per_key": max_runs_per_key,
+            "notify": copy.deepcopy(notify)}  # checked by validate()
         self._schedules = [_schedule_dict(s) for s in schedules]
         self._pools = {k: dict(v) for k, v in (pools or {}).items()}
         self._pending: list[_Pending] = []
@@ -245,6 +248,27 @@ class Workflow:
                                       depends_on=tuple(depends_on), options=opts))
         self._checked = None
         return self
+
+    def subworkflow(self, id: str, *, workflow: str | Workflow, input: JSON = None,
+                    depends_on: Sequence[str] = (), **options: Any) -> Workflow:
+        """Add a ``workflow`` step (SPEC 3): a child run of ``workflow``, a stored
+        workflow's ``name`` / ``name@version`` or a ``Workflow`` (its definition is kept
+        in the step, and stored when the child runs; its python steps must be
+        importable by name), given only ``input`` (templates allowed)."""
+        return self.add_step(id, type="workflow", depends_on=depends_on,
+                             **_child_fields(workflow), input=input or {}, **options)
+
+    def loop(self, id: str, *, workflow: str | Workflow, until: str,
+             max_iterations: int, input: JSON = None, on_max_iterations: str = "fail",
+             depends_on: Sequence[str] = (), **options: Any) -> Workflow:
+        """Add a ``loop`` step (SPEC 3): a child run of ``workflow`` per iteration until
+        ``until`` (a template seeing ``loop.output``) is true, at most
+        ``max_iterations`` times; ``input`` templates see ``loop.iteration`` and
+        ``loop.previous``.  Output ``{"iterations": N, "output": last output}``."""
+        return self.add_step(id, type="loop", depends_on=depends_on,
+                             **_child_fields(workflow), input=input or {}, until=until,
+                             max_iterations=max_iterations,
+                             on_max_iterations=on_max_iterations, **options)
 
     def _mutable(self) -> None:
         if self._spec is not None:
@@ -427,6 +451,13 @@ async def _run_on(store: Store, checked: CheckedWorkflow, value: JSON,
         return await engine.run(checked, value, run_id=run_id)
     finally:
         engine.close()
+
+
+def _child_fields(workflow: str | Workflow) -> dict[str, Any]:
+    """The ``workflow`` (and ``definition``) fields naming a child workflow."""
+    if isinstance(workflow, Workflow):
+        return {"workflow": workflow.name, "definition": workflow.to_dict()}
+    return {"workflow": workflow}
 
 
 def _schedule_dict(schedule: Mapping[str, Any] | ScheduleSpec) -> object:

@@ -98,6 +98,11 @@ def test_python_steps_may_only_call_allowed_modules(make_client: Client):
     assert "'os'" in messages["steps[0].call"]
     assert "'subprocess'" in messages["steps[1].fallback.call"]
     assert "PLAIT_ALLOWED_MODULES" in messages["steps[0].call"]
+    # a notification's call: runs in the server's process too
+    notifying = {"name": "pager", "steps": [{"id": "a", "type": "transform", "value": 1}],
+                 "notify": [{"on": ["run_failed"], "call": "os:abort"}]}
+    error = error_of(client.post("/api/workflows", json=notifying), 422)
+    assert "'os'" in {d["location"]: d["message"] for d in error["details"]}["notify[0].call"]
     # a prefix allows the module and its submodules, not a look-alike
     lookalike = {"name": "sly", "steps": [
         {"id": "a", "type": "python", "call": "server.steps_for_api_evil:x"}]}
@@ -289,6 +294,11 @@ def test_events_are_live_until_the_run_ends(client):
     assert ("step", "sign_off", "waiting") in kinds
     assert ("step", "publish", "completed") in kinds
     assert kinds[-1] == ("run", None, "completed")
+    # the streams that ended left nothing behind for the run (a long-lived server
+    # streams many runs)
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    _stream(client, run_id)
+    assert runtime.watched() == 0
 
 
 def _stream(client, run_id: str, **kw) -> list[dict]:

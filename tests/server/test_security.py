@@ -140,3 +140,30 @@ def test_webhooks_start_a_run_only_when_signed(make_client: Client):
     bad = json.dumps({"m": 1}).encode()
     error_of(client.post("/api/hooks/hello", content=bad,
                          headers=_signed("hook-secret", bad)), 422, "invalid_input")
+
+
+def test_cross_site_browser_requests_cannot_change_state(client):
+    """A page on another site can make a browser POST to a server without a token (a
+    'simple' request: text/plain, no preflight); such requests carry a foreign Origin
+    (or Sec-Fetch-Site: cross-site) and are refused before anything runs."""
+    yaml_ish = json.dumps(HELLO).encode()
+    for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"},
+                    {"Origin": "http://testserver.evil.example"},
+                    {"Origin": "http://testserver:8081"},
+                    {"Sec-Fetch-Site": "cross-site"}):
+        response = client.post("/api/workflows", content=yaml_ish,
+                               headers={"Content-Type": "text/plain", **headers})
+        error = error_of(response, 403, "cross_origin")
+        assert "Origin" in error["message"]
+    assert client.get("/api/workflows").json() == []  # nothing was registered
+    # reads stay open to any origin (the browser keeps their answers from the page)
+    assert client.get("/api/runs", headers={"Origin": "http://evil.example"}).status_code \
+        == 200
+    # the server's own pages (same origin) and programs (no Origin) may write
+    same = client.post("/api/workflows", json=HELLO,
+                       headers={"Origin": "http://testserver",
+                                "Sec-Fetch-Site": "same-origin"})
+    assert same.status_code == 201, same.text
+    run = client.post("/api/runs", json={"workflow": "hello", "input": {"n": 1}})
+    assert run.status_code == 201
+    wait_status(client, run.json()["run_id"], ("completed",))

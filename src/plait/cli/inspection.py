@@ -7,18 +7,21 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 
 from ..core.states import FINAL_RUN_STATES, RunStatus
-from ..errors import DefinitionError, PlaitError
+from ..errors import DefinitionError, PlaitError, RunNotFound, StoreError
+from ..runtime.children import child_run_id
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
-from ..store.base import RunFilter, Store
+from ..store.base import RunFilter, RunRecord, Store
 from ..store.url import shown_url
 from . import notes, output, records
-from .session import Refusal, guarded
+from .session import Refusal, guarded, opened_store
 from .settings import ExitCode
 
 
@@ -46,6 +49,29 @@ async def runs_command(*, db: str, workflow: str | None, status: str | None, lim
     return await guarded(db, body, read_only=True)
 
 
+async def child_runs(store: Store, run: RunRecord) -> dict[str, list[RunRecord]]:
+    """The child runs each ``workflow``/``loop`` step of ``run`` started, in order
+    (their ids are derived from the run, the step and the iteration)."""
+    try:
+        definition = (await store.get_workflow(run.workflow, run.version)).definition
+    except StoreError:
+        return {}
+    steps = definition.get("steps") if isinstance(definition, dict) else None
+    found: dict[str, list[RunRecord]] = {}
+    for step in steps if isinstance(steps, list) else []:
+        if not isinstance(step, dict) or step.get("type") not in ("workflow", "loop"):
+            continue
+        step_id = str(step.get("id"))
+        most = step.get("max_iterations") if step.get("type") == "loop" else 1
+        for key in range(most if isinstance(most, int) else 1):
+            try:
+                child = await store.get_run(child_run_id(run.run_id, step_id, str(key)))
+            except RunNotFound:
+                break
+            found.setdefault(step_id, []).append(child)
+    return found
+
+
 def _filters(workflow: str | None, status: str | None) -> str:
     parts = [f"workflow {workflow}" if workflow else "", f"status {status}" if status else ""]
     shown = " and ".join(p for p in parts if p)
@@ -61,9 +87,11 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         attempts = await store.get_attempts(run_id)
         events = await store.get_events(run_id)
         logs = records.LogRecord.from_events(events)
+        children = await child_runs(store, run)
         if as_json:
-            shown = notes.add_history(records.show_json(run, steps, attempts, logs), events)
-            output.print_json(shown, sys.stdout)
+            value = notes.add_history(records.show_json(run, steps, attempts, logs), events)
+            records.add_child_runs(value, children)
+            output.print_json(value, sys.stdout)
             return ExitCode.OK
         now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
             else time.time()
@@ -74,6 +102,10 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         console.print()
         records.print_table(console, records.STEP_HEADERS, records.step_rows(steps),
                             status_column=1, title="steps")
+        if children:
+            console.print()
+            records.print_table(console, records.CHILD_HEADERS,
+                                records.child_rows(children), title="child runs")
         if attempts:
             console.print()
             records.print_table(console, records.ATTEMPT_HEADERS,
@@ -161,6 +193,8 @@ async def metrics_command(*, db: str, workflow: str | None, since: float | None,
             raise Refusal(output.problems_text(exc, "stored definitions",
                                                   what="alert rules")) from exc
         firings = alerts.evaluate(report, rules)
+        if check and firings:
+            await _notify_alerts(db, store, firings)
         if as_json:
             output.print_json({**report.to_json(), "alerts": alerts.firings_to_json(firings)},
                               sys.stdout)
@@ -169,6 +203,42 @@ async def metrics_command(*, db: str, workflow: str | None, since: float | None,
             if rules or check:
                 sys.stdout.write("\n" + alerts.render_firings(firings))
         return ExitCode.FAILED if check and firings else ExitCode.OK
+
+    return await guarded(db, body, read_only=True)
+
+
+async def _notify_alerts(db: str, store: Store, firings: Sequence[Any]) -> None:
+    """``plait metrics --check``: deliver ``alert`` to the targets that ask for it
+    (``PLAIT_NOTIFY`` and the firing workflows' ``notify:``; docs/notifications.md).
+    The store was opened read-only: delivery claims in a writable one, and a database
+    that cannot be written only costs the notifications (said on stderr)."""
+    from ..observe.notify import (
+        Notifier,
+        notify_alerts,
+        stored_targets,
+        targets_from_environment,
+    )
+
+    process = targets_from_environment()
+    own = await stored_targets(store, {f.workflow for f in firings})
+    if not any("alert" in t.events for t in [*process, *(t for v in own.values() for t in v)]):
+        return
+    try:
+        async with opened_store(db, create=False) as writable:
+            await notify_alerts(Notifier(writable, targets=process), firings,
+                                lambda workflow: [*own.get(workflow, ()), *process])
+    except StoreError as exc:
+        output.console(stderr=True).print(output.error_text(
+            f"alerts fired but were not notified: store {db}: {exc}"), end="")
+
+
+async def prometheus_command(*, db: str) -> ExitCode:
+    """``plait metrics --prometheus``: the exposition text of ``observe.prometheus``."""
+    from ..observe.prometheus import exposition
+
+    async def body(store: Store) -> ExitCode:
+        sys.stdout.write((await exposition(store)).decode())
+        return ExitCode.OK
 
     return await guarded(db, body, read_only=True)
 

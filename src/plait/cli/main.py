@@ -60,7 +60,14 @@ def finish(work: Coroutine[Any, Any, int]) -> NoReturn:
 @click.group(context_settings=_CONTEXT)
 @click.version_option(__version__, "-V", "--version", prog_name="plait",
                       message="%(prog)s %(version)s")
-def cli() -> None:
+@click.option("--log-format", type=click.Choice(["text", "json"]), envvar="PLAIT_LOG_FORMAT",
+              default=None, help="plait's log lines (workers, scheduler, server) as text "
+              "or as one JSON object per line. Default: $PLAIT_LOG_FORMAT, else text.")
+@click.option("--notify", "notify_targets", metavar="JSON", envvar="PLAIT_NOTIFY",
+              default=None, help="Notification targets for every run, as a JSON list "
+              "[{\"on\": [\"run_failed\"], \"url\": \"https://...\"}] "
+              "(docs/notifications.md). Default: $PLAIT_NOTIFY.")
+def cli(log_format: str | None, notify_targets: str | None) -> None:
     """plait: a workflow engine for Python.
 
     A workflow is a DAG of steps defined in YAML/JSON or in Python. plait validates it,
@@ -80,6 +87,9 @@ def cli() -> None:
       plait plan flow.yaml
       plait graph flow.yaml --format dot | dot -Tsvg > flow.svg
     """
+    from .settings import apply_global_options
+
+    apply_global_options(log_format, notify_targets)
 
 
 @cli.command()
@@ -217,7 +227,8 @@ def runs(workflow: str | None, status: str | None, limit: int, db: str,
 @json_option("Print one JSON object: the run as plait run --json prints it, plus "
              '"retry_of", "parent_run_id", "fingerprint", "input", "created_at", '
              '"started_at", "finished_at" and "attempts": [{"step", "attempt", "fallback", '
-             '"status", "started_at", "finished_at", "duration_s", "worker", "error"}].')
+             '"status", "started_at", "finished_at", "duration_s", "worker", "error"}]; '
+             'a workflow or loop step\'s entry adds "child_run_id" and "child_run_ids".')
 def show(run_id: str, db: str, as_json: bool) -> None:
     """Show a run: its status, each step (status, attempts, duration, error or skip
     reason, fallback used) and each attempt (start, end, duration, worker, error).
@@ -353,8 +364,11 @@ def gantt(run_id: str, html: str | None, db: str) -> None:
 @click.option("--check", is_flag=True, help="Exit 1 when any alert rule fires.")
 @click.option("--alerts", "alerts_file", metavar="FILE", type=click.Path(dir_okay=False),
               help='Alert rules from a YAML file: alerts: {WORKFLOW or "*": [rules]}.')
+@click.option("--prometheus", is_flag=True,
+              help="Print the store's metrics in Prometheus' text exposition format "
+                   "(what the server's /metrics serves; docs/observability.md).")
 def metrics(workflow: str | None, since: str | None, limit: int, db: str, as_json: bool,
-            check: bool, alerts_file: str | None) -> None:
+            check: bool, alerts_file: str | None, prometheus: bool) -> None:
     """Success rate, duration percentiles (p50/p95/p99) and retries, per workflow and
     per step.
 
@@ -368,8 +382,14 @@ def metrics(workflow: str | None, since: str | None, limit: int, db: str, as_jso
       1  --check and at least one alert fired
       2  bad usage (a bad --since or rule), or a store that cannot be used
     """
-    from .inspection import metrics_command
+    from .inspection import metrics_command, prometheus_command
 
+    if prometheus:
+        if workflow or since or as_json or check or alerts_file:
+            raise click.UsageError("--prometheus prints every metric of the store: it "
+                                   "takes no --workflow, --since, --json, --check or "
+                                   "--alerts")
+        finish(prometheus_command(db=db))
     cutoff = parse_since(since)
     finish(metrics_command(
         db=db, workflow=workflow, since=cutoff, limit=limit, as_json=as_json, check=check,

@@ -7,7 +7,7 @@ of the CLI; text shows UTC too, and says so in its headings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -123,9 +123,40 @@ def run_summary_json(summary: RunSummary) -> JSONDict:
 
 
 def runs_rows(summaries: Sequence[RunSummary], now: float) -> list[list[str]]:
-    return [[s.run.run_id, f"{s.run.workflow}@{s.run.version}", str(s.run.status),
+    """One row per run, newest first, each child run (a `workflow` or `loop` step's)
+    right under its parent when the parent is listed, its workflow indented."""
+    return [[s.run.run_id, "  " * depth + ("└ " if depth else "")
+             + f"{s.run.workflow}@{s.run.version}", str(s.run.status),
              utc(s.run.started_at), elapsed_text(s.run, now),
-             f"{s.steps_done}/{s.steps_total}"] for s in summaries]
+             f"{s.steps_done}/{s.steps_total}"] for s, depth in nested(summaries)]
+
+
+def nested(summaries: Sequence[RunSummary]) -> list[tuple[RunSummary, int]]:
+    """The runs with each child moved under its parent (oldest child first) when the
+    parent is among them, with its depth."""
+    listed = {s.run.run_id for s in summaries}
+    children: dict[str, list[RunSummary]] = {}
+    for s in summaries:
+        parent = s.run.parent_run_id
+        if parent is not None and parent in listed and parent != s.run.run_id:
+            children.setdefault(parent, []).append(s)
+    out: list[tuple[RunSummary, int]] = []
+    seen: set[str] = set()
+
+    def add(s: RunSummary, depth: int) -> None:
+        if s.run.run_id in seen:
+            return
+        seen.add(s.run.run_id)
+        out.append((s, depth))
+        for child in sorted(children.get(s.run.run_id, ()), key=lambda c: c.run.created_at):
+            add(child, depth + 1)
+
+    for s in summaries:
+        if s.run.parent_run_id not in listed or s.run.parent_run_id == s.run.run_id:
+            add(s, 0)
+    for s in summaries:  # a cycle of parents (never made by plait): listed anyway
+        add(s, 0)
+    return out
 
 
 # ------------------------------------------------------------------ plait show
@@ -146,6 +177,28 @@ def show_json(run: RunRecord, steps: Sequence[StepRecord],
                   "attempts": [attempt_json(a) for a in attempts],
                   "logs": [log.to_json() for log in logs]})
     return value
+
+
+CHILD_HEADERS = ("STEP", "CHILD RUN", "WORKFLOW", "STATUS")
+
+
+def child_rows(children: Mapping[str, Sequence[RunRecord]]) -> list[list[str]]:
+    return [[step_id, child.run_id, f"{child.workflow}@{child.version}", str(child.status)]
+            for step_id, runs in children.items() for child in runs]
+
+
+def add_child_runs(value: JSONDict, children: Mapping[str, Sequence[RunRecord]]) -> None:
+    """``plait show --json``: the entry of a `workflow` or `loop` step that started a
+    child run gains ``"child_run_id"`` (its child; a loop's latest iteration) and
+    ``"child_run_ids"`` (every child, in order: a loop's iterations)."""
+    steps = value.get("steps")
+    if not isinstance(steps, dict):
+        return
+    for step_id, runs in children.items():
+        entry = steps.get(step_id)
+        if isinstance(entry, dict) and runs:
+            entry["child_run_id"] = runs[-1].run_id
+            entry["child_run_ids"] = [r.run_id for r in runs]
 
 
 def attempt_json(a: AttemptRecord) -> JSONDict:

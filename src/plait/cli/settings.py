@@ -30,3 +30,30 @@ def exit_code_for(status: str) -> ExitCode:
     if status == "waiting":
         return ExitCode.WAITING
     return ExitCode.FAILED
+
+
+def apply_global_options(log_format: str | None, notify: str | None) -> None:
+    """``plait --log-format`` and ``plait --notify``: made the process's environment
+    (``PLAIT_LOG_FORMAT``, ``PLAIT_NOTIFY``), which every engine, worker and child
+    process of this command reads; a bad ``--notify`` is a usage error naming each
+    problem."""
+    import os
+
+    import click
+
+    if notify is not None and notify.strip():
+        from ..errors import DefinitionError
+        from ..observe.notify_targets import ENV, targets_from_environment
+
+        try:
+            targets_from_environment({ENV: notify})
+        except DefinitionError as exc:
+            raise click.BadParameter("\n".join(str(p) for p in exc.problems),
+                                     param_hint="--notify") from exc
+        os.environ[ENV] = notify
+    if log_format is not None:
+        from ..observe.logs import ENV as LOG_ENV
+        from ..observe.logs import configure
+
+        os.environ[LOG_ENV] = log_format
+        configure(log_format)

@@ -89,12 +89,10 @@ def import_modules(modules: Sequence[str]) -> None:
 
 def configure_logging() -> None:
     """One line per record on stderr, with its time (a worker is a long-lived
-    process whose output goes to a log)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    root = logging.getLogger("plait")
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    process whose output goes to a log), as text or JSON (``--log-format``)."""
+    from ..observe.logs import configure
+
+    configure(level=logging.INFO)
 
 
 async def worker_command(options: WorkerOptions) -> ExitCode:

@@ -44,7 +44,8 @@ STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 TOP_FIELDS = ("name", "version", "description", "input", "concurrency", "on_failure",
               "timeout", "sla", "defaults", "pools", "output", "steps", "reducers",
-              "limits", "alerts", "schedules", "concurrency_key", "max_runs_per_key")
+              "limits", "alerts", "schedules", "concurrency_key", "max_runs_per_key",
+              "notify")
 STEP_FIELDS = ("id", "type", "depends_on", "when", "trigger", "retry", "timeout",
                "fallback", "allow_failure", "outputs", "circuit_breaker", "pool",
                "description", "cache")
@@ -191,6 +192,7 @@ def parse_definition(raw: object) -> tuple[WorkflowSpec | None, list[Problem]]:
         output=data.get("output"),
         limits=_limits(c, data.get("limits") or {}),
         alerts=c.get("alerts", data.get("alerts") or [], _names, ()),
+        notify=data.get("notify"),  # checked by plait.definitions (observe.notify)
         schedules=schedules,
         concurrency_key=_opt_str(c, "concurrency_key", data.get("concurrency_key")),
         max_runs_per_key=c.get("max_runs_per_key", data["max_runs_per_key"], _int(1), None)

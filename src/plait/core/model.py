@@ -144,6 +144,7 @@ class WorkflowSpec:
     output: JSON = None
     limits: Limits = Limits()
     alerts: tuple[str, ...] = ()
+    notify: JSON = None  # the `notify:` targets as written (plait.observe.notify)
     schedules: tuple[ScheduleSpec, ...] = ()
     # A template over `input` naming the run's key, and how many runs of one key may
     # run at once (None: not stated, which means 1 when there is a key).

@@ -106,6 +106,8 @@ def workflow_to_dict(spec: WorkflowSpec) -> JSONDict:
         out["limits"] = dict(limits)
     if spec.alerts:
         out["alerts"] = list(spec.alerts)
+    if spec.notify is not None:
+        out["notify"] = spec.notify
     if spec.schedules:
         out["schedules"] = [_schedule_to_dict(s) for s in spec.schedules]
     if spec.concurrency_key is not None:

@@ -25,6 +25,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
     first: dict[Any, yaml.Mark] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, bool) and isinstance(key_node, yaml.ScalarNode) \
+                and key_node.style is None:
+            # YAML 1.1 reads a plain `on:` / `yes:` key as a boolean; plait's keys are
+            # strings (a `notify:` target's `on:`, as in GitHub Actions): keep the text
+            key = key_node.value
         if isinstance(key, dict | list):  # a YAML complex key (`? [a]: b`)
             mark = key_node.start_mark
             raise yaml.constructor.ConstructorError(

@@ -29,7 +29,7 @@ from .steptypes import known_types, type_info, unavailable_reason, unavailable_t
 from .suggest import did_you_mean
 
 CONTEXT_NAMES = frozenset({"input", "state", "steps", "run", "item", "index", "secrets",
-                           "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
+                           "loop", "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 
 _T = TypeVar("_T")
 
@@ -144,7 +144,8 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
     if not graph.order:
         for cycle in find_cycles(graph):
             add("steps", "cycle: " + " -> ".join(cycle),
-                "remove one of these dependencies (bounded repetition is a `loop` step)")
+                "remove one of these dependencies; to repeat steps until a condition "
+                "holds, use a `loop` step")
         # the checks below still run, on the graph with each cycle merged into one node
         dag, member, depth = condensed(graph)
         order = _Order(dag, member)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from ..core.model import JSONDict
@@ -113,8 +114,11 @@ def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
                          "output": row.output if row.status is StepStatus.COMPLETED
                          else None}
     own = rows[call.index]
+    # dispatched_at: the driver's clock when it stored the ticket (the dispatch
+    # latency a claiming worker reports: observe.prometheus)
     return {"input": state.input, "state": dict(state.state), "steps": steps,
-            "started_at": call.started_at, "error": own.error if fallback else None}
+            "started_at": call.started_at, "error": own.error if fallback else None,
+            "dispatched_at": time.time()}
 
 
 class ClaimSource:
@@ -237,7 +241,8 @@ class ClaimSource:
                 inbox = await self._store.outcomes(self._run_id)
             except StoreError as exc:
                 _log.warning("run %s: reading its outcomes failed (%s); retrying in "
-                             "%gs", self._run_id, exc, delay)
+                             "%gs", self._run_id, exc, delay,
+                             extra={"run_id": self._run_id})
                 delay = min(delay * 2, max(self._poll, 10.0))
                 continue
             delay = self._poll

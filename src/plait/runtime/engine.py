@@ -39,10 +39,12 @@ from ..errors import (
 from ..steps.registry import Services
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
+from .children import ChildRuns
 from .gctune import relaxed_gc
 from .local import LocalSource
 from .loop import RunLoop
 from .netpolicy import NetworkPolicy
+from .observers import Observers, default_observers
 from .pools import PoolRegistry, shared_limits
 from .preflight import check_input_params, preflight
 from .results import RunResult
@@ -131,10 +133,15 @@ class Engine:
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy
                                  or NetworkPolicy.from_environment(), store=store)
+        self.services.children = ChildRuns(self)  # `workflow` and `loop` steps
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.
         self.listeners: list[Callable[[WriteBatch], None]] = []
+        # Tracing, live metrics, notifications (runtime.observers): each watches the
+        # runs it wants; none of them costs a run it does not watch.
+        self.observers = Observers(self.listeners)
+        default_observers(self)
 
     def close(self) -> None:
         # Threads of abandoned (timed-out) sync steps are not waited for.
@@ -191,6 +198,7 @@ class Engine:
             loop = RunLoop(self, checked, claimed, state, secrets,
                            source or LocalSource(checked, self.clock))
             self._loops[run.run_id] = loop
+            watched = self.observers.started(claimed, checked)
             try:
                 await loop.run()
             except StoreError as exc:
@@ -203,6 +211,8 @@ class Engine:
                     await self.store.release_run(run.run_id, self.worker)  # at once
                 else:
                     await asyncio.shield(self._release(run.run_id))
+                if watched:  # after the release: a notification never holds the run
+                    await self.observers.ended(loop.writer.run)
             return loop.result()
 
     def detach(self, run_id: str) -> None:
@@ -226,7 +236,8 @@ class Engine:
             except StoreError as exc:
                 if time.monotonic() + delay > deadline:
                     _log.warning("run %s: could not release it (%s); its claim lapses "
-                                 "%gs after its last heartbeat", run_id, exc, self.lease)
+                                 "%gs after its last heartbeat", run_id, exc, self.lease,
+                                 extra={"run_id": run_id})
                     return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -318,7 +329,7 @@ class Engine:
             if not told:
                 _log.info("run %s waits: %d run(s) of concurrency key %r are running",
                           run.run_id, current.max_runs_per_key or 1,
-                          current.concurrency_key)
+                          current.concurrency_key, extra={"run_id": run.run_id})
                 told = True
             await asyncio.sleep(KEY_POLL_S)
 

@@ -316,16 +316,21 @@ class RunLoop:
             if step.pool is not None and not self._slots.take(i, step.pool, now,
                                                               self._signal):
                 continue
-            attempt = state.begin(i, now, worker)
             step_type = types[i]
+            inline = self._inline[i]
+            here = inline is not None and step.fallback is None and step.timeout is None
+            # a cluster's driver runs inline steps itself and parks others: it is their
+            # worker; a ticket's worker is named by whoever claims it
+            attempt = state.begin(i, now, self._worker if here or step_type.parks
+                                  else worker)
             if step_type.parks:
                 state.wait(i, now)
                 self.approvals.park(i)
                 continue
             # begin() set started_at (at the step's first attempt)
             call = StepCall(step, i, attempt, state.rows[i].started_at or now, view)
-            inline = self._inline[i]
-            if inline is not None and step.fallback is None and step.timeout is None:
+            if here:
+                assert inline is not None
                 self._run_inline(i, inline, call, now)
             else:
                 starts.append(call)

@@ -174,4 +174,5 @@ class Scheduler:
             await self.on_run(started)
         except Exception:  # noqa: BLE001 - a hook: the run is stored, others go on
             _log.exception("schedules: on_run failed for run %s of %s; it stays pending",
-                           started.run.run_id, started.run.workflow)
+                           started.run.run_id, started.run.workflow,
+                           extra={"run_id": started.run.run_id})

@@ -42,6 +42,7 @@ from ..steps.registry import StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, Lease, Outcome, Store
 from .binding import import_call
 from .breakers import SharedBreaker
+from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
 from .context import AttemptLogs
 from .engine import Engine, default_worker_id
@@ -125,6 +126,11 @@ class Worker:
         self.max_runs = max_runs
         self.clock = clock
         self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
+        # a child run of a `workflow`/`loop` step is a pending run any worker drives
+        self.engine.services.children = ChildRuns(self.engine, drive=False)
+        # told (workflow, seconds from dispatch to claim) of each claimed attempt
+        # (observe.prometheus.LiveMetrics.attach)
+        self.on_dispatch: Callable[[str, float], None] | None = None
         self._notifications = notifications
         self._schedules = schedules
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
@@ -167,6 +173,7 @@ class Worker:
         spawn(self._drive_loop())
         if self._schedules:
             spawn(Scheduler(self.store, clock=self.clock).run())
+            spawn(sla_sweep(self.engine))
         try:
             await self._stop.wait()
             await self._drain()
@@ -217,6 +224,8 @@ class Worker:
                     delay = min(delay * 2, 10 * self.poll)
                 else:
                     delay = self.poll
+                if leases and self.on_dispatch is not None:
+                    self._observe_dispatch(leases)
                 for lease in leases:
                     if self.draining:  # claimed while stopping: let it go at once
                         self._tokens.add(lease.token)
@@ -225,6 +234,14 @@ class Worker:
                     self._start(lease)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._work.wait(), delay)
+
+    def _observe_dispatch(self, leases: list[Lease]) -> None:
+        assert self.on_dispatch is not None
+        now = time.time()
+        for lease in leases:
+            at = lease.payload.get("dispatched_at")
+            if isinstance(at, int | float) and not isinstance(at, bool):
+                self.on_dispatch(lease.workflow, now - at)
 
     def _start(self, lease: Lease) -> None:
         token = lease.token
@@ -411,7 +428,9 @@ class Worker:
                 else:
                     _log.warning("worker %s: the result of attempt %d of step %r (run %s) "
                                  "was discarded: the lease was lost", self.name,
-                                 outcome.attempt, outcome.step_id, outcome.run_id)
+                                 outcome.attempt, outcome.step_id, outcome.run_id,
+                                 extra={"run_id": outcome.run_id,
+                                        "step_id": outcome.step_id, "worker": self.name})
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -471,8 +490,29 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - one run's failure must not stop the worker
-            _log.exception("worker %s: driving run %s failed", self.name, run_id)
+            _log.exception("worker %s: driving run %s failed", self.name, run_id,
+                           extra={"run_id": run_id, "worker": self.name})
             with contextlib.suppress(StoreError):
                 await self.store.release_run(run_id, self.name)
         finally:
             self._driving.pop(run_id, None)
+
+
+SLA_SWEEP_S = 30.0  # how often runs past their SLA are looked for (sla_breached)
+
+
+async def sla_sweep(engine: Engine, every: float = SLA_SWEEP_S) -> None:
+    """Deliver ``sla_breached`` for runs past their SLA that no process drives (one
+    waiting for a person) until cancelled: a worker that runs the scheduler does it,
+    and so does ``plait serve``.  Each breach is delivered once across the cluster
+    (``Store.claim_notification``)."""
+    from ..observe.notify import Notifier, notify_sla_breaches, targets_from_environment
+
+    notifier = Notifier(engine.store, policy=engine.services.http_policy,
+                        targets=targets_from_environment(), clock=engine.clock)
+    while True:
+        try:
+            await notify_sla_breaches(notifier)
+        except Exception:  # noqa: BLE001 - logged; the next sweep tries again
+            _log.exception("SLA sweep failed")
+        await asyncio.sleep(every)

@@ -14,17 +14,18 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from . import errors
-from .routes import auth, events, hooks, meta, runs, workflows
+from .routes import auth, docs, events, hooks, meta, runs, workflows
 from .routes.meta import UI_DIR
 from .runtime import EVENTS_POLL_S, ServerRuntime
 from .security import AuthMiddleware, BodyLimitMiddleware, Sessions
 from .settings import ServerSettings
 
-ROUTERS: list[APIRouter] = [meta.router, auth.router, workflows.router, runs.router,
-                            events.router, hooks.router]
+ROUTERS: list[APIRouter] = [meta.router, docs.router, auth.router, workflows.router,
+                            runs.router, events.router, hooks.router]
 DEFAULT_GRACE_S = 10.0
 
 
@@ -46,19 +47,32 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
 
         base = replace(base, token=token)
     chosen = base
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()  # this app's: two apps in one process never share one
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        from ..observe.prometheus import LiveMetrics, metrics_asgi_app
         from ..store.shared import StoreHandle
 
         async with StoreHandle(db_url) as held:
             rt = ServerRuntime(held.store, db_url, chosen, worker=worker, grace=grace,
-                               events_poll=events_poll)
+                               events_poll=events_poll, metrics=LiveMetrics(registry))
+            app.state.metrics = metrics_asgi_app(held.store, registry)
             async with rt.running():
                 app.state.runtime = rt
                 yield {}
 
+    async def metrics(scope: Scope, receive: Receive, send: Send) -> None:
+        """``/metrics``: the Prometheus exposition of the store and of this process
+        (``observe.prometheus``), behind the same authentication as the API."""
+        await app.state.metrics(scope, receive, send)
+
+    # FastAPI's /docs and /redoc load their scripts from a CDN: docs.router serves
+    # Swagger UI from this process instead
     app = FastAPI(title="plait", version=__version__, lifespan=lifespan,
+                  docs_url=None, redoc_url=None,
                   description="The REST API of plait serve (SPEC 9). With PLAIT_API_TOKEN "
                   "set, send `Authorization: Bearer TOKEN`.")
     app.state.settings = chosen
@@ -67,7 +81,9 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
     errors.install(app)
     for router in [*ROUTERS, *routers]:
         app.include_router(router)
+    app.mount("/metrics", metrics, name="metrics")
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
+    app.mount(docs.ASSETS_PATH, docs.assets(), name="docs-assets")
     # outermost first: the body limit, then authentication
     app.add_middleware(AuthMiddleware, token=chosen.token, sessions=app.state.sessions)
     app.add_middleware(BodyLimitMiddleware, limit=chosen.max_body_bytes)

@@ -22,8 +22,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from ..cli.control import executor
 from ..core.model import JSON
@@ -36,9 +36,23 @@ from ..store.base import RunRecord, Store, WriteBatch
 from .settings import ServerSettings
 
 _log = logging.getLogger("plait.server")
+T = TypeVar("T")
 EVENTS_POLL_S = 0.5  # how often a stream re-reads a run no listener here reports on
 HANDOFF_WAIT_S = 10.0  # how long an approval waits for the run's executor to apply it
 HANDOFF_POLL_S = 0.05
+API_READS = 8  # store reads the API's requests make at once (memory, SQLite)
+
+
+def api_read_slots(db_url: str) -> int:
+    """How many store reads the API's requests may make at once: on PostgreSQL half the
+    pool (the other half stays free for the runs the server executes and its worker,
+    whatever the number of clients polling), else ``API_READS`` (the SQLite store's
+    thread then always has the engine's jobs near the head of its queue)."""
+    from ..store.postgres_url import is_postgres, parse_url
+
+    if is_postgres(db_url):
+        return max(1, parse_url(db_url).pool_max // 2)
+    return API_READS
 
 
 def _nothing() -> None:
@@ -52,7 +66,7 @@ class Closing(Exception):
 class ServerRuntime:
     def __init__(self, store: Store, db_url: str, settings: ServerSettings, *,
                  worker: bool = True, grace: float = 10.0,
-                 events_poll: float = EVENTS_POLL_S) -> None:
+                 events_poll: float = EVENTS_POLL_S, metrics: Any = None) -> None:
         from ..cli.follow import for_workers
 
         self.store = store
@@ -63,6 +77,9 @@ class ServerRuntime:
         self.for_workers = for_workers(db_url)
         self.engine = Engine(store, http_policy=settings.http_policy)
         self.engine.listeners.append(self._committed)
+        self.metrics = metrics  # observe.prometheus.LiveMetrics: this process's attempts
+        if metrics is not None:
+            metrics.attach(self.engine)
         self.closing = asyncio.Event()
         self._with_worker = worker and self.for_workers
         self._worker: Any = None
@@ -70,7 +87,12 @@ class ServerRuntime:
         self._tg: asyncio.TaskGroup | None = None
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._changed: dict[str, asyncio.Event] = {}
+        self._followers: dict[str, int] = {}  # event streams open, by run
         self._loop: asyncio.AbstractEventLoop | None = None
+        # taken around each store read of API requests (one slot: one connection at a
+        # time): 200 clients polling must not take every pooled connection from the
+        # engine executing the runs
+        self.reads = asyncio.Semaphore(api_read_slots(db_url))
 
     # ------------------------------------------------------------------ lifespan
 
@@ -82,10 +104,16 @@ class ServerRuntime:
             self._tg = tg
             if self._with_worker:
                 worker_task = tg.create_task(self._run_worker())
+            from ..runtime.worker import sla_sweep
+
+            # runs past their SLA (sla_breached): the worker sweeps when there is one
+            sweep = None if self._with_worker else tg.create_task(sla_sweep(self.engine))
             try:
                 yield self
             finally:
                 self.closing.set()
+                if sweep is not None:
+                    sweep.cancel()
                 await self._drain()
                 if self._worker is not None:
                     self._worker.stop()
@@ -105,6 +133,8 @@ class ServerRuntime:
         # their commits wake the event streams
         worker.engine.services.http_policy = self.settings.http_policy
         worker.engine.listeners.append(self._committed)
+        if self.metrics is not None:
+            self.metrics.attach(worker)
         self._worker = worker
         _log.info("plait serve: worker %s started", worker.name)
         try:
@@ -149,12 +179,34 @@ class ServerRuntime:
     def follow(self, run_id: str) -> Callable[[], None]:
         """While an event stream follows ``run_id``: wake it on each ``NOTIFY
         plait_outcome`` of the run too (an attempt ended on any worker), when the
-        server listens (PostgreSQL with its worker).  Returns the function that stops."""
-        if self._notifications is None:
-            return _nothing
-        unsubscribe: Callable[[], None] = self._notifications.subscribe(
-            run_id, lambda: self.wake(run_id))
-        return unsubscribe
+        server listens (PostgreSQL with its worker).  Returns the function that stops;
+        when the last stream of the run stops, its wake-up event is dropped (a run that
+        ended commits nothing more that would drop it)."""
+        self._followers[run_id] = self._followers.get(run_id, 0) + 1
+        unsubscribe: Callable[[], None] = _nothing
+        if self._notifications is not None:
+            unsubscribe = self._notifications.subscribe(run_id, lambda: self.wake(run_id))
+
+        def stop() -> None:
+            unsubscribe()
+            left = self._followers.get(run_id, 1) - 1
+            if left > 0:
+                self._followers[run_id] = left
+            else:
+                self._followers.pop(run_id, None)
+                self._changed.pop(run_id, None)
+
+        return stop
+
+    def watched(self) -> int:
+        """How many runs have a wake-up event (at most those with an open stream)."""
+        return len(self._changed)
+
+    async def read(self, call: Awaitable[T]) -> T:
+        """``call`` (one store read of an API request) once a slot of ``reads`` is
+        free: one slot, one pooled connection at a time."""
+        async with self.reads:
+            return await call
 
     # ------------------------------------------------------------------ runs
 

@@ -11,7 +11,15 @@ session cookie the UI gets from ``POST /api/login``:
   PATCH, DELETE) must send it back in ``X-CSRF-Token`` (403 otherwise); a request with a
   bearer token needs none.
 
-Open without a token: ``/healthz``, the UI's files (``/`` and ``/ui/...``),
+Without a token or with one, a request that changes state (POST, PUT, PATCH, DELETE)
+sent by a browser from another site's page is refused with 403 ``cross_origin``: its
+``Origin`` is not this server's own (``Sec-Fetch-Site: cross-site`` when it has none).
+A page can make a browser send such a request (a form, a ``text/plain`` fetch) to a
+server on loopback without a token; programs send no Origin.  Webhooks are exempt
+(their signature authenticates them).
+
+Open without a token: ``/healthz``, the UI's files (``/`` and ``/ui/...``), Swagger
+UI's files (``/docs/assets/...``; the page ``/docs`` itself needs the token),
 ``/api/session``, ``/api/login``, ``/api/logout``, and ``/api/hooks/...`` (a hook is
 authenticated by its HMAC signature instead).  Every comparison is constant-time.
 """
@@ -40,7 +48,8 @@ CSRF_COOKIE = "plait_csrf"
 CSRF_HEADER = "x-csrf-token"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 OPEN_PATHS = frozenset({"/healthz", "/", "/api/session", "/api/login", "/api/logout"})
-OPEN_PREFIXES = ("/ui/", "/api/hooks/")
+HOOKS_PREFIX = "/api/hooks/"
+OPEN_PREFIXES = ("/ui/", "/docs/assets/", HOOKS_PREFIX)
 
 
 def same(given: str, expected: str) -> bool:
@@ -94,6 +103,18 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def cross_site(scope: Scope) -> bool:
+    """Whether a browser sent the request from another site's page: its ``Origin`` is
+    not this server's (scheme aside: a proxy may end TLS), or, without an Origin, its
+    ``Sec-Fetch-Site`` says cross-site.  Programs (curl, httpx, plait) send neither."""
+    origin = header(scope, b"origin")
+    if origin is not None:
+        host = header(scope, b"host")
+        _, sep, netloc = origin.strip().partition("://")
+        return not sep or host is None or netloc.lower() != host.strip().lower()
+    return (header(scope, b"sec-fetch-site") or "").strip().lower() == "cross-site"
+
+
 async def send_error(send: Send, status: int, code: str, message: str,
                      headers: list[tuple[bytes, bytes]] | None = None) -> None:
     import json
@@ -117,7 +138,17 @@ class AuthMiddleware:
         return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.token is None or self.is_open(scope["path"]):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] in UNSAFE_METHODS and not scope["path"].startswith(HOOKS_PREFIX) \
+                and cross_site(scope):
+            await send_error(send, 403, "cross_origin", (
+                "a browser request from another site may not change state here: its "
+                "Origin (or Sec-Fetch-Site) is not this server's own (a reverse proxy "
+                "must pass the Host header the browser sent)"))
+            return
+        if self.token is None or self.is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         verdict = self.judge(scope)

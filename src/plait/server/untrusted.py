@@ -44,6 +44,10 @@ def untrusted_problems(data: object, *, allowed_modules: Sequence[str],
     if isinstance(defaults, dict):
         problems += _fallback_problem(defaults.get("fallback"), "defaults.fallback.call",
                                       allowed_modules)
+    from ..observe.notify_targets import call_modules
+
+    for where, module in call_modules(data.get("notify")):  # called in this process
+        problems += _call_problem(f"{module}:_", where, allowed_modules)
     for i, step in enumerate(data["steps"]):
         if not isinstance(step, dict):
             continue

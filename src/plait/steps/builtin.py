@@ -240,3 +240,6 @@ def register_builtins() -> None:
     from .approval import register_approval
 
     register_approval()
+    from .subworkflow import register_subworkflows
+
+    register_subworkflows()

@@ -42,6 +42,9 @@ class Services:
     http_policy: netpolicy.NetworkPolicy = netpolicy.DEFAULT
     # the engine's store: where steps with `cache:` keep results (runtime.stepcache)
     store: Store | None = None
+    # child runs of `workflow` and `loop` steps (runtime.children.ChildRuns), set by
+    # the engine that runs the attempt
+    children: object | None = None
 
 
 class RunAccess(Protocol):

@@ -64,6 +64,7 @@ from typing import Literal, Protocol
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
+from .observations import MetricsSnapshot, NotificationKey
 
 
 @dataclass(slots=True, kw_only=True)
@@ -582,3 +583,23 @@ class Store(Protocol):
         unless it is newer (the newest wins).  StoreError when ``output`` is not
         JSON."""
         ...
+
+    # ------------------------------------------------------------------ observability
+    # (``store.observations``; docs/observability.md, docs/notifications.md)
+
+    async def metrics_snapshot(self, bounds: Sequence[float]) -> MetricsSnapshot:
+        """Aggregates over the whole history for a Prometheus scrape: runs by
+        (workflow, status), steps by (workflow, step, status), retries and finished
+        step durations per (workflow, step) (``bounds``: ascending histogram bucket
+        bounds in seconds; each bucket counts the steps that took at most its bound),
+        tickets queued and claimed, lease reclaims (attempts whose error starts with
+        ``LeaseExpired``) and token usage summed from step outputs.  Computed by the
+        database (aggregates only cross the wire), one read."""
+        ...
+
+    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
+        """Record that ``key`` is being delivered, once: True when this call stored it
+        (the caller delivers), False when any process, at any time, did already.  Of
+        concurrent calls for one key exactly one returns True."""
+        ...
+

@@ -41,6 +41,13 @@ from .base import (
 )
 from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
+from .observations import (
+    LEASE_EXPIRED,
+    DurationBuckets,
+    MetricsSnapshot,
+    NotificationKey,
+    fold_step,
+)
 
 _PENDING = StepStatus.PENDING
 _DRIVEN = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # runs_to_drive
@@ -68,6 +75,7 @@ class MemoryStore:
         # (workflow, step_id, key hash): the newest cached result
         self._cache: dict[tuple[str, str, str], CachedResult] = {}
         self._keyed: dict[str, list[RunRecord]] = {}  # concurrency key -> unfinished runs
+        self._notifications: dict[NotificationKey, float] = {}  # claimed: when
 
     async def open(self) -> None:
         return None
@@ -379,6 +387,37 @@ class MemoryStore:
                  and self._key_admits(run, None, stale_before)]
         found.sort(key=lambda run: run.created_at)  # stable: ties in creation order
         return [run.run_id for run in found[:max(limit, 0)]]
+
+    # ------------------------------------------------------------------ observability
+
+    async def metrics_snapshot(self, bounds: Sequence[float]) -> MetricsSnapshot:
+        out = MetricsSnapshot()
+        by_step: dict[tuple[str, str], DurationBuckets] = {}
+        for run_id, run in self._runs.items():
+            key = (run.workflow, str(run.status))
+            out.runs[key] = out.runs.get(key, 0) + 1
+            outputs = self._outputs.get(run_id, {})
+            for step, row in self._rows.get(run_id, {}).items():
+                if row is None:
+                    fold_step(out, bounds, run.workflow, step, str(_PENDING), 0, None, None,
+                              None, by_step)
+                else:
+                    fold_step(out, bounds, run.workflow, step, str(row.status), row.attempts,
+                              row.started_at, row.finished_at, outputs.get(step), by_step)
+            for e in self._events.get(run_id, ()):
+                if (type(e) is AttemptChange and e.ended and e.error is not None
+                        and e.error.startswith(LEASE_EXPIRED)):
+                    out.lease_reclaims += 1
+        claims = self._claims_made
+        if claims is not None:
+            out.tickets_queued, out.tickets_claimed = claims.ticket_counts()
+        return out
+
+    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
+        if key in self._notifications:
+            return False
+        self._notifications[key] = at
+        return True
 
     # ------------------------------------------------------------------ breakers
     # (no await: each call is one transaction)

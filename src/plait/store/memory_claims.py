@@ -79,6 +79,11 @@ class MemoryClaims:
         self._windows: dict[str, RateWindow] = {}  # claims of rated tickets per pool
         self._stored = 0  # tickets ever stored: their order
 
+    def ticket_counts(self) -> tuple[int, int]:
+        """(unclaimed, claimed) tickets of every run."""
+        total = sum(len(t) for t in self._tickets.values())
+        return total - len(self._claimed), len(self._claimed)
+
     # ------------------------------------------------------------ in write()
 
     def check(self, batch: WriteBatch, steps: Container[str]) -> ClaimsPlan:

@@ -72,7 +72,7 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
-from . import postgres_cache, postgres_claims
+from . import observations, postgres_cache, postgres_claims
 from .base import (
     AttemptRecord,
     CachedResult,
@@ -86,6 +86,7 @@ from .base import (
     WorkflowRecord,
     WriteBatch,
 )
+from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import Database, Row, ServerRefusal
 from .sql import queries
 from .sql import rows as rows
@@ -414,6 +415,36 @@ class PostgresStore:
                          run_id: str, created_at: float) -> None:
         await postgres_cache.put_cached(self._db, workflow, step_id, key, output, run_id,
                                         created_at)
+
+    # ------------------------------------------------------------------ observability
+
+    async def metrics_snapshot(self, bounds: Sequence[float]) -> MetricsSnapshot:
+        async def job(conn: AsyncConnection[Row]) -> MetricsSnapshot:
+            out = MetricsSnapshot()
+            async with conn.transaction():
+                asked: list[tuple[str, str, dict[str, Any] | None]] = [
+                    ("runs", observations.POSTGRES["runs"], None),
+                    ("steps", observations.POSTGRES["steps"], None),
+                    ("durations", observations.postgres_durations(bounds),
+                     {f"b{i}": b for i, b in enumerate(bounds)}),
+                    ("tickets", observations.POSTGRES["tickets"], None),
+                    ("reclaims", observations.POSTGRES["reclaims"],
+                     {"pattern": observations.LEASE_EXPIRED + "%"}),
+                    ("tokens", observations.POSTGRES["tokens"],
+                     {"kinds": list(observations.TOKEN_KINDS)})]
+                for name, query, params in asked:
+                    found = await (await conn.execute(query, params)).fetchall()
+                    observations.postgres_fold(out, name, found)
+            return out
+
+        return await self._db.run(job)
+
+    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
+        row = await self._db.fetchone(
+            observations.POSTGRES["claim_notification"],
+            {"run_id": key.run_id, "event": key.event, "step": key.step,
+             "target": key.target, "at": at}, idempotent=False)
+        return row is not None
 
     # ------------------------------------------------------------------ breakers
 

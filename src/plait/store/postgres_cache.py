@@ -1,5 +1,5 @@
 """The step cache on PostgreSQL (``Store.get_cached`` / ``put_cached``; the table is
-``migrations/postgres/0007_step_cache.sql``, the statements ``sql/postgres.sql``)."""
+``migrations/postgres/0008_step_cache.sql``, the statements ``sql/postgres.sql``)."""
 
 from __future__ import annotations
 

@@ -98,6 +98,12 @@ from .base import (
     WriteBatch,
 )
 from .group_commit import GroupCommit, WriteJob
+from .observations import (
+    MetricsSnapshot,
+    NotificationKey,
+    sqlite_claim_notification,
+    sqlite_snapshot,
+)
 from .sqlite_database import (
     BUSY_CODES,
     CHECKPOINT_AFTER_JOBS,
@@ -416,6 +422,14 @@ class SqliteStore:
         await self._write(sqlite_cache.put_cached, workflow, step_id, key, output, run_id,
                           created_at)
 
+    # ------------------------------------------------------------------ observability
+
+    async def metrics_snapshot(self, bounds: Sequence[float]) -> MetricsSnapshot:
+        return await self._run(_snapshot, self._db, list(bounds))
+
+    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
+        return await self._write(_claim_notification, key, at)
+
     # ------------------------------------------------------------------ breakers
 
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
@@ -423,3 +437,11 @@ class SqliteStore:
 
     async def put_breaker(self, key: str, state: JSONDict, version: int) -> bool:
         return await self._write(sqlite_claims.put_breaker, key, state, version)
+
+
+def _snapshot(db: Database, bounds: list[float]) -> MetricsSnapshot:
+    return sqlite_snapshot(db.conn, bounds)
+
+
+def _claim_notification(db: Database, key: NotificationKey, at: float) -> bool:
+    return sqlite_claim_notification(db.conn, key, at)

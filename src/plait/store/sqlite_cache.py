@@ -1,5 +1,5 @@
 """The step cache on SQLite (``Store.get_cached`` / ``put_cached``; the table is
-``migrations/sqlite/0007_step_cache.sql``, the statements ``sql/sqlite.sql``)."""
+``migrations/sqlite/0008_step_cache.sql``, the statements ``sql/sqlite.sql``)."""
 
 from __future__ import annotations
 

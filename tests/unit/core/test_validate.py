@@ -319,8 +319,8 @@ def test_a_cycle_and_an_unknown_step_do_not_hide_the_other_problems() -> None:
         t("e", "a", outputs=["k"]), t("f", "b", outputs=["k"]),
         t("g", value=1), t("g", value=2)))
     assert sorted(str(p) for p in problems) == sorted([
-        "steps: cycle: a -> b -> c -> a (remove one of these dependencies (bounded "
-        "repetition is a `loop` step))",
+        "steps: cycle: a -> b -> c -> a (remove one of these dependencies; to repeat "
+        "steps until a condition holds, use a `loop` step)",
         "steps[2].depends_on[1]: unknown step 'nope' in depends_on of 'c'",
         "steps[3].value: template reads steps.e, which is not an ancestor of 'd' (it may "
         "not have run) (add 'e' to depends_on of 'd')",

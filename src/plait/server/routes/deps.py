@@ -7,7 +7,9 @@ from fastapi import Request
 from ..runtime import ServerRuntime
 
 
-def runtime(request: Request) -> ServerRuntime:
+async def runtime(request: Request) -> ServerRuntime:
+    # async: FastAPI runs a plain function dependency in its thread pool, a thread hop
+    # on every request for a one-attribute read
     value = request.app.state.runtime
     assert isinstance(value, ServerRuntime)
     return value

@@ -88,8 +88,9 @@ async def _events(rt: ServerRuntime, run_id: str, after: int,
     yield "retry: 1000\n\n"
     while not rt.closing.is_set():
         changed = rt.watch(run_id)  # before reading: no change slips in between
-        run = await rt.store.get_run(run_id)
-        events = await rt.store.get_events(run_id, after=last)
+        async with rt.reads:  # two reads, one after the other: one slot
+            run = await rt.store.get_run(run_id)
+            events = await rt.store.get_events(run_id, after=last)
         for event in events:
             yield sse(event)
             last = event.seq

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -33,7 +34,6 @@ from ..models import (
     RunCreate,
     RunCreated,
     RunPage,
-    RunSummary,
 )
 from ..runtime import Closing, ServerRuntime
 from .deps import runtime
@@ -137,17 +137,18 @@ async def runs_page(rt: ServerRuntime, workflow: str | None, status: RunStatus |
     return page, cursor
 
 
-def summary(run: RunRecord) -> RunSummary:
-    return RunSummary(run_id=run.run_id, workflow=run.workflow, version=run.version,
-                      status=str(run.status), created_at=iso(run.created_at),
-                      started_at=iso(run.started_at), finished_at=iso(run.finished_at),
-                      duration_s=duration(run), error=run.error, retry_of=run.retry_of)
+def summary_json(run: RunRecord) -> dict[str, Any]:
+    """A run of a page: the fields of ``RunSummary``."""
+    return {"run_id": run.run_id, "workflow": run.workflow, "version": run.version,
+            "status": str(run.status), "created_at": iso(run.created_at),
+            "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
+            "duration_s": duration(run), "error": run.error, "retry_of": run.retry_of}
 
 
 @router.get("", response_model=RunPage, responses={400: {"model": ErrorBody}})
 async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None = None,
                     limit: Annotated[str | None, Query(description="1-500, default 50")]
-                    = None, before: str | None = None) -> RunPage:
+                    = None, before: str | None = None) -> JSONResponse:
     """Runs, newest first; ``next`` is the cursor of the following page (pass it as
     ``before``), null on the last page."""
     if status is not None and status not in STATUSES:
@@ -159,9 +160,12 @@ async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None
             raise ApiError(400, "invalid_limit", f"limit must be an integer from 1 to "
                            f"{MAX_LIMIT}, not {limit!r}", {"limit": limit})
         count = int(limit)
-    page, cursor = await runs_page(rt, workflow or None,
-                                   RunStatus(status) if status else None, count, before)
-    return RunPage(runs=[summary(r) for r in page], next=cursor)
+    async with rt.reads:  # one list query at a time
+        page, cursor = await runs_page(rt, workflow or None,
+                                       RunStatus(status) if status else None, count, before)
+    # the body as RunPage documents it, encoded once (a RunPage model would be built,
+    # then validated and serialized again by FastAPI: most of a page's cost)
+    return JSONResponse({"runs": [summary_json(r) for r in page], "next": cursor})
 
 
 # ------------------------------------------------------------------ one run
@@ -174,16 +178,22 @@ async def get_run_or_404(rt: ServerRuntime, run_id: str) -> RunRecord:
         raise not_found("run", run_id) from exc
 
 
-@router.get("/{run_id}", responses={404: {"model": ErrorBody}})
-async def get_run(run_id: str, rt: Runtime) -> dict[str, Any]:
+@router.get("/{run_id}", responses={200: {"content": {"application/json": {"schema": {
+                                        "type": "object"}}}},
+                                    404: {"model": ErrorBody}})
+async def get_run(run_id: str, rt: Runtime) -> JSONResponse:
     """The run as ``plait run --json`` shows it, plus ``attempts`` (in start order),
     ``input``, ``logs`` and the run's times."""
-    run = await get_run_or_404(rt, run_id)
     store = rt.store
-    steps = await store.get_steps(run_id)
-    attempts = await store.get_attempts(run_id)
-    logs = LogRecord.from_events(await store.get_events(run_id))
-    return show_json(run, steps, attempts, logs)
+    run = await rt.read(get_run_or_404(rt, run_id))
+    # the run first (its status is then never newer than its steps'), then the other
+    # three reads together: one wake-up of the SQLite store's thread instead of three
+    # round trips, pooled connections at once on PostgreSQL
+    steps, attempts, events = await asyncio.gather(
+        rt.read(store.get_steps(run_id)), rt.read(store.get_attempts(run_id)),
+        rt.read(store.get_events(run_id)))
+    # encoded once, as plain JSON: no response model to validate it against again
+    return JSONResponse(show_json(run, steps, attempts, LogRecord.from_events(events)))
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=Accepted,

@@ -417,7 +417,7 @@ WHERE key = %(key)s AND version = %(version)s
 RETURNING version;
 
 -- ------------------------------------------------------------------------------------
--- The step cache (0007_step_cache.sql).
+-- The step cache (0008_step_cache.sql).
 
 -- get_cached --
 -- The stored result of a key, if created at or after a time.

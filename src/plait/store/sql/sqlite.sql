@@ -372,7 +372,7 @@ INSERT INTO breakers (key, state, version) VALUES (?, ?, 1) ON CONFLICT DO NOTHI
 UPDATE breakers SET state = ?, version = version + 1 WHERE key = ? AND version = ?;
 
 -- ------------------------------------------------------------------------------------
--- The step cache (0007_step_cache.sql).
+-- The step cache (0008_step_cache.sql).
 
 -- get_cached --
 -- The stored result of a key, if created at or after a time.

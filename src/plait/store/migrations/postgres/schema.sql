@@ -164,6 +164,15 @@ CREATE TABLE breakers (
     CONSTRAINT breakers_pkey PRIMARY KEY (key)
 );
 
+CREATE TABLE notifications (
+    run_id text NOT NULL,
+    event text NOT NULL,
+    step text NOT NULL,
+    target text NOT NULL,
+    claimed_at double precision NOT NULL,
+    CONSTRAINT notifications_pkey PRIMARY KEY (run_id, event, step, target)
+);
+
 CREATE TABLE step_cache (
     workflow text NOT NULL,
     step_id text NOT NULL,
@@ -709,4 +718,5 @@ INSERT INTO plait_migrations (version, name) VALUES (3, '0003_attempt_tickets.sq
 INSERT INTO plait_migrations (version, name) VALUES (4, '0004_pool_rates_breakers.sql');
 INSERT INTO plait_migrations (version, name) VALUES (5, '0005_concurrency_keys.sql');
 INSERT INTO plait_migrations (version, name) VALUES (6, '0006_attempt_workers_and_logs.sql');
-INSERT INTO plait_migrations (version, name) VALUES (7, '0007_step_cache.sql');
+INSERT INTO plait_migrations (version, name) VALUES (7, '0007_notifications.sql');
+INSERT INTO plait_migrations (version, name) VALUES (8, '0008_step_cache.sql');

@@ -134,6 +134,15 @@ CREATE TABLE breakers (
     version INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+CREATE TABLE notifications (
+    run_id     TEXT NOT NULL,
+    event      TEXT NOT NULL,
+    step       TEXT NOT NULL,
+    target     TEXT NOT NULL,
+    claimed_at REAL NOT NULL,
+    PRIMARY KEY (run_id, event, step, target)
+) WITHOUT ROWID;
+
 CREATE TABLE step_cache (
     workflow   TEXT NOT NULL,
     step_id    TEXT NOT NULL,
@@ -165,4 +174,4 @@ CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
     WHERE concurrency_key IS NOT NULL
       AND (status = 'pending' OR status = 'running' OR status = 'waiting');
 
-PRAGMA user_version = 7;
+PRAGMA user_version = 8;
