@@ -355,8 +355,10 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     stats.events++;
     const kind = ev.kind;
     const data = ev.data || {};
-    if (kind === "emit" && ev.step_id) {
-      (emits.get(ev.step_id) || emits.set(ev.step_id, []).get(ev.step_id)).push("value" in data ? data.value : data);
+    // a partial output a step streamed (ctx.emit): stored as a note {"emit": {"value", ...}}
+    const emitted = kind === "emit" ? data : (kind === "note" ? data.emit : undefined);
+    if (emitted && ev.step_id) {
+      (emits.get(ev.step_id) || emits.set(ev.step_id, []).get(ev.step_id)).push("value" in emitted ? emitted.value : emitted);
       if (ev.step_id === selected) sideSoon();
       return;
     }
