@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .core.model import RetryPolicy, StepSpec, WorkflowSpec
     from .core.states import RunStatus, StepStatus
     from .errors import (
+        ApprovalRequested,
         CircuitOpenError,
         DecisionTaken,
         DefinitionError,
@@ -53,6 +54,7 @@ __version__ = "0.1.0"
 
 
 __all__ = [
+    "ApprovalRequested",
     "CircuitOpenError",
     "DecisionTaken",
     "DefinitionError",

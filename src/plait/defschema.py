@@ -54,6 +54,12 @@ _BREAKER: JSONDict = {"type": "object", "additionalProperties": False, "required
                                      "failure_threshold": _COUNT,
                                      "reset_after": _DURATION}}
 
+_CACHE: JSONDict = {"type": "object", "additionalProperties": False,
+                    "required": ["key", "ttl"],
+                    "description": "reuse a completed result of the same workflow, step "
+                                   "and rendered key younger than ttl",
+                    "properties": {"key": {"type": "string"}, "ttl": _DURATION}}
+
 STEP_FIELD_SCHEMAS: dict[str, JSONDict] = {
     "id": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"},
     "type": {"type": "string"},
@@ -68,6 +74,7 @@ STEP_FIELD_SCHEMAS: dict[str, JSONDict] = {
     "circuit_breaker": _BREAKER,
     "pool": {"type": "string"},
     "description": {"type": "string"},
+    "cache": _CACHE,
 }
 
 # What is known of the fields of the built-in types; any other field is "any JSON".
@@ -84,6 +91,12 @@ TYPE_FIELD_SCHEMAS: dict[str, JSONDict] = {
     "params": {"type": "object"},
     "follow_redirects": {"type": "boolean"},
     "prompt": {"type": "string"},
+    "base_url": {"type": "string"},
+    "model": {"type": "string"},
+    "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+                    "description": "the name of the environment variable holding the key"},
+    "messages": {"anyOf": [{"type": "array", "items": {"type": "object"}}, _TEMPLATE]},
+    "response_format": {"type": "object"},
 }
 
 _SCHEDULE: JSONDict = {"type": "object", "additionalProperties": False, "required": ["cron"],

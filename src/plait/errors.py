@@ -25,6 +25,7 @@
         ├── CircuitOpenError     the step's circuit breaker is open
         ├── HTTPStatusError      an http step got a status it did not expect
         ├── InterruptedAttempt   the process running the attempt stopped (a failed attempt)
+        ├── ApprovalRequested    ctx.wait_for_approval parks the step (not a failure)
         └── NetworkRefused       the network policy refused a host or address (never retried)
 
 Errors carry data (``DefinitionError.problems``, ``StepError.step``) so callers never
@@ -173,6 +174,19 @@ class StepError(PlaitError):
     def __init__(self, message: str, *, step: str | None = None) -> None:
         self.step = step
         super().__init__(message)
+
+
+class ApprovalRequested(StepError):
+    """Raised by ``ctx.wait_for_approval`` when no decision is stored yet: the attempt
+    ends, the step waits for a person (never a failure, never retried).  Let it
+    propagate: a step that catches it and returns goes on as if nobody was asked."""
+
+    retryable = False
+
+    def __init__(self, step: str, prompt: str | None) -> None:
+        self.prompt = prompt
+        shown = f": {prompt}" if prompt else ""
+        super().__init__(f"step {step!r} waits for approval{shown}", step=step)
 
 
 class FatalError(StepError):

@@ -24,6 +24,7 @@ from .core.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_RETRY,
     JSON,
+    CacheSpec,
     CircuitBreakerSpec,
     Fallback,
     JSONDict,
@@ -127,7 +128,7 @@ _ITEM_OPTIONS = ("retry", "timeout", "fallback", "allow_failure", "pool", "circu
 _STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _STEP_OPTIONS = frozenset({"when", "trigger", "retry", "timeout", "fallback", "allow_failure",
                            "outputs", "circuit_breaker", "pool", "description", "then",
-                           "else_"})
+                           "else_", "cache"})
 _WORKFLOW_OPTIONS = frozenset({"concurrency", "on_failure", "timeout", "sla", "input",
                                "reducers", "pools", "output", "version", "description",
                                "limits", "alerts", "schedules", "concurrency_key",
@@ -210,7 +211,8 @@ class Workflow:
     def step(self, fn: F | None = None, **options: Any) -> F | Callable[[F], F]:
         """Decorator: the function becomes a step named after it (``id=`` overrides).
         Options: depends_on, when, trigger, retry, timeout, fallback, allow_failure,
-        outputs, circuit_breaker, pool, description, with_; any other keyword is refused
+        outputs, circuit_breaker, pool, description, cache ({"key", "ttl"}), with_; any
+        other keyword is refused
         (DefinitionError naming it, with the closest option)."""
         def register(func: F) -> F:
             self.add_step(options.pop("id", None) or func.__name__, func, **options)
@@ -601,6 +603,14 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
         breaker = CircuitBreakerSpec(**{**breaker, "reset_after": _seconds(
             breaker.get("reset_after", 60.0))})
     retry = _retry(o.get("retry"))
+    cache = o.get("cache")
+    if cache is not None and not isinstance(cache, CacheSpec):
+        if isinstance(cache, dict) and isinstance(cache.get("key"), str) and "ttl" in cache:
+            cache = CacheSpec(key=cache["key"], ttl=_seconds(cache["ttl"]) or 0.0)
+        else:
+            problems.append(Problem(location=f"steps[{i}].cache", message=(
+                "expected {'key': '{{ ... }}', 'ttl': duration}")))
+            cache = None
     deps = list(dict.fromkeys([*p.depends_on, *implied]))
     return new_step(
         id=p.id, type=p.type, config=p.config, depends_on=tuple(deps),
@@ -609,7 +619,8 @@ def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int)
         fallback=fallback, allow_failure=bool(o.get("allow_failure", False)),
         outputs=tuple(o.get("outputs", ())), circuit_breaker=breaker, pool=o.get("pool"),
         description=o.get("description") or _doc(p.func),
-        then=tuple(o.get("then", ())), else_=tuple(o.get("else_", ())), func=p.func)
+        then=tuple(o.get("then", ())), else_=tuple(o.get("else_", ())), func=p.func,
+        cache=cache)
 
 
 def _retry(value: object) -> RetryPolicy:

@@ -17,12 +17,12 @@ import pytest
 RUN_KEYS = {"run_id", "workflow", "version", "status", "output", "error", "duration_s",
             "steps"}
 SHOW_EXTRA = {"retry_of", "parent_run_id", "fingerprint", "input", "created_at",
-              "started_at", "finished_at", "attempts", "logs"}
+              "started_at", "finished_at", "attempts", "logs", "emits"}
 SUMMARY_KEYS = {"run_id", "workflow", "version", "fingerprint", "status", "error",
                 "created_at", "started_at", "finished_at", "duration_s", "steps_done",
                 "steps_total", "retry_of", "parent_run_id"}
 ATTEMPT_KEYS = {"step", "attempt", "fallback", "status", "started_at", "finished_at",
-                "duration_s", "worker", "error"}
+                "duration_s", "worker", "error", "usage"}
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
 STEPS = """

@@ -10,7 +10,7 @@ import pytest
 RUN_KEYS = {"run_id", "workflow", "version", "status", "output", "error", "duration_s",
             "steps"}
 STEP_KEYS = {"status", "attempts", "output", "error", "started_at", "finished_at",
-             "skip_reason", "fallback_used"}
+             "skip_reason", "fallback_used", "cached"}  # cached: plait's addition
 
 FLOW = """
     name: adder

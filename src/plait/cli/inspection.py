@@ -20,7 +20,7 @@ from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
 from ..store.base import RunFilter, RunRecord, Store
 from ..store.url import shown_url
-from . import output, records
+from . import notes, output, records
 from .session import Refusal, guarded, opened_store
 from .settings import ExitCode
 
@@ -85,10 +85,11 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         run = await store.get_run(run_id)
         steps = await store.get_steps(run_id)
         attempts = await store.get_attempts(run_id)
-        logs = records.LogRecord.from_events(await store.get_events(run_id))
+        events = await store.get_events(run_id)
+        logs = records.LogRecord.from_events(events)
         children = await child_runs(store, run)
         if as_json:
-            value = records.show_json(run, steps, attempts, logs)
+            value = notes.add_history(records.show_json(run, steps, attempts, logs), events)
             records.add_child_runs(value, children)
             output.print_json(value, sys.stdout)
             return ExitCode.OK
@@ -113,6 +114,11 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         for step_id, lines in records.log_sections(logs):
             console.print()
             console.print(Text(f"logs of {step_id}", "bold" if console.is_terminal else ""))
+            console.print("\n".join(lines), markup=False, highlight=False)
+        for step_id, lines in notes.emit_sections(events):
+            console.print()
+            console.print(Text(f"emitted by {step_id}", "bold" if console.is_terminal
+                               else ""))
             console.print("\n".join(lines), markup=False, highlight=False)
         hint = output.waiting_hint(RunResult.from_records(run, steps))
         if hint:

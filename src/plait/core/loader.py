@@ -19,6 +19,7 @@ from .model import (
     JSON,
     REDUCERS,
     TRIGGERS,
+    CacheSpec,
     CircuitBreakerSpec,
     Fallback,
     JSONDict,
@@ -47,7 +48,7 @@ TOP_FIELDS = ("name", "version", "description", "input", "concurrency", "on_fail
               "notify")
 STEP_FIELDS = ("id", "type", "depends_on", "when", "trigger", "retry", "timeout",
                "fallback", "allow_failure", "outputs", "circuit_breaker", "pool",
-               "description")
+               "description", "cache")
 DEFAULTABLE = ("retry", "timeout", "trigger", "pool", "circuit_breaker", "allow_failure")
 RETRY_FIELDS = ("max_retries", "initial_delay", "backoff", "max_delay", "jitter",
                 "retry_on", "no_retry_on")
@@ -375,7 +376,32 @@ def _parse_step_at(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
         then=then,
         else_=else_,
         item=item,
+        cache=_cache(c, f"{where}.cache", raw["cache"]) if "cache" in raw else None,
     )
+
+
+def _cache(c: _Collector, where: str, value: JSON) -> CacheSpec | None:
+    """``cache: {key: "{{ ... }}", ttl: 1h}``: both required."""
+    if not isinstance(value, dict):
+        c.add(where, "expected {key: \"{{ ... }}\", ttl: duration}")
+        return None
+    _unknown_fields(c, where, value, ("key", "ttl"), "cache")
+    key = value.get("key")
+    if not isinstance(key, str) or not key:
+        c.add(f"{where}.key", "a cache needs `key`: a template (or text) naming what the "
+                              "result depends on, e.g. \"{{ input.url }}\""
+              if key is None else f"expected a template string, got {key!r}")
+        key = None
+    if "ttl" not in value:
+        c.add(f"{where}.ttl", "a cache needs `ttl`: how long a result is reused (e.g. 1h)")
+        return None
+    ttl = c.get(f"{where}.ttl", value["ttl"], _duration, None)
+    if ttl is not None and ttl <= 0:
+        c.add(f"{where}.ttl", f"expected a duration above zero, got {value['ttl']!r}")
+        return None
+    if key is None or ttl is None:
+        return None
+    return CacheSpec(key=key, ttl=ttl)
 
 
 def _retry(c: _Collector, where: str, value: JSON) -> RetryPolicy:

@@ -574,6 +574,12 @@ class RunState:
         self.running.discard(i)
         self._record(i, RUNNING, WAITING, now)
 
+    def requeue(self, i: int, now: float) -> None:
+        """A waiting step is ready to run again (a Python step's approval arrived)."""
+        self._move(i, QUEUED, now)
+        self._record(i, WAITING, QUEUED, now)
+        heappush(self._ready, self._rank[i])
+
     def cancel_step(self, i: int, now: float, reason: str) -> None:
         row = self.rows[i]
         if row.status in FINAL_STEP_STATES:

@@ -53,6 +53,8 @@ def step_to_dict(step: StepSpec) -> JSONDict:
         out["pool"] = step.pool
     if step.description:
         out["description"] = step.description
+    if step.cache is not None:
+        out["cache"] = {"key": step.cache.key, "ttl": step.cache.ttl}
     return out
 
 

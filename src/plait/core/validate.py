@@ -174,6 +174,7 @@ _FALLBACK = attrgetter("fallback")
 _THEN = attrgetter("then")
 _ELSE = attrgetter("else_")
 _WHEN = attrgetter("when")
+_CACHE = attrgetter("cache")
 _OUTPUTS = attrgetter("outputs")
 _DEPENDS_ON = attrgetter("depends_on")
 # Many valid step ids separated by spaces (which no id contains).
@@ -410,6 +411,8 @@ def _templates(step: StepSpec) -> list[tuple[str, str]]:
     if step.fallback is not None and step.fallback.call is None:
         found.extend((f"fallback.output{path}", text)
                      for path, text in expressions.templates_in(step.fallback.output))
+    if step.cache is not None and expressions.is_template(step.cache.key):
+        found.append(("cache.key", step.cache.key))
     return found
 
 
@@ -427,9 +430,11 @@ def _steps_with_templates(spec: WorkflowSpec, types: _Types) -> list[int] | rang
             flagged.update(i for i, step in zip(where, group, strict=True)
                            if not literal.issuperset(step.config))
     if (any(map(is_not, map(_WHEN, steps), repeat(None)))
-            or any(map(is_not, map(_FALLBACK, steps), repeat(None)))):
+            or any(map(is_not, map(_FALLBACK, steps), repeat(None)))
+            or any(map(is_not, map(_CACHE, steps), repeat(None)))):
         flagged.update(i for i, step in enumerate(steps)
-                       if step.when is not None or step.fallback is not None)
+                       if step.when is not None or step.fallback is not None
+                       or step.cache is not None)
     return sorted(flagged)
 
 

@@ -43,7 +43,15 @@ JSON (``MetricsReport.to_json()``; keys are stable, durations in seconds)::
             "cancelled": int, "success_rate": float | null,
             "duration_s": {...as above}, "attempt_duration_s": {...as above},
             "attempts": int, "retries": int, "retries_per_execution": float | null,
-            "fallbacks": int}]}]}
+            "fallbacks": int, "cache_hits": int,
+            "prompt_tokens": int, "completion_tokens": int, "total_tokens": int}],
+        "cache_hits": int, "prompt_tokens": int, "completion_tokens": int,
+        "total_tokens": int}]}
+
+Tokens are the sums of the ``usage`` history notes ``llm`` steps leave, one per attempt
+that got a completion (a refused answer that was retried counts: its tokens were
+billed).  ``cache_hits`` counts steps completed from the step cache (``cache:``) without
+running their code; such a step is still an execution (of one attempt).
 
 Workflows are sorted by name; steps by first appearance in the workflow's runs
 (definition order, since stores return steps in definition order).
@@ -59,7 +67,7 @@ from ..core.durations import format_duration, parse_duration
 from ..core.model import JSONDict
 from ..core.states import RunStatus, StepStatus
 from ..runtime.results import iso
-from ..store.base import AttemptRecord, RunFilter, RunRecord, StepRecord, Store
+from ..store.base import AttemptRecord, EventRecord, RunFilter, RunRecord, StepRecord, Store
 
 __all__ = ["MetricsReport", "RunHistory", "StepMetrics", "Summary", "WorkflowMetrics",
            "collect", "compute", "load_histories", "percentile", "render_metrics",
@@ -122,6 +130,41 @@ class Summary:
 # ------------------------------------------------------------------------ the report
 
 
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    """LLM token usage (sums of ``usage`` notes)."""
+
+    prompt: int = 0
+    completion: int = 0
+    total: int = 0
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(self.prompt + other.prompt, self.completion + other.completion,
+                      self.total + other.total)
+
+    def to_json(self) -> JSONDict:
+        return {"prompt_tokens": self.prompt, "completion_tokens": self.completion,
+                "total_tokens": self.total}
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_of(event: EventRecord) -> Tokens | None:
+    """The token usage an ``llm`` attempt's history note records, else None."""
+    usage = event.data.get("usage") if event.kind == "note" else None
+    if not isinstance(usage, dict):
+        return None
+    return Tokens(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")),
+                  _count(usage.get("total_tokens")))
+
+
+def is_cache_hit(event: EventRecord) -> bool:
+    cache = event.data.get("cache") if event.kind == "note" else None
+    return isinstance(cache, dict) and cache.get("hit") is True
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepMetrics:
     step: str
@@ -136,6 +179,8 @@ class StepMetrics:
     retries: int
     retries_per_execution: float | None
     fallbacks: int
+    cache_hits: int = 0
+    tokens: Tokens = field(default_factory=lambda: Tokens())
 
     def to_json(self) -> JSONDict:
         return {"step": self.step, "executions": self.executions,
@@ -145,7 +190,8 @@ class StepMetrics:
                 "attempt_duration_s": self.attempt_duration.to_json(),
                 "attempts": self.attempts, "retries": self.retries,
                 "retries_per_execution": self.retries_per_execution,
-                "fallbacks": self.fallbacks}
+                "fallbacks": self.fallbacks, "cache_hits": self.cache_hits,
+                **self.tokens.to_json()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +207,8 @@ class WorkflowMetrics:
     retries_per_run: float | None
     fallbacks: int
     steps: tuple[StepMetrics, ...] = ()
+    cache_hits: int = 0
+    tokens: Tokens = field(default_factory=lambda: Tokens())
 
     def step(self, step_id: str) -> StepMetrics | None:
         return next((s for s in self.steps if s.step == step_id), None)
@@ -170,7 +218,8 @@ class WorkflowMetrics:
                 "failed": self.failed, "cancelled": self.cancelled, "active": self.active,
                 "success_rate": self.success_rate, "duration_s": self.duration.to_json(),
                 "retries_per_run": self.retries_per_run, "fallbacks": self.fallbacks,
-                "steps": [s.to_json() for s in self.steps]}
+                "steps": [s.to_json() for s in self.steps],
+                "cache_hits": self.cache_hits, **self.tokens.to_json()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,6 +246,7 @@ class RunHistory:
     run: RunRecord
     steps: Sequence[StepRecord] = ()
     attempts: Sequence[AttemptRecord] = ()
+    events: Sequence[EventRecord] = ()  # for token usage and cache hits (notes)
 
 
 # ------------------------------------------------------------------------ computing
@@ -220,6 +270,8 @@ class _StepTally:
     fallbacks: int = 0
     durations: list[float] = field(default_factory=list)
     attempt_durations: list[float] = field(default_factory=list)
+    cache_hits: int = 0
+    tokens: Tokens = field(default_factory=lambda: Tokens())
 
     def add(self, step: StepRecord, attempts: Sequence[AttemptRecord]) -> None:
         self.executions += 1
@@ -247,7 +299,7 @@ class _StepTally:
             attempt_duration=Summary.of(self.attempt_durations),
             attempts=self.attempts, retries=retries,
             retries_per_execution=retries / self.executions if self.executions else None,
-            fallbacks=self.fallbacks)
+            fallbacks=self.fallbacks, cache_hits=self.cache_hits, tokens=self.tokens)
 
 
 def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMetrics:
@@ -264,6 +316,15 @@ def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMet
                     step, by_step.get(step.step_id, ()))
                 retries += step.attempts - 1
         run_retries.append(retries)
+        for event in history.events:
+            if event.step_id is None:
+                continue
+            usage = usage_of(event)
+            if usage is not None:
+                tally = tallies.setdefault(event.step_id, _StepTally())
+                tally.tokens = tally.tokens + usage
+            elif is_cache_hit(event):
+                tallies.setdefault(event.step_id, _StepTally()).cache_hits += 1
     runs = [h.run for h in histories]
     counts = {status: sum(r.status == status for r in runs) for status in _FINISHED_RUN}
     durations = [d for r in runs if r.status in _FINISHED_RUN
@@ -275,7 +336,9 @@ def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMet
         active=len(runs) - sum(counts.values()),
         success_rate=_ratio(counts[RunStatus.COMPLETED], sum(counts.values())),
         duration=Summary.of(durations), retries_per_run=_mean(run_retries),
-        fallbacks=sum(s.fallbacks for s in steps), steps=steps)
+        fallbacks=sum(s.fallbacks for s in steps), steps=steps,
+        cache_hits=sum(s.cache_hits for s in steps),
+        tokens=sum((s.tokens for s in steps), Tokens()))
 
 
 def compute(histories: Iterable[RunHistory], *, since: float | None = None) -> MetricsReport:
@@ -300,7 +363,9 @@ async def load_histories(store: Store, *, workflow: str | None = None,
     attempts.  Sequential on purpose: one connection, bounded load on the store."""
     runs = await store.list_runs(RunFilter(workflow=workflow, since=since, limit=limit))
     return [RunHistory(run=run, steps=await store.get_steps(run.run_id),
-                       attempts=await store.get_attempts(run.run_id)) for run in runs]
+                       attempts=await store.get_attempts(run.run_id),
+                       events=[e for e in await store.get_events(run.run_id)
+                               if e.kind == "note"]) for run in runs]
 
 
 async def collect(store: Store, *, workflow: str | None = None, since: float | None = None,
@@ -361,10 +426,17 @@ def _render_workflow(w: WorkflowMetrics) -> list[str]:
             f"  success {_pct(w.success_rate)}   duration p50 {_dur(w.duration.p50)}  "
             f"p95 {_dur(w.duration.p95)}  p99 {_dur(w.duration.p99)}   "
             f"retries/run {_num(w.retries_per_run)}   fallbacks {w.fallbacks}"]
+    if w.tokens.total or w.cache_hits:
+        head.append(f"  tokens {w.tokens.total} (prompt {w.tokens.prompt}, completion "
+                    f"{w.tokens.completion})   cache hits {w.cache_hits}")
     if not w.steps:
         return head
-    return [*head, "", *("  " + line for line in _table(_STEP_HEADER,
-                                                          [_step_row(s) for s in w.steps]))]
+    header, rows = list(_STEP_HEADER), [_step_row(s) for s in w.steps]
+    if w.tokens.total or w.cache_hits:  # columns only where llm steps or caches are
+        header += ["tokens", "cache hits"]
+        rows = [[*row, str(s.tokens.total), str(s.cache_hits)]
+                for row, s in zip(rows, w.steps, strict=True)]
+    return [*head, "", *("  " + line for line in _table(header, rows))]
 
 
 def render_metrics(report: MetricsReport) -> str:

@@ -5,6 +5,12 @@ An approval step is parked without a task.  Decisions reach the run through the 
 compare-and-set, and read back here as a history note.  A deadline (the step's
 ``timeout``) is decided the same way, as a decision by ``timeout``, so a person's
 decision stored first still stands.
+
+A Python step waits the same way (``ctx.wait_for_approval``, docs/waiting.md): its
+attempt ends with ``ApprovalRequested``, the step is parked here as a *code wait*
+(``park_code``), and an approval puts the step back in the queue with the decision
+in the run's journal (``StepLog.decisions``), where its next attempt finds it; a
+rejection fails it as it fails an approval step.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
 from ..errors import DecisionTaken
 from ..store.base import Store
+from .context import StepLog
 from .results import iso
 from .timers import Timers
 
@@ -24,11 +31,12 @@ from .timers import Timers
 class Approvals:
     """The parked approval steps of one run and their deadlines."""
 
-    __slots__ = ("_checked", "_clock", "_notes_seen", "_run_id", "_state", "_store",
-                 "_timers", "parked")
+    __slots__ = ("_checked", "_clock", "_delivered", "_journal", "_notes_seen", "_run_id",
+                 "_state", "_store", "_timers", "code", "parked")
 
     def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store,
-                 run_id: str, clock: Callable[[], float], timers: Timers) -> None:
+                 run_id: str, clock: Callable[[], float], timers: Timers,
+                 journal: StepLog | None = None) -> None:
         self._checked = checked
         self._state = state
         self._store = store
@@ -37,6 +45,44 @@ class Approvals:
         self._timers = timers
         self._notes_seen = 0
         self.parked: dict[int, float | None] = {}  # step -> its deadline
+        # the parked steps that are code waits -> their on_timeout
+        self.code: dict[int, str] = {}
+        self._journal = journal if journal is not None else StepLog(lambda t: t)
+        self._delivered: set[int] = set()  # code waits given their approval
+
+    def park_code(self, i: int, now: float, *, resumed: bool = False) -> None:
+        """Step ``i`` (a Python step) asked for approval: its attempt ended (closed in
+        history as ``waiting``) and it waits.  ``resumed``: it was waiting when the run
+        stopped; its deadline is read back from its ``wait`` note in ``apply``."""
+        step_id = self._checked.spec.steps[i].id
+        request = self._journal.wait_requests.pop(step_id, None) or {}
+        if i in self._delivered:  # its next attempt did not see the decision
+            self._state.end_attempt(i, "failed", now)
+            self._state.fail(i, "the step asked for approval again after its approval "
+                                "was given (a step waits at most once; waiting from "
+                                "Python steps run by `plait worker` is not supported)", now)
+            return
+        if not resumed:
+            self._state.end_attempt(i, "waiting", now)
+            self._state.wait(i, now)
+        on_timeout = request.get("on_timeout")
+        self.code[i] = on_timeout if isinstance(on_timeout, str) else "reject"
+        deadline = None
+        timeout = request.get("timeout")
+        if isinstance(timeout, int | float):
+            deadline = now + timeout
+            self._timers.add(deadline, "approval_timeout", i)
+        self.parked[i] = deadline
+
+    def _restore_deadline(self, i: int, request: JSONDict, at: float) -> None:
+        """A resumed code wait's deadline, from the note its request left."""
+        on_timeout = request.get("on_timeout")
+        if isinstance(on_timeout, str):
+            self.code[i] = on_timeout
+        timeout = request.get("timeout")
+        if isinstance(timeout, int | float) and self.parked.get(i) is None:
+            self.parked[i] = at + timeout
+            self._timers.add(at + timeout, "approval_timeout", i)
 
     def park(self, i: int) -> None:
         """Step ``i`` waits; its deadline (the step's timeout) is a timer."""
@@ -58,6 +104,9 @@ class Approvals:
             self._notes_seen = max(self._notes_seen, event.seq)
             decision = event.data.get("approval") if event.kind == "note" else None
             i = index.get(event.step_id or "")
+            wait = event.data.get("wait") if event.kind == "note" else None
+            if isinstance(wait, dict) and i is not None and i in self.code:
+                self._restore_deadline(i, wait, event.at)
             if isinstance(decision, dict) and i is not None and i in self.parked:
                 self._decide(i, decision, now, failed)
         for i, deadline in list(self.parked.items()):
@@ -66,7 +115,7 @@ class Approvals:
 
     async def _time_out(self, i: int, now: float, failed: Callable[[], None]) -> None:
         step = self._checked.spec.steps[i]
-        choice = step.config.get("on_timeout", "reject")
+        choice = self.code[i] if i in self.code else step.config.get("on_timeout", "reject")
         decision: JSONDict = {"decision": "approved" if choice == "approve" else "rejected",
                               "by": "timeout", "at": now, "data": None}
         try:
@@ -79,6 +128,9 @@ class Approvals:
                 failed: Callable[[], None]) -> None:
         self.parked.pop(i, None)
         by = decision.get("by")
+        if self.code.pop(i, None) is not None:
+            self._decide_code(i, decision, now, failed)
+            return
         if decision.get("decision") == "approved":
             at = decision.get("at")
             self._state.succeed(i, {"approved": True, "by": by,
@@ -87,5 +139,19 @@ class Approvals:
             return
         reason = f"rejected by {by}" if by != "timeout" else "approval timed out (rejected)"
         self._state.end_attempt(i, "failed", now, reason)
+        self._state.fail(i, reason, now)
+        failed()
+
+    def _decide_code(self, i: int, decision: JSONDict, now: float,
+                     failed: Callable[[], None]) -> None:
+        """A code wait's decision: approved, the step runs again and finds it;
+        rejected, the step fails (its waiting attempt is closed already)."""
+        by = decision.get("by")
+        if decision.get("decision") == "approved":
+            self._journal.decisions[self._checked.spec.steps[i].id] = decision
+            self._delivered.add(i)
+            self._state.requeue(i, now)
+            return
+        reason = f"rejected by {by}" if by != "timeout" else "approval timed out (rejected)"
         self._state.fail(i, reason, now)
         failed()

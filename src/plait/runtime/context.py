@@ -19,6 +19,7 @@ _log = logging.getLogger("plait.step")
 # logging in a tight loop must not exhaust memory (what is dropped is counted).
 MAX_PENDING_RECORDS = 10_000
 MAX_MESSAGE_CHARS = 8_192
+MAX_EMIT_BYTES = 1 << 20  # of one ctx.emit value as JSON text
 MAX_ATTEMPT_RECORDS = 1_000  # per attempt executed on a worker (AttemptLogs)
 
 
@@ -32,6 +33,13 @@ class StepLog:
 
     def __init__(self, redact: Callable[[str | None], str | None]) -> None:
         self.redact = redact
+        # the steps whose attempt took its output from the step cache (runtime.stepcache)
+        self.cache_hits: set[str] = set()
+        # ctx.wait_for_approval: what a step asked (step -> {prompt, timeout,
+        # on_timeout}), read by the loop when the attempt ends; and the approvals the
+        # loop applied (step -> decision), read by the step's next attempt
+        self.wait_requests: dict[str, JSONDict] = {}
+        self.decisions: dict[str, JSONDict] = {}
         self._records: collections.deque[tuple[str | None, JSONDict]] = collections.deque()
         self._dropped = 0
 
@@ -44,6 +52,18 @@ class StepLog:
             self._dropped += 1  # a lost update under a race only miscounts the drops
             return
         self._records.append((step_id, {"log": log_record(attempt, level, message)}))
+
+    def note(self, step_id: str, data: JSONDict) -> None:
+        """A history note of the step (e.g. an llm attempt's token usage), stored with
+        the loop's next batch; its text is redacted like a log record's."""
+        if len(self._records) >= MAX_PENDING_RECORDS:
+            self._dropped += 1
+            return
+        self._records.append((step_id, _redact_json(data, self.redact)))
+
+    def redact_json(self, value: JSON) -> JSON:
+        """``value`` with every secret redacted from its text (keys and strings)."""
+        return _redact_json(value, self.redact)  # type: ignore[no-any-return]
 
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         """The records added so far, oldest first (called by the run loop only)."""
@@ -90,6 +110,11 @@ class AttemptLogs(StepLog):
             return
         records.append(log_record(attempt, level, message))
 
+    def note(self, step_id: str, data: JSONDict) -> None:
+        # An attempt's outcome carries its log records only: notes (an llm attempt's
+        # token usage) of attempts run on a worker are not kept yet.
+        return
+
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         return []
 
@@ -103,6 +128,16 @@ class AttemptLogs(StepLog):
                 attempt, logging.WARNING, f"{dropped} step log records were dropped: an "
                 f"attempt run on a worker keeps at most {MAX_ATTEMPT_RECORDS}"))
         return tuple(records)
+
+
+def _redact_json(value: Any, redact: Callable[[str | None], str | None]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(k) or "": _redact_json(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_json(v, redact) for v in value]
+    return value
 
 
 class StepLogger(logging.LoggerAdapter[logging.Logger]):
@@ -215,7 +250,7 @@ class StepContext:
 
     # One is built per attempt that asks for it: plain slots, nothing computed until read.
     __slots__ = ("_attempt", "_cancel_flag", "_input", "_journal", "_key", "_logger",
-                 "_outputs", "_run_id", "_state", "_step_id")
+                 "_outputs", "_run_id", "_state", "_step_id", "_waited")
 
     def __init__(self, *, run_id: str, step_id: str, attempt: int, input: JSON,
                  state: Mapping[str, JSON], outputs: Mapping[str, JSON],
@@ -225,6 +260,7 @@ class StepContext:
         self._input, self._state, self._outputs = input, state, outputs
         self._key, self._journal, self._cancel_flag = idempotency_key, journal, cancel_flag
         self._logger: StepLogger | None = None
+        self._waited = False
 
     @property
     def run_id(self) -> str:
@@ -284,6 +320,71 @@ class StepContext:
         """True once the attempt was cancelled or timed out (poll it in long sync
         steps, and return when it is)."""
         return self._cancel_flag is not None and self._cancel_flag.requested
+
+    # ------------------------------------------------------------ waiting, streaming
+
+    async def wait_for_approval(self, prompt: str | None = None, *,
+                                timeout: float | str | None = None,
+                                on_timeout: str = "reject") -> JSONDict:
+        """Wait durably for a person, as an ``approval`` step does (docs/waiting.md).
+
+        The first time, no decision is stored: this raises ``ApprovalRequested``, the
+        attempt ends (not a failure) and the step is ``waiting``; the run waits (the CLI
+        exits 3) until ``plait approve RUN STEP [--reject] [--data JSON]`` (or the API,
+        or ``timeout`` then ``on_timeout``) decides.  Approved: the step function runs
+        again FROM THE START and this call returns ``{"approved": True, "by", "at",
+        "data"}``, so code before the call runs twice: keep side effects after it, or
+        make them idempotent.  Rejected: the step fails (never retried), like an
+        approval step.  A step waits at most once."""
+        return self.wait_for_approval_sync(prompt, timeout=timeout, on_timeout=on_timeout)
+
+    def wait_for_approval_sync(self, prompt: str | None = None, *,
+                               timeout: float | str | None = None,
+                               on_timeout: str = "reject") -> JSONDict:
+        """``wait_for_approval`` for sync steps (same semantics)."""
+        from ..core.durations import parse_duration
+        from ..errors import ApprovalRequested, FatalError
+
+        step = self._step_id
+        if self._waited:
+            raise FatalError(f"step {step!r}: a step can wait for one approval; it "
+                             f"called wait_for_approval twice", step=step)
+        self._waited = True
+        if prompt is not None and not isinstance(prompt, str):
+            raise FatalError(f"step {step!r}: wait_for_approval: `prompt` must be text, "
+                             f"got {type(prompt).__name__}", step=step)
+        if on_timeout not in ("reject", "approve"):
+            raise FatalError(f"step {step!r}: wait_for_approval: `on_timeout` must be "
+                             f"'reject' or 'approve', got {on_timeout!r}", step=step)
+        try:
+            seconds = None if timeout is None else parse_duration(timeout)
+        except ValueError as exc:
+            raise FatalError(f"step {step!r}: wait_for_approval: `timeout`: {exc}",
+                             step=step) from None
+        journal = self._journal
+        decision = journal.decisions.get(step) if journal is not None else None
+        if decision is not None:
+            return {"approved": True, "by": decision.get("by"), "at": decision.get("at"),
+                    "data": decision.get("data")}
+        if journal is not None:
+            request: JSONDict = {"prompt": prompt, "timeout": seconds,
+                                 "on_timeout": on_timeout, "attempt": self._attempt}
+            journal.wait_requests[step] = request
+            journal.note(step, {"wait": request})
+        raise ApprovalRequested(step, prompt)
+
+    def emit(self, value: JSON) -> None:
+        """Store ``value`` (JSON) as a partial output of the step: a history note
+        ``{"emit": {"value", "attempt", "at"}}`` with secrets redacted, shown by ``plait
+        show`` and streamed by the server's event stream.  The step's output is still
+        what it returns.  A value that is not JSON raises OutputError, naming its key
+        path."""
+        from ..core.jsoncheck import ensure_json
+
+        checked = ensure_json(value, step=self._step_id, max_bytes=MAX_EMIT_BYTES)
+        if self._journal is not None:
+            self._journal.note(self._step_id, {"emit": {
+                "value": checked, "attempt": self._attempt, "at": time.time()}})
 
     def _fields(self) -> tuple[object, ...]:
         return (self._run_id, self._step_id, self._attempt, self.idempotency_key,

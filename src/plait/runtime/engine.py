@@ -132,7 +132,7 @@ class Engine:
         self._executor = self._own_executor or shared_pool()
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy
-                                 or NetworkPolicy.from_environment())
+                                 or NetworkPolicy.from_environment(), store=store)
         self.services.children = ChildRuns(self)  # `workflow` and `loop` steps
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must

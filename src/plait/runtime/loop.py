@@ -103,7 +103,7 @@ class RunLoop:
         # the source lets go of ``report`` when closed): a finished run is freed by
         # reference counting, not left to the cyclic collector (runtime.gctune).
         self.approvals = Approvals(checked, state, host.store, run.run_id, host.clock,
-                                   self.timers)
+                                   self.timers, step_log)
         self.tasks: dict[int, object] = {}  # attempts out: step -> the source's handle
         self.outcomes: list[Reported] = []  # reported, not processed yet
         self.whens = WhenJudge(checked, state)
@@ -155,7 +155,7 @@ class RunLoop:
                 self._aio = asyncio.get_running_loop()
                 self._handle = OutcomeRules(self.checked, self.state, self.secrets,
                                             self.view, self.timers, self.clock,
-                                            self._rand).apply
+                                            self._rand, self.approvals).apply
                 self.source.open(tg.create_task, self.report)
                 self._start_attempt = self.source.start
                 try:
@@ -272,6 +272,8 @@ class RunLoop:
         for i in state.waiting_steps():
             if self._types[i].parks:
                 self.approvals.park(i)
+            else:  # a Python step in ctx.wait_for_approval
+                self.approvals.park_code(i, now, resumed=True)
         if self.approvals.parked:
             await self.writer.commit_run(run_change)
             await self._check_decisions()

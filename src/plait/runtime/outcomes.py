@@ -25,6 +25,7 @@ from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
 from ..errors import OutputError, TemplateError, TransitionError
 from ..steps.registry import RunAccess, StepCall
+from .approvals import Approvals
 from .pools import shared_limits
 from .runner import error_info
 from .secrets import Secrets
@@ -42,12 +43,13 @@ FollowUp = StepCall | bool | None
 class OutcomeRules:
     """Applies one run's outcomes to its RunState (see the module docstring)."""
 
-    __slots__ = ("_clock", "_max_output_bytes", "_rand", "_secrets", "_state", "_steps",
-                 "_timers", "_view")
+    __slots__ = ("_approvals", "_clock", "_max_output_bytes", "_rand", "_secrets", "_state",
+                 "_steps", "_timers", "_view")
 
     def __init__(self, checked: CheckedWorkflow, state: RunState, secrets: Secrets,
                  view: RunAccess, timers: Timers, clock: Callable[[], float],
-                 rand: Callable[[], float]) -> None:
+                 rand: Callable[[], float], approvals: Approvals | None = None) -> None:
+        self._approvals = approvals  # parks Python steps that wait for approval
         self._steps = state.steps  # map items included (a list that grows)
         self._max_output_bytes = checked.spec.limits.max_output_bytes
         self._state = state
@@ -62,7 +64,7 @@ class OutcomeRules:
         """Any outcome but ``cancelled``; returns what the loop does next (FollowUp)."""
         state = self._state
         if kind == "ok":
-            if self._secrets.used:
+            if self._secrets.redacting:
                 output = self._secrets.redact(output)
             try:
                 state.succeed(i, output, now, fallback=fallback)
@@ -73,6 +75,10 @@ class OutcomeRules:
                 if breaker is not None and not fallback:
                     shared_limits().breaker(breaker.key, breaker).record_success()
                 return None
+        elif (kind == "error" and not fallback and error is not None
+              and "ApprovalRequested" in error.names and self._approvals is not None):
+            self._approvals.park_code(i, now)  # ctx.wait_for_approval: not a failure
+            return None
         return self._fail(i, kind, error or _UNSAID, fallback, now)
 
     def _fail(self, i: int, kind: OutcomeKind, error: ErrorInfo, fallback: bool,

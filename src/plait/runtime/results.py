@@ -28,6 +28,8 @@ class StepResult:
     finished_at: float | None
     skip_reason: str | None
     fallback_used: bool
+    # completed from the step cache without running (``cache:``); not in SPEC 8's list
+    cached: bool = False
 
     @classmethod
     def from_record(cls, rec: StepRecord) -> StepResult:
@@ -45,7 +47,7 @@ class StepResult:
         return {"status": self.status, "attempts": self.attempts, "output": self.output,
                 "error": self.error, "started_at": iso(self.started_at),
                 "finished_at": iso(self.finished_at), "skip_reason": self.skip_reason,
-                "fallback_used": self.fallback_used}
+                "fallback_used": self.fallback_used, "cached": self.cached}
 
 
 class StepRow(Protocol):
@@ -75,15 +77,17 @@ class StepResults(Mapping[str, StepResult]):
     100,000 steps pays nothing at its end for the steps nobody looks at.  The rows
     read are the finished run's, which no longer change."""
 
-    __slots__ = ("_built", "_index", "_rows")
+    __slots__ = ("_built", "_cached", "_index", "_rows")
 
-    def __init__(self, index: Mapping[str, int], rows: Sequence[StepRow]) -> None:
-        self._index, self._rows = index, rows
+    def __init__(self, index: Mapping[str, int], rows: Sequence[StepRow],
+                 cached: frozenset[str] = frozenset()) -> None:
+        self._index, self._rows, self._cached = index, rows, cached
         self._built: dict[str, StepResult] = {}
 
     @classmethod
-    def of_records(cls, records: Sequence[StepRecord]) -> StepResults:
-        return cls({rec.step_id: i for i, rec in enumerate(records)}, records)
+    def of_records(cls, records: Sequence[StepRecord],
+                   cached: frozenset[str] = frozenset()) -> StepResults:
+        return cls({rec.step_id: i for i, rec in enumerate(records)}, records, cached)
 
     def __getitem__(self, key: str) -> StepResult:
         built = self._built.get(key)
@@ -91,7 +95,7 @@ class StepResults(Mapping[str, StepResult]):
             r = self._rows[self._index[key]]
             built = self._built[key] = StepResult(
                 str(r.status), r.attempts, r.output, r.error, r.started_at,
-                r.finished_at, r.skip_reason, r.fallback_used)
+                r.finished_at, r.skip_reason, r.fallback_used, key in self._cached)
         return built
 
     def __contains__(self, key: object) -> bool:
@@ -122,11 +126,13 @@ class RunResult:
     retry_of: str | None = None
 
     @classmethod
-    def from_records(cls, run: RunRecord, steps: list[StepRecord]) -> RunResult:
+    def from_records(cls, run: RunRecord, steps: list[StepRecord],
+                     cached: frozenset[str] = frozenset()) -> RunResult:
+        """``cached``: the steps completed from the step cache (read from history)."""
         return cls(run_id=run.run_id, workflow=run.workflow, version=run.version,
                    fingerprint=run.fingerprint, status=str(run.status), output=run.output,
                    error=run.error, started_at=run.started_at, finished_at=run.finished_at,
-                   steps=StepResults.of_records(steps),
+                   steps=StepResults.of_records(steps, cached),
                    retry_of=run.retry_of)
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from ..core.jsoncheck import clean_text, ensure_json
 from ..core.model import JSON
@@ -20,6 +20,7 @@ from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, StepError, StepTimeout
 from ..steps.builtin import declared_keys
 from ..steps.registry import StepCall, StepFunction, get_step_type
+from . import stepcache
 from .binding import compile_plan, import_call, invoke
 from .pools import shared_limits
 from .worksource import Outcome, OutcomeKind, Report, Reported
@@ -98,8 +99,16 @@ class AttemptRunner:
                 if not breaker.allow(self._clock()):
                     raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
             runs, i = self._runs, call.index
-            awaitable = self._fallback(call) if fallback else (
-                runs[i] if i < len(runs) else item_function(call.run.checked, step.id))(call)
+            run = runs[i] if i < len(runs) else item_function(call.run.checked, step.id)
+            lookup: stepcache.CacheLookup | None = None
+            awaitable: Awaitable[JSON]
+            if fallback:
+                awaitable = self._fallback(call)
+            elif step.cache is not None:
+                lookup = stepcache.CacheLookup("")
+                awaitable = stepcache.through_cache(call, run, lookup, self._clock)
+            else:
+                awaitable = run(call)
             if step.timeout is not None:
                 scope = asyncio.timeout(step.timeout)
                 try:
@@ -114,6 +123,8 @@ class AttemptRunner:
                 value = await awaitable
             if value is not None:
                 value = ensure_json(value, step=step.id, max_bytes=self._max_output_bytes)
+            if lookup is not None and not lookup.hit:
+                await stepcache.keep(call, lookup.key, value, self._clock)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

@@ -33,6 +33,17 @@ _PERCENT = re.compile(r"%[0-9A-F]{2}")
 
 _PREFIX = "PLAIT_SECRET_"
 
+# Credentials plait read for a step outside ``secrets.*`` (an llm step's API key, from
+# the variable its ``api_key_env`` names): redacted by every Secrets of the process.
+_EXTRA: set[str] = set()
+
+
+def add_redacted(value: str) -> None:
+    """Redact ``value`` (in every derived form) from all that this process stores, logs
+    or shows from now on, like a ``PLAIT_SECRET_*`` value."""
+    if value:
+        _EXTRA.add(value)
+
 
 def _secret_values(env: Mapping[str, str]) -> set[str]:
     """The non-empty values of every ``PLAIT_SECRET_*`` variable.  For ``os.environ`` on
@@ -71,21 +82,27 @@ class Secrets(Mapping[str, str]):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    @property
+    def redacting(self) -> bool:
+        """Whether there is anything to redact (a used secret or an added value)."""
+        return bool(self.used or _EXTRA)
+
     def redact(self, value: JSON) -> JSON:
         """``value`` with every used secret, in every derived form, replaced by ***."""
-        if not self.used:
+        if not self.used and not _EXTRA:
             return value
         return _redact(value, self._current_pattern())
 
     def redact_text(self, text: str | None) -> str | None:
-        if text is None or not self.used:
+        if text is None or (not self.used and not _EXTRA):
             return text
         return self._current_pattern().sub(REDACTED, text)
 
     def _current_pattern(self) -> re.Pattern[str]:
-        if self._pattern is None or self._covered != len(self.used):
-            used = list(self.used)  # a step thread may add one meanwhile: count what we saw
-            self._pattern = redaction_pattern(used)
+        if self._pattern is None or self._covered != len(self.used) + len(_EXTRA):
+            # a step thread may add one meanwhile: count what we saw (both sets only grow)
+            used = list(self.used) + list(_EXTRA)
+            self._pattern = redaction_pattern(set(used))
             self._covered = len(used)
         return self._pattern
 

@@ -117,4 +117,5 @@ class RunWriter:
             fingerprint=run.fingerprint, status=str(run.status), output=run.output,
             error=run.error, started_at=run.started_at, finished_at=run.finished_at,
             retry_of=run.retry_of, steps=StepResults(self._state.row_index(),
-                                                     self._state.rows))
+                                                     self._state.rows,
+                                                     frozenset(self._step_log.cache_hits)))

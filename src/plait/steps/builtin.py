@@ -16,7 +16,7 @@ from ..errors import FatalError, StepError
 from ..runtime.binding import ParamPlan, compile_plan, import_call, invoke
 from ..runtime.results import iso
 from .registry import StepCall, StepType, register_step_type
-from .types import HTTP_FIELDS
+from .types import HTTP_FIELDS, LLM_FIELDS
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
@@ -205,6 +205,18 @@ async def _run_http(call: StepCall) -> JSON:
     return await run_http(call)
 
 
+def _check_llm(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    from .llm import check_llm  # imported with the first definition that has one
+
+    return check_llm(config)
+
+
+async def _run_llm(call: StepCall) -> JSON:
+    from .llm import run_llm
+
+    return await run_llm(call)
+
+
 def register_builtins() -> None:
     register_step_type(StepType(name="python", run=run_python, prepare=PythonStep,
                                 fields=frozenset({"call", "with"}),
@@ -222,6 +234,9 @@ def register_builtins() -> None:
                                 check=_check_delay))
     register_step_type(StepType(name="http", run=_run_http, fields=HTTP_FIELDS,
                                 required=frozenset({"url"}), check=_check_http))
+    register_step_type(StepType(name="llm", run=_run_llm, fields=LLM_FIELDS,
+                                required=frozenset({"base_url", "model", "api_key_env"}),
+                                check=_check_llm, literal_fields=frozenset({"api_key_env"})))
     from .approval import register_approval
     from .map import register_map
     from .subworkflow import register_subworkflows

@@ -30,6 +30,7 @@ from ..runtime.context import StepContext, StepLog
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
+    from ..store.base import Store
 
 
 @dataclass(slots=True, kw_only=True)
@@ -39,6 +40,8 @@ class Services:
     executor: Executor
     # where steps that talk HTTP may connect (http, llm): see runtime.netpolicy
     http_policy: netpolicy.NetworkPolicy = netpolicy.DEFAULT
+    # the engine's store: where steps with `cache:` keep results (runtime.stepcache)
+    store: Store | None = None
     # child runs of `workflow` and `loop` steps (runtime.children.ChildRuns), set by
     # the engine that runs the attempt
     children: object | None = None

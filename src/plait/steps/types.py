@@ -8,3 +8,6 @@ from __future__ import annotations
 
 HTTP_FIELDS = frozenset({"method", "url", "headers", "params", "json", "body", "expect",
                          "follow_redirects"})
+
+LLM_FIELDS = frozenset({"base_url", "model", "messages", "prompt", "api_key_env",
+                        "response_format", "temperature", "max_tokens"})

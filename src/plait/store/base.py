@@ -55,6 +55,7 @@ any number of processes while ONE process decides everything about the run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -155,6 +156,20 @@ class EventRecord:
     kind: str  # step | attempt | run | note
     step_id: str | None
     data: JSONDict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachedResult:
+    """A step result kept by the step cache (``Store.get_cached``)."""
+
+    output: JSON
+    run_id: str  # the run whose step completed with it
+    created_at: float
+
+
+def cache_key_hash(key: str) -> str:
+    """What the stores index a rendered cache key by (fixed size, however long it is)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -555,6 +570,23 @@ class Store(Protocol):
         ``version + 1``; True when stored.  False, storing nothing, when another writer
         got there first: read again and apply the rule again.  Of concurrent calls with
         one version exactly one succeeds.  StoreError when ``state`` is not JSON."""
+        ...
+
+    # ------------------------------------------------------------------ step cache
+    # Results of steps with ``cache: {key, ttl}`` (SPEC 3), keyed by workflow name,
+    # step id and rendered key; only completed results are put.
+
+    async def get_cached(self, workflow: str, step_id: str, key: str,
+                         since: float) -> CachedResult | None:
+        """The newest stored result of the key if it was created at or after ``since``
+        (now minus the ttl), else None.  The output is the caller's own copy."""
+        ...
+
+    async def put_cached(self, workflow: str, step_id: str, key: str, output: JSON,
+                         run_id: str, created_at: float) -> None:
+        """Store a completed result; a result already stored for the key is replaced
+        unless it is newer (the newest wins).  StoreError when ``output`` is not
+        JSON."""
         ...
 
     # ------------------------------------------------------------------ observability

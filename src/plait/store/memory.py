@@ -26,6 +26,7 @@ from ..errors import (
 )
 from .base import (
     AttemptRecord,
+    CachedResult,
     EventRecord,
     Lease,
     Outcome,
@@ -36,6 +37,7 @@ from .base import (
     TicketRecord,
     WorkflowRecord,
     WriteBatch,
+    cache_key_hash,
 )
 from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
@@ -70,6 +72,8 @@ class MemoryStore:
         self._sightings: dict[tuple[str, str], float] = {}
         self._claims_made: MemoryClaims | None = None  # made by the first claims call
         self._breakers: dict[str, tuple[JSONDict, int]] = {}  # key: (state, version)
+        # (workflow, step_id, key hash): the newest cached result
+        self._cache: dict[tuple[str, str, str], CachedResult] = {}
         self._keyed: dict[str, list[RunRecord]] = {}  # concurrency key -> unfinished runs
         self._notifications: dict[NotificationKey, float] = {}  # claimed: when
 
@@ -442,6 +446,25 @@ class MemoryStore:
             return False
         self._breakers[key] = (owned, version + 1)
         return True
+
+    # ------------------------------------------------------------------ step cache
+
+    async def get_cached(self, workflow: str, step_id: str, key: str,
+                         since: float) -> CachedResult | None:
+        found = self._cache.get((workflow, step_id, cache_key_hash(key)))
+        if found is None or found.created_at < since:
+            return None
+        return CachedResult(output=copy_json(found.output), run_id=found.run_id,
+                            created_at=found.created_at)
+
+    async def put_cached(self, workflow: str, step_id: str, key: str, output: JSON,
+                         run_id: str, created_at: float) -> None:
+        owned = owned_json(output, f"the cached result of step {step_id!r}")
+        slot = (workflow, step_id, cache_key_hash(key))
+        stored = self._cache.get(slot)
+        if stored is None or created_at >= stored.created_at:
+            self._cache[slot] = CachedResult(output=owned, run_id=run_id,
+                                             created_at=created_at)
 
     def _note(self, run_id: str, step_id: str | None, data: JSONDict) -> None:
         """A history note the store writes itself (data: the store's own)."""

@@ -62,7 +62,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from ..core.model import JSONDict
+from ..core.model import JSON, JSONDict
 from ..errors import (
     DecisionTaken,
     PlaitError,
@@ -72,9 +72,10 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
-from . import observations, postgres_claims
+from . import observations, postgres_cache, postgres_claims
 from .base import (
     AttemptRecord,
+    CachedResult,
     EventRecord,
     Lease,
     Outcome,
@@ -421,6 +422,17 @@ class PostgresStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await postgres_claims.runs_to_drive(self._db, lease, limit)
+
+    # ------------------------------------------------------------------ step cache
+
+    async def get_cached(self, workflow: str, step_id: str, key: str,
+                         since: float) -> CachedResult | None:
+        return await postgres_cache.get_cached(self._db, workflow, step_id, key, since)
+
+    async def put_cached(self, workflow: str, step_id: str, key: str, output: JSON,
+                         run_id: str, created_at: float) -> None:
+        await postgres_cache.put_cached(self._db, workflow, step_id, key, output, run_id,
+                                        created_at)
 
     # ------------------------------------------------------------------ observability
 

@@ -80,12 +80,13 @@ from contextlib import suppress
 from queue import SimpleQueue
 from typing import Any
 
-from ..core.model import JSONDict
+from ..core.model import JSON, JSONDict
 from ..errors import StoreError
-from . import sqlite_claims
+from . import sqlite_cache, sqlite_claims
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
+    CachedResult,
     EventRecord,
     Lease,
     Outcome,
@@ -408,6 +409,18 @@ class SqliteStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await self._run(sqlite_claims.runs_to_drive, self._db, lease, limit)
+
+    # ------------------------------------------------------------------ step cache
+
+    async def get_cached(self, workflow: str, step_id: str, key: str,
+                         since: float) -> CachedResult | None:
+        return await self._run(sqlite_cache.get_cached, self._db, workflow, step_id, key,
+                               since)
+
+    async def put_cached(self, workflow: str, step_id: str, key: str, output: JSON,
+                         run_id: str, created_at: float) -> None:
+        await self._write(sqlite_cache.put_cached, workflow, step_id, key, output, run_id,
+                          created_at)
 
     # ------------------------------------------------------------------ observability
 

@@ -163,12 +163,13 @@ def test_to_json_has_the_documented_keys_and_is_json():
     assert data["since"] == "2023-11-14T22:13:20Z"  # ISO-8601 UTC, like every JSON time
     wf = data["workflows"][1]
     assert set(wf) == {"workflow", "runs", "completed", "failed", "cancelled", "active",
-                       "success_rate", "duration_s", "retries_per_run", "fallbacks", "steps"}
+                       "success_rate", "duration_s", "retries_per_run", "fallbacks", "steps",
+                       "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens"}
     assert set(wf["duration_s"]) == {"count", "mean", "p50", "p95", "p99", "max"}
     assert set(wf["steps"][0]) == {
         "step", "executions", "completed", "failures", "cancelled", "success_rate",
         "duration_s", "attempt_duration_s", "attempts", "retries", "retries_per_execution",
-        "fallbacks"}
+        "fallbacks", "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens"}
     assert wf["duration_s"]["p95"] == pytest.approx(38.5)
 
 

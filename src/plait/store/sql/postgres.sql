@@ -424,3 +424,23 @@ RETURNING version;
 UPDATE breakers SET state = %(state)s::json, version = version + 1
 WHERE key = %(key)s AND version = %(version)s
 RETURNING version;
+
+-- ------------------------------------------------------------------------------------
+-- The step cache (0008_step_cache.sql).
+
+-- get_cached --
+-- The stored result of a key, if created at or after a time.
+-- (workflow, step_id, key_hash, since)
+SELECT output, run_id, created_at FROM step_cache
+WHERE workflow = %(workflow)s AND step_id = %(step_id)s AND key_hash = %(key_hash)s
+  AND created_at >= %(since)s;
+
+-- put_cached --
+-- Store a result; of two for one key the newer stays.
+-- (workflow, step_id, key_hash, output, run_id, created_at)
+INSERT INTO step_cache (workflow, step_id, key_hash, output, run_id, created_at)
+VALUES (%(workflow)s, %(step_id)s, %(key_hash)s, %(output)s::json, %(run_id)s,
+        %(created_at)s)
+ON CONFLICT (workflow, step_id, key_hash) DO UPDATE
+SET output = excluded.output, run_id = excluded.run_id, created_at = excluded.created_at
+WHERE excluded.created_at >= step_cache.created_at;

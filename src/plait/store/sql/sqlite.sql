@@ -370,3 +370,21 @@ INSERT INTO breakers (key, state, version) VALUES (?, ?, 1) ON CONFLICT DO NOTHI
 -- Compare-and-set; 0 rows: the stored version is not the one read.
 -- (state, key, version read)
 UPDATE breakers SET state = ?, version = version + 1 WHERE key = ? AND version = ?;
+
+-- ------------------------------------------------------------------------------------
+-- The step cache (0008_step_cache.sql).
+
+-- get_cached --
+-- The stored result of a key, if created at or after a time.
+-- (workflow, step_id, key_hash, since)
+SELECT output, run_id, created_at FROM step_cache
+WHERE workflow = ? AND step_id = ? AND key_hash = ? AND created_at >= ?;
+
+-- put_cached --
+-- Store a result; of two for one key the newer stays.
+-- (workflow, step_id, key_hash, output, run_id, created_at)
+INSERT INTO step_cache (workflow, step_id, key_hash, output, run_id, created_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (workflow, step_id, key_hash) DO UPDATE
+SET output = excluded.output, run_id = excluded.run_id, created_at = excluded.created_at
+WHERE excluded.created_at >= step_cache.created_at;

@@ -173,6 +173,16 @@ CREATE TABLE notifications (
     CONSTRAINT notifications_pkey PRIMARY KEY (run_id, event, step, target)
 );
 
+CREATE TABLE step_cache (
+    workflow text NOT NULL,
+    step_id text NOT NULL,
+    key_hash text NOT NULL,
+    output json NOT NULL,
+    run_id text NOT NULL,
+    created_at double precision NOT NULL,
+    CONSTRAINT step_cache_pkey PRIMARY KEY (workflow, step_id, key_hash)
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -709,3 +719,4 @@ INSERT INTO plait_migrations (version, name) VALUES (4, '0004_pool_rates_breaker
 INSERT INTO plait_migrations (version, name) VALUES (5, '0005_concurrency_keys.sql');
 INSERT INTO plait_migrations (version, name) VALUES (6, '0006_attempt_workers_and_logs.sql');
 INSERT INTO plait_migrations (version, name) VALUES (7, '0007_notifications.sql');
+INSERT INTO plait_migrations (version, name) VALUES (8, '0008_step_cache.sql');

@@ -143,6 +143,16 @@ CREATE TABLE notifications (
     PRIMARY KEY (run_id, event, step, target)
 ) WITHOUT ROWID;
 
+CREATE TABLE step_cache (
+    workflow   TEXT NOT NULL,
+    step_id    TEXT NOT NULL,
+    key_hash   TEXT NOT NULL,
+    output     TEXT NOT NULL,
+    run_id     TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (workflow, step_id, key_hash)
+) WITHOUT ROWID;
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -164,4 +174,4 @@ CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
     WHERE concurrency_key IS NOT NULL
       AND (status = 'pending' OR status = 'running' OR status = 'waiting');
 
-PRAGMA user_version = 7;
+PRAGMA user_version = 8;

@@ -1,0 +1,375 @@
+"""The ``llm`` step type: one chat completion against an OpenAI-compatible endpoint.
+
+Fields (every value but ``api_key_env`` may contain templates)::
+
+    base_url         required; http(s) URL of the API, e.g. https://api.openai.com/v1
+    model            required; the model name sent to the endpoint
+    messages         a list of {role, content} messages ...
+    prompt           ... or one text that becomes a single user message (exactly one
+                     of ``messages`` and ``prompt``)
+    api_key_env      required; the NAME of the environment variable holding the key
+    response_format  optional: {type: text} | {type: json_object} |
+                     {type: json_schema, json_schema: {name, schema: S}}
+    temperature      optional number, passed through
+    max_tokens       optional integer, passed through
+
+One attempt POSTs ``{base_url}/chat/completions`` with ``{"model", "messages", ...}`` and
+``Authorization: Bearer <key>``, the key read from the named environment variable when
+the attempt starts.  The key is never stored, logged or shown: it is added to the values
+redacted from everything stored (``runtime.secrets.add_redacted``), so even a provider
+that echoes it in an error message leaves only ``***`` in the history.  A variable that
+is not set fails the step at once (no retry), naming the variable.
+
+Output::
+
+    {"content": str, "json": parsed content or null, "model": str,
+     "finish_reason": str, "usage": {"prompt_tokens", "completion_tokens",
+     "total_tokens"}}
+
+``json`` is the parsed content when it is JSON (always, with a JSON response_format).
+
+Failures and retries: 429, 408, 5xx and connection failures retry under the step's
+retry policy, a ``Retry-After`` header setting the least delay (as for ``http``); any
+other status fails at once with the status and the provider's error message.  With
+``response_format`` ``json_object`` or ``json_schema`` the content must parse as JSON
+(and match the schema ``S`` with JSON Schema draft 2020-12), else the attempt fails with
+the reason and retries: models sometimes answer malformed JSON and a new sample usually
+fixes it.  A response that is not a chat completion retries too.
+
+Token usage: every attempt that got a completion (also one whose JSON was refused) adds
+a history note ``{"usage": {"attempt", "model", "prompt_tokens", "completion_tokens",
+"total_tokens"}}`` to the step; ``plait metrics`` sums them per step and workflow.
+
+Security: the request goes through the same guarded client as ``http`` steps
+(``netclient.guarded_client``): link-local and metadata addresses are refused before
+connecting (SPEC 4).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import httpx
+
+from ..core import expressions
+from ..core.model import JSON, JSONDict
+from ..errors import FatalError, HTTPStatusError, StepError
+from ..runtime.secrets import add_redacted
+from .http import (
+    _RETRYABLE_TRANSPORT,
+    RETRYABLE_STATUSES,
+    _check_url,
+    _read_bounded,
+    _shown,
+    _url_problem,
+    retry_after_seconds,
+)
+from .netclient import guarded_client
+from .registry import StepCall
+
+RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+ROLES = ("system", "user", "assistant", "tool", "developer")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+# ------------------------------------------------------------------ the request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Request:
+    url: httpx.URL
+    body: JSONDict
+    json_mode: bool
+    schema: JSONDict | None
+
+
+def _fatal(step: str, message: str) -> FatalError:
+    return FatalError(f"step {step!r}: {message}", step=step)
+
+
+def _prepare(call: StepCall) -> _Request:
+    config, step = call.step.config, call.step.id
+
+    def field(name: str) -> JSON:
+        return call.render(config.get(name), name)
+
+    base = field("base_url")
+    if not isinstance(base, str):
+        raise _fatal(step, f"`base_url` must render to a URL, got {type(base).__name__}")
+    base = base.rstrip("/")
+    problem = _url_problem(base)
+    if problem is not None:
+        raise _fatal(step, f"`base_url`: {problem}")
+    model = field("model")
+    if not isinstance(model, str) or not model:
+        raise _fatal(step, f"`model` must render to a non-empty text, got {model!r}")
+    if "prompt" in config:
+        prompt = field("prompt")
+        if not isinstance(prompt, str):
+            raise _fatal(step, f"`prompt` must render to text, got {type(prompt).__name__}")
+        messages: JSON = [{"role": "user", "content": prompt}]
+    else:
+        messages = field("messages")
+        problem = _messages_problem(messages)
+        if problem is not None:
+            raise _fatal(step, f"`messages`: {problem}")
+    body: JSONDict = {"model": model, "messages": messages}
+    for name in ("temperature", "max_tokens"):
+        if name in config:
+            value = field(name)
+            problem = _number_problem(name, value)
+            if problem is not None:
+                raise _fatal(step, f"`{name}`: {problem}")
+            body[name] = value
+    json_mode, schema = False, None
+    if "response_format" in config:
+        fmt = field("response_format")
+        problem = _format_problem(fmt)
+        if problem is not None:
+            raise _fatal(step, f"`response_format`: {problem}")
+        body["response_format"] = fmt
+        assert isinstance(fmt, dict)
+        json_mode = fmt["type"] != "text"
+        if fmt["type"] == "json_schema":
+            spec = cast(JSONDict, fmt["json_schema"])
+            schema = cast(JSONDict, spec["schema"])
+    return _Request(url=httpx.URL(base + "/chat/completions"), body=body,
+                    json_mode=json_mode, schema=schema)
+
+
+def _messages_problem(value: JSON, *, templates: bool = False) -> str | None:
+    """What is wrong with a list of messages; ``templates``: a template stands for any
+    message or role (the definition check)."""
+    if not isinstance(value, list) or not value:
+        return "expected a non-empty list of {role, content} messages"
+    for i, message in enumerate(value):
+        if templates and _templated(message):
+            continue
+        if not isinstance(message, dict):
+            return f"[{i}]: expected a mapping with `role` and `content`"
+        role = message.get("role")
+        if templates and _templated(role):
+            continue
+        if not isinstance(role, str) or role not in ROLES:
+            return f"[{i}].role: expected one of {', '.join(ROLES)}, got {role!r}"
+        if "content" not in message:
+            return f"[{i}]: missing `content`"
+    return None
+
+
+def _number_problem(name: str, value: JSON) -> str | None:
+    if name == "max_tokens":
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return None
+        return f"expected a positive integer, got {value!r}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return None
+    return f"expected a number, got {value!r}"
+
+
+def _format_problem(value: JSON) -> str | None:
+    if not isinstance(value, dict):
+        return "expected a mapping like {type: json_object}"
+    kind = value.get("type")
+    if kind not in RESPONSE_FORMATS:
+        return f"`type` must be one of {', '.join(RESPONSE_FORMATS)}, got {kind!r}"
+    if kind != "json_schema":
+        return None
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        return "type json_schema needs `json_schema: {schema: {...}}`"
+    return _schema_problem(cast(JSONDict, spec["schema"]))
+
+
+def _schema_problem(schema: JSONDict) -> str | None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return f"json_schema.schema is not a valid JSON Schema: {exc.message}"
+    return None
+
+
+# ------------------------------------------------------------------ one attempt
+
+
+def api_key(call: StepCall) -> str:
+    """The key from the variable named by ``api_key_env``, read now (never shown)."""
+    name = call.step.config.get("api_key_env")
+    step = call.step.id
+    assert isinstance(name, str)  # checked with the definition
+    value = os.environ.get(name)
+    if not value:
+        raise _fatal(step, f"the environment variable {name} named by `api_key_env` is "
+                           f"not set (it must hold the API key)")
+    add_redacted(value)
+    return value
+
+
+async def run_llm(call: StepCall) -> JSON:
+    request = await call.rendered(_prepare)
+    key = api_key(call)
+    step = call.step.id
+    where = f"POST {_shown(request.url)}"
+    client = guarded_client(call.services.http_policy, step=step)
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    try:
+        async with client, client.stream("POST", request.url, headers=headers,
+                                         json=request.body) as response:
+            body, truncated = await _read_bounded(response)
+    except _RETRYABLE_TRANSPORT as exc:
+        raise StepError(f"step {step!r}: {type(exc).__name__}: {exc} during {where}",
+                        step=step) from exc
+    except httpx.HTTPError as exc:
+        raise _fatal(step, f"{type(exc).__name__}: {exc} during {where}") from exc
+    status = response.status_code
+    if not 200 <= status < 300:
+        retryable = status >= 500 or status in RETRYABLE_STATUSES
+        delay = retry_after_seconds(response.headers.get("retry-after"), time.time())
+        raise HTTPStatusError(status, _shown(request.url), retryable=retryable, step=step,
+                              retry_after=delay if retryable else None,
+                              body=_provider_message(body))
+    if truncated:
+        raise StepError(f"step {step!r}: the response of {where} is larger than "
+                        f"{len(body)} bytes", step=step)
+    return _completion(call, request, body, where)
+
+
+def _provider_message(body: bytes) -> str:
+    """The error message of an OpenAI-style error body, else the body's text."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text.strip()
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return cast(str, error["message"])
+        if isinstance(error, str):
+            return error
+        if isinstance(parsed.get("message"), str):
+            return cast(str, parsed["message"])
+    return text.strip()
+
+
+def _completion(call: StepCall, request: _Request, body: bytes, where: str) -> JSONDict:
+    step = call.step.id
+    try:
+        data = json.loads(body, parse_constant=_reject_constant)
+        choice = data["choices"][0]
+        content = choice["message"].get("content") or ""
+        if not isinstance(content, str):
+            raise TypeError("message.content is not text")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise StepError(f"step {step!r}: the response of {where} is not a chat "
+                        f"completion ({type(exc).__name__}: {exc})", step=step) from None
+    usage = _usage(data.get("usage"))
+    model = data.get("model") if isinstance(data.get("model"), str) else request.body["model"]
+    call.run.step_log.note(step, {"usage": {"attempt": call.attempt, "model": model,
+                                            **usage}})
+    parsed = _parse_content(content, request, step)
+    finish = choice.get("finish_reason")
+    return {"content": content, "json": parsed, "model": model,
+            "finish_reason": finish if isinstance(finish, str) else "",
+            "usage": cast(JSON, usage)}
+
+
+def _usage(value: Any) -> dict[str, int]:
+    usage = value if isinstance(value, dict) else {}
+    out = {}
+    for key in _USAGE_KEYS:
+        number = usage.get(key)
+        out[key] = number if isinstance(number, int) and not isinstance(number, bool) else 0
+    if not out["total_tokens"]:
+        out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
+    return out
+
+
+def _parse_content(content: str, request: _Request, step: str) -> JSON:
+    try:
+        parsed: JSON = json.loads(content, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        if request.json_mode:
+            raise StepError(f"step {step!r}: the model's answer is not JSON ({exc}); "
+                            f"it begins {content[:80]!r}", step=step) from None
+        return None
+    if request.schema is not None:
+        from jsonschema import Draft202012Validator
+
+        errors = sorted(Draft202012Validator(request.schema).iter_errors(parsed),
+                        key=lambda e: list(e.absolute_path))
+        if errors:
+            first = errors[0]
+            path = "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]"
+                           for p in first.absolute_path) or "(the whole answer)"
+            raise StepError(f"step {step!r}: the model's answer does not match the "
+                            f"response_format schema at {path}: {first.message}",
+                            step=step)
+    return parsed
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+# ------------------------------------------------------------------ definition checks
+
+
+def _templated(value: JSON) -> bool:
+    return isinstance(value, str) and expressions.is_template(value)
+
+
+def check_llm(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    """Static checks of an llm step's fields; a template stands for any value."""
+    out: list[tuple[str, str]] = []
+    url = config.get("base_url")
+    out += [(".base_url" + loc[len(".url"):], msg) for loc, msg in _check_url(url)]
+    model = config.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        out.append((".model", f"expected the model name as text, got {model!r}"))
+    if ("messages" in config) == ("prompt" in config):
+        out.append(("", "an llm step needs exactly one of `messages` or `prompt`"))
+    messages = config.get("messages")
+    if "messages" in config and not _templated(messages):
+        problem = _messages_problem(messages, templates=True)
+        if problem is not None:
+            out.append((".messages", problem))
+    prompt = config.get("prompt")
+    if "prompt" in config and not isinstance(prompt, str):
+        out.append((".prompt", f"expected text, got {type(prompt).__name__}"))
+    name = config.get("api_key_env")
+    if name is not None and (not isinstance(name, str) or not _ENV_NAME.fullmatch(name)):
+        out.append((".api_key_env", f"expected the name of an environment variable "
+                                    f"(like OPENAI_API_KEY), got {name!r}"))
+    for field in ("temperature", "max_tokens"):
+        value = config.get(field)
+        if field in config and not _templated(value):
+            problem = _number_problem(field, value)
+            if problem is not None:
+                out.append((f".{field}", problem))
+    fmt = config.get("response_format")
+    if "response_format" in config and not _templated(fmt) and not _has_template(fmt):
+        problem = _format_problem(fmt)
+        if problem is not None:
+            out.append((".response_format", problem))
+    return out
+
+
+def _has_template(value: JSON) -> bool:
+    if isinstance(value, str):
+        return expressions.is_template(value)
+    if isinstance(value, list):
+        return any(_has_template(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_template(v) for v in value.values())
+    return False

@@ -1,0 +1,28 @@
+"""The step cache on SQLite (``Store.get_cached`` / ``put_cached``; the table is
+``migrations/sqlite/0008_step_cache.sql``, the statements ``sql/sqlite.sql``)."""
+
+from __future__ import annotations
+
+from ..core.model import JSON
+from .base import CachedResult, cache_key_hash
+from .sql import queries, rows
+from .sqlite_database import Database
+
+_Q = queries("sqlite")
+
+
+def get_cached(db: Database, workflow: str, step_id: str, key: str,
+               since: float) -> CachedResult | None:
+    row = db.conn.execute(_Q["get_cached"],
+                          (workflow, step_id, cache_key_hash(key), since)).fetchone()
+    if row is None:
+        return None
+    return CachedResult(output=rows.decode(row[0]), run_id=row[1], created_at=row[2])
+
+
+def put_cached(db: Database, workflow: str, step_id: str, key: str, output: JSON,
+               run_id: str, created_at: float) -> None:
+    """A write job."""
+    text = rows.json_text(output, f"the cached result of step {step_id!r}")
+    db.conn.execute(_Q["put_cached"], (workflow, step_id, cache_key_hash(key), text,
+                                       run_id, created_at))
