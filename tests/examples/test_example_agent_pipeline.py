@@ -88,6 +88,9 @@ def test_the_pipeline_waits_for_approval_then_publishes(plait, fake_openai, tmp_
                      "practitioners report mixed results; one benchmark disagrees."
                      for q in SUB_QUESTIONS]
     assert [n["content"] for n in steps["research"]["output"]] == notes
+    # the `llm` pool (concurrency 2) held the third item until one of the first two ended
+    spans = sorted((steps[i]["started_at"], steps[i]["finished_at"]) for i in items)
+    assert spans[2][0] >= min(spans[0][1], spans[1][1])
 
     # the loop: two rounds, each a child run; the critic approved the second
     revise = steps["revise"]["output"]
