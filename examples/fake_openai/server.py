@@ -11,6 +11,14 @@
   strings the message, numbers the word count, enums their first value, ...), so it
   validates against schemas of the usual kinds.
 
+Scripted replies (``--replies FILE`` or the ``FAKE_OPENAI_REPLIES`` variable) answer
+known prompts with chosen content: FILE holds a JSON list of rules
+``{"match": REGEX, "reply": TEXT or JSON value}``, tried in order against the last user
+message (``re.search``); the first that matches gives the content (a JSON value is sent
+as JSON text), ``\\1`` / ``\\g<name>`` in its strings standing for the regex's groups.
+A message no rule matches gets the answers above.  Rules depend only on the message, so
+answers stay deterministic however many runs use the server.
+
 ``usage`` counts words.  A request without ``Authorization: Bearer ...`` gets a 401 in
 OpenAI's error shape; with ``FAKE_OPENAI_KEY`` set, only that key is accepted.  A
 message containing ``[429]`` gets one 429 with ``Retry-After: 0`` per distinct message
@@ -22,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -29,11 +38,55 @@ from typing import Any
 MODEL_SUFFIX = "-fake"
 
 
-def answer(request: dict[str, Any]) -> tuple[str, str]:
+Rule = tuple[re.Pattern[str], Any]
+
+
+def load_replies(path: str) -> list[Rule]:
+    """The rules of a replies file; ValueError naming the file and the bad rule."""
+    with open(path, encoding="utf-8") as f:
+        rules = json.load(f)
+    if not isinstance(rules, list):
+        raise ValueError(f"{path}: expected a JSON list of {{match, reply}} rules")
+    loaded: list[Rule] = []
+    for n, rule in enumerate(rules):
+        if not isinstance(rule, dict) or not isinstance(rule.get("match"), str) \
+                or "reply" not in rule:
+            raise ValueError(f"{path}: rule {n} needs a string `match` and a `reply`")
+        try:
+            loaded.append((re.compile(rule["match"]), rule["reply"]))
+        except re.error as exc:
+            raise ValueError(f"{path}: rule {n}: bad regex {rule['match']!r}: {exc}") from exc
+    return loaded
+
+
+def _expand(value: Any, found: re.Match[str]) -> Any:
+    if isinstance(value, str):
+        return found.expand(value)
+    if isinstance(value, list):
+        return [_expand(v, found) for v in value]
+    if isinstance(value, dict):
+        return {k: _expand(v, found) for k, v in value.items()}
+    return value
+
+
+def scripted(rules: list[Rule], text: str) -> str | None:
+    """The content the first matching rule gives, or None."""
+    for pattern, reply in rules:
+        found = pattern.search(text)
+        if found:
+            value = _expand(reply, found)
+            return value if isinstance(value, str) else json.dumps(value)
+    return None
+
+
+def answer(request: dict[str, Any], rules: list[Rule] | None = None) -> tuple[str, str]:
     """(content, finish_reason) for a chat completion request."""
     messages = request.get("messages") or []
     users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     text = str(users[-1].get("content", "")) if users else ""
+    content = scripted(rules or [], text)
+    if content is not None:
+        return content, "stop"
     fmt = request.get("response_format") or {}
     kind = fmt.get("type") if isinstance(fmt, dict) else None
     if kind == "json_object":
@@ -72,6 +125,7 @@ def from_schema(schema: Any, text: str) -> Any:
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "fake-openai/1"
+    replies: list[Rule] = []  # set by serve()/main() from --replies
     limited: set[str] = set()
     lock = threading.Lock()
 
@@ -107,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
             request = json.loads(self.rfile.read(size))
             if not isinstance(request, dict) or not request.get("model"):
                 raise ValueError("`model` is required")
-            content, finish = answer(request)
+            content, finish = answer(request, self.replies)
         except (ValueError, TypeError, AttributeError) as exc:
             self._error(400, f"bad request: {exc}", "invalid_request_error")
             return
@@ -132,10 +186,16 @@ class Handler(BaseHTTPRequestHandler):
                       "total_tokens": prompt_tokens + completion_tokens}})
 
 
-def serve(host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+def _handler(replies: str | None) -> type[Handler]:
+    rules = load_replies(replies) if replies else []
+    return type("ScriptedHandler", (Handler,), {"replies": rules, "limited": set()})
+
+
+def serve(host: str = "127.0.0.1", port: int = 0,
+          replies: str | None = None) -> ThreadingHTTPServer:
     """A started server (in a daemon thread); ``server.server_address[1]`` is its port,
-    ``server.shutdown()`` stops it."""
-    server = ThreadingHTTPServer((host, port), Handler)
+    ``server.shutdown()`` stops it.  ``replies``: a replies file (see above)."""
+    server = ThreadingHTTPServer((host, port), _handler(replies))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -144,8 +204,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8901)
+    parser.add_argument("--replies", default=os.environ.get("FAKE_OPENAI_REPLIES"),
+                        help="a JSON file of {match, reply} rules for known prompts")
     args = parser.parse_args()
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    try:
+        handler = _handler(args.replies)
+    except (OSError, ValueError) as exc:
+        parser.error(f"--replies: {exc}")
+    server = ThreadingHTTPServer((args.host, args.port), handler)
     print(f"fake OpenAI server on http://{args.host}:{server.server_address[1]}/v1",
           flush=True)
     try:
