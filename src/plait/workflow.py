@@ -221,7 +221,8 @@ class Workflow:
 
     def map(self, fn: Callable[..., object] | None = None, *, over: object,
             id: str | None = None, concurrency: int | None = None,
-            depends_on: Sequence[str] = (), **options: Any) -> Any:
+            depends_on: Sequence[str | Callable[..., object]] = (),
+            **options: Any) -> Any:
         """Decorator: a ``map`` step named after the function, which runs once per item
         of ``over`` with the item as its ``item`` parameter (and its position as
         ``index``, if it has one); other parameters resolve as for ``step``.  ``over``:
@@ -236,10 +237,11 @@ class Workflow:
         return register(fn) if fn is not None else register
 
     def _add_map(self, sid: str, func: Callable[..., object], over: object,
-                 concurrency: int | None, depends_on: Sequence[str],
+                 concurrency: int | None,
+                 depends_on: Sequence[str | Callable[..., object]],
                  options: dict[str, Any]) -> None:
         source = getattr(over, "__name__", None) if callable(over) else over
-        deps = list(depends_on)
+        deps = list(self._dep_ids(sid, depends_on))
         if isinstance(source, str) and _STEP_ID.match(source):  # a step: its output
             deps.append(source)
             source = "{{ steps['" + source + "'].output }}"
@@ -259,7 +261,8 @@ class Workflow:
                       **config, **options)
 
     def add_step(self, id: str, fn: Callable[..., object] | None = None, *,
-                 type: str | None = None, depends_on: Sequence[str] = (),
+                 type: str | None = None,
+                 depends_on: Sequence[str | Callable[..., object]] = (),
                  **options: Any) -> Workflow:
         """Add a step programmatically.  With ``fn``: a python step calling it; with
         ``type``: a step of that type whose fields (``url``, ``value``...) are given as
@@ -293,9 +296,28 @@ class Workflow:
         if step_type == "map":
             self._has_map = True
         self._pending.append(_Pending(id=id, type=step_type, func=fn, config=config,
-                                      depends_on=tuple(depends_on), options=opts))
+                                      depends_on=self._dep_ids(id, depends_on),
+                                      options=opts))
         self._checked = None
         return self
+
+    def _dep_ids(self, id: str, depends_on: Sequence[object]) -> tuple[str, ...]:
+        """Step ids of ``depends_on``: names, or the functions of this workflow's steps
+        (``depends_on=[collect]`` as well as ``["collect"]``)."""
+        if isinstance(depends_on, str):
+            depends_on = (depends_on,)
+        ids: list[str] = []
+        for dep in depends_on:
+            if isinstance(dep, str):
+                ids.append(dep)
+                continue
+            found = [p.id for p in self._pending if p.func is not None and p.func is dep]
+            if not found:
+                shown = getattr(dep, "__name__", repr(dep))
+                raise TypeError(f"step {id!r}: depends_on names steps by id or by the "
+                                f"function of a step of this workflow; {shown!r} is neither")
+            ids.append(found[0])
+        return tuple(ids)
 
     def subworkflow(self, id: str, *, workflow: str | Workflow, input: JSON = None,
                     depends_on: Sequence[str] = (), **options: Any) -> Workflow:

@@ -203,3 +203,23 @@ def test_python_with_and_fallback_output_and_run_output_are_checked_too() -> Non
     assert "steps[0].with.x: value is a bytes" in text
     assert "steps[0].fallback.output: value is a set" in text
     assert "output: value is a set" in text
+
+
+def test_depends_on_takes_a_step_function_or_refuses_naming_it() -> None:
+    wf = Workflow("fn-deps")
+
+    @wf.step
+    def collect() -> list[int]:
+        return [1, 2]
+
+    @wf.step(depends_on=[collect])
+    def report() -> str:
+        return "done"
+
+    assert wf.to_dict()["steps"][1]["depends_on"] == ["collect"]
+    assert wf.run({}).status == "completed"
+
+    def stranger() -> None: ...
+
+    with pytest.raises(TypeError, match=r"step 'late'.*'stranger' is neither"):
+        wf.add_step("late", collect, depends_on=[stranger])
