@@ -242,7 +242,11 @@ async def test_an_outcome_carries_its_attempts_log_records(store: Store,
     await driver.start(run_id, "b")
     la, lb = sorted(await store.claim_attempts("w1", 2, LEASE), key=lambda x: x.step_id)
     logs = ({"level": "INFO", "message": "fetched 'é' \u2603", "attempt": 1, "at": 5.5},
-            {"level": "WARNING", "message": "slow", "attempt": 1, "at": 5.75})
+            {"level": "WARNING", "message": "slow", "attempt": 1, "at": 5.75},
+            # the notes of the attempt, as workers send them (runtime.claims)
+            {"log": {"level": "INFO", "message": "x", "attempt": 1, "at": 6.0}},
+            {"usage": {"attempt": 1, "model": "m", "prompt_tokens": 7}},
+            {"emit": {"value": {"part": [1, None, "é"]}, "attempt": 1, "at": 6.5}})
     assert await store.complete_attempts("w1", [(la.token, ok(la, 1, logs=logs)),
                                                 (lb.token, ok(lb, 2))]) == [True, True]
     assert [(o.step_id, o.logs) for o in await store.outcomes(run_id)] == [

@@ -59,8 +59,7 @@ class Approvals:
         if i in self._delivered:  # its next attempt did not see the decision
             self._state.end_attempt(i, "failed", now)
             self._state.fail(i, "the step asked for approval again after its approval "
-                                "was given (a step waits at most once; waiting from "
-                                "Python steps run by `plait worker` is not supported)", now)
+                                "was given (a step waits at most once)", now)
             return
         if not resumed:
             self._state.end_attempt(i, "waiting", now)

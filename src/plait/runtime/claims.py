@@ -17,8 +17,16 @@ and brings the outcomes that workers put in the run's inbox back to the loop.
   before a takeover) is consumed silently.  The worker that executed the attempt
   (``Outcome.worker``) becomes the step's worker before the loop applies the outcome,
   so the attempt's end and the step's row name it (SPEC 6: the driver begins an
-  attempt before anyone claimed it); its ``ctx.logger`` records become history notes
-  of the batch that consumes it.
+  attempt before anyone claimed it).  The attempt's history notes travel in the
+  outcome (``Outcome.logs``: ``{"log": record}`` for ``ctx.logger``, ``usage``,
+  ``cache``, ``emit``, ``wait``; a bare log record, as older workers wrote, is a
+  ``log``) and are stored by the batch that consumes it, once.  Before the loop
+  applies the outcome, its ``wait`` request (``ctx.wait_for_approval``) and its cache
+  hit are put in the run's journal, as a local attempt leaves them; the approval the
+  journal holds for a step rides on its next ticket (``payload["decision"]``).  The
+  notes of an outcome the run no longer waits for (its ticket was withdrawn) are
+  stored too, as a local cancelled attempt's are; a late result the store refused
+  (a lost lease) never reaches the inbox, and its notes are discarded with it.
 - ``cancel`` withdraws the ticket (a worker holding it loses its lease) and reports
   ``cancelled`` on the next turn of the event loop.
 """
@@ -38,6 +46,7 @@ from ..core.validate import CheckedWorkflow
 from ..errors import StoreError
 from ..steps.registry import StepCall
 from ..store.base import AttemptKey, Outcome, Store, Ticket
+from .context import StepLog
 from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
 
 _log = logging.getLogger("plait.engine")
@@ -102,6 +111,17 @@ def ancestors_of(checked: CheckedWorkflow, i: int) -> tuple[int, ...]:
     return found
 
 
+_LOG_FIELDS = frozenset(("level", "message", "attempt", "at"))
+
+
+def history_notes(entries: tuple[JSONDict, ...]) -> list[JSONDict]:
+    """An outcome's ``logs`` as history notes: each entry is a note (one key: ``log``,
+    ``usage``, ``emit``...), or a bare ``ctx.logger`` record as workers wrote before
+    notes travelled (it becomes ``{"log": record}``)."""
+    return [entry if len(entry) == 1 and not entry.keys() <= _LOG_FIELDS
+            else {"log": entry} for entry in entries]
+
+
 def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
     """What a worker needs to run the attempt: the run's input, the status and output
     of every step it may read, the shared state, its own last error (a fallback's
@@ -123,6 +143,9 @@ def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
                          "dispatched_at": time.time()}
     if at != call.index:  # a map's item: its item and index (templates, parameters)
         payload["item"], payload["index"] = state.item_value(call.index)
+    decision = call.run.step_log.decisions.get(call.step.id)
+    if decision is not None:  # approved: ctx.wait_for_approval returns it
+        payload["decision"] = decision
     return payload
 
 
@@ -150,8 +173,11 @@ class ClaimSource:
         self._dispatch: list[Ticket] = []
         self._consumed: list[AttemptKey] = []
         self._withdrawn: list[AttemptKey] = []
-        self._logs: dict[AttemptKey, tuple[JSONDict, ...]] = {}  # of outcomes reported
-        self._notes: list[tuple[str | None, JSONDict]] = []  # logs of outcomes consumed
+        self._logs: dict[AttemptKey, list[JSONDict]] = {}  # notes of outcomes reported
+        self._notes: list[tuple[str | None, JSONDict]] = []  # of outcomes consumed
+        # the run's journal (the loop's StepLog), set by the engine once the loop is
+        # built: wait requests and cache hits of outcomes go there
+        self.journal: StepLog | None = None
         self._wake = asyncio.Event()
         self._report: Report | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -221,7 +247,7 @@ class ClaimSource:
             key = (ids[i], attempt, fallback)
             if key in from_inbox:
                 from_inbox.discard(key)
-                self._consume(key, self._logs.pop(key, ()))
+                self._consume(key, self._logs.pop(key, []))
 
     def close(self) -> None:
         if self._unsubscribe is not None:
@@ -264,18 +290,32 @@ class ClaimSource:
                 continue
             self._seen.add(key)
             i = self._out.pop(key, None)
+            notes = history_notes(outcome.logs)
             if i is None:  # resolved already (withdrawn, or before a takeover)
-                self._consume(key, outcome.logs)  # it ran: what it logged is kept
+                self._consume(key, notes)  # it ran: its notes are kept, as locally
                 continue
             self._from_inbox.add(key)
-            if outcome.logs:
-                self._logs[key] = outcome.logs
+            if notes:
+                self._logs[key] = notes
+                self._journal_of(key[0], notes)
             if outcome.worker is not None:  # who executed it, for its end and its row
                 self._state.rows[i].worker = outcome.worker
             report(to_reported(i, outcome))
 
-    def _consume(self, key: AttemptKey, logs: tuple[JSONDict, ...]) -> None:
+    def _journal_of(self, step: str, notes: list[JSONDict]) -> None:
+        """What a local attempt leaves in the run's journal, from its notes."""
+        journal = self.journal
+        if journal is None:
+            return
+        for note in notes:
+            wait = note.get("wait")
+            if isinstance(wait, dict):  # read by Approvals.park_code
+                journal.wait_requests[step] = wait
+            elif isinstance(note.get("cache"), dict):  # the result's ``cached``
+                journal.cache_hits.add(step)
+
+    def _consume(self, key: AttemptKey, notes: list[JSONDict]) -> None:
         self._consumed.append(key)
         step = key[0]
-        self._notes += [(step, {"log": record}) for record in logs]
+        self._notes += [(step, note) for note in notes]
 

@@ -87,47 +87,72 @@ def log_record(attempt: int, level: int, message: str) -> JSONDict:
 
 
 class AttemptLogs(StepLog):
-    """The ``ctx.logger`` records of a run's attempts executed by a worker, kept per
-    attempt (the attempts of a run that a worker runs at once share its view): each
-    attempt's records go back with its outcome (``take``) and the run's driver stores
-    them.  At most ``MAX_ATTEMPT_RECORDS`` an attempt (they travel in one inbox row);
-    the number dropped beyond that is told in a last WARNING record."""
+    """The history notes of a run's attempts executed by a worker (``ctx.logger``
+    records as ``{"log": record}``, and every other note: ``usage``, ``cache``,
+    ``emit``, ``wait``), kept per attempt (the attempts of a run that a worker runs at
+    once share its view): each attempt's notes go back with its outcome (``take``) and
+    the run's driver stores them.  An attempt is ``begin``-ed before it runs; what is
+    added for an attempt not (or no longer) begun is dropped (a late record of an
+    attempt whose outcome went already).  At most ``MAX_ATTEMPT_RECORDS`` notes an
+    attempt (they travel in one inbox row); the number dropped beyond that is told in
+    a last WARNING record."""
 
     def __init__(self, redact: Callable[[str | None], str | None]) -> None:
         super().__init__(redact)
         self._by_attempt: dict[tuple[str, int], list[JSONDict]] = {}
         self._dropped_of: dict[tuple[str, int], int] = {}
+        self._current: dict[str, int] = {}  # step -> its attempt running here
 
     @property
     def pending(self) -> bool:
         return False  # nothing for a run loop to drain: see ``take``
 
-    def add(self, step_id: str, attempt: int, level: int, message: str) -> None:
-        key = (step_id, attempt)
-        records = self._by_attempt.setdefault(key, [])
-        if len(records) >= MAX_ATTEMPT_RECORDS:
+    def begin(self, step_id: str, attempt: int, decision: JSONDict | None) -> None:
+        """Attempt ``attempt`` of ``step_id`` runs here; ``decision``: the approval
+        the driver holds for the step (what ``ctx.wait_for_approval`` returns)."""
+        self._current[step_id] = attempt
+        self._by_attempt[(step_id, attempt)] = []
+        if decision is not None:
+            self.decisions[step_id] = decision
+        else:
+            self.decisions.pop(step_id, None)
+
+    def _keep(self, key: tuple[str, int], note: JSONDict) -> None:
+        notes = self._by_attempt.get(key)
+        if notes is None:
+            return  # not begun, or taken already
+        if len(notes) >= MAX_ATTEMPT_RECORDS:
             self._dropped_of[key] = self._dropped_of.get(key, 0) + 1
             return
-        records.append(log_record(attempt, level, message))
+        notes.append(note)
+
+    def add(self, step_id: str, attempt: int, level: int, message: str) -> None:
+        self._keep((step_id, attempt), {"log": log_record(attempt, level, message)})
 
     def note(self, step_id: str, data: JSONDict) -> None:
-        # An attempt's outcome carries its log records only: notes (an llm attempt's
-        # token usage) of attempts run on a worker are not kept yet.
-        return
+        attempt = self._current.get(step_id)
+        if attempt is not None:
+            self._keep((step_id, attempt), _redact_json(data, self.redact))
 
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         return []
 
     def take(self, step_id: str, attempt: int) -> tuple[JSONDict, ...]:
-        """The attempt's records, oldest first, forgotten here."""
+        """The attempt's notes, oldest first, forgotten here (with what else the
+        attempt left: its wait request, its cache hit, its decision)."""
         key = (step_id, attempt)
-        records = self._by_attempt.pop(key, [])
+        notes = self._by_attempt.pop(key, [])
         dropped = self._dropped_of.pop(key, 0)
+        if self._current.get(step_id) == attempt:
+            del self._current[step_id]
+            self.wait_requests.pop(step_id, None)
+            self.decisions.pop(step_id, None)
+            self.cache_hits.discard(step_id)
         if dropped:
-            records.append(log_record(
-                attempt, logging.WARNING, f"{dropped} step log records were dropped: an "
-                f"attempt run on a worker keeps at most {MAX_ATTEMPT_RECORDS}"))
-        return tuple(records)
+            notes.append({"log": log_record(
+                attempt, logging.WARNING, f"{dropped} step notes were dropped: an "
+                f"attempt run on a worker keeps at most {MAX_ATTEMPT_RECORDS}")})
+        return tuple(notes)
 
 
 def _redact_json(value: Any, redact: Callable[[str | None], str | None]) -> Any:

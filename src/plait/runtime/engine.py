@@ -40,6 +40,7 @@ from ..steps.registry import Services
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from .children import ChildRuns
+from .claims import ClaimSource
 from .gctune import relaxed_gc
 from .local import LocalSource
 from .loop import RunLoop
@@ -197,6 +198,8 @@ class Engine:
                 state.secrets = secrets
             loop = RunLoop(self, checked, claimed, state, secrets,
                            source or LocalSource(checked, self.clock))
+            if isinstance(source, ClaimSource):  # outcomes' notes reach the journal
+                source.journal = loop.view.step_log
             self._loops[run.run_id] = loop
             watched = self.observers.started(claimed, checked)
             try:

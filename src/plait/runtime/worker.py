@@ -311,10 +311,10 @@ class Worker:
 
     def _finish(self, lease: Lease, outcome: Outcome) -> None:
         journal = self._journals.pop(lease.token, None)
-        if journal is not None:  # its ctx.logger records go with it (to the history)
-            logs = journal.take(lease.step_id, lease.attempt)
-            if logs:
-                outcome = dataclasses.replace(outcome, logs=logs)
+        if journal is not None:  # its notes go with it (to the history)
+            notes = journal.take(lease.step_id, lease.attempt)
+            if notes:
+                outcome = dataclasses.replace(outcome, logs=notes)
         self._finished.append((lease.token, outcome))
         self._done.set()
 
@@ -334,6 +334,10 @@ class Worker:
         journal = call.run.step_log
         if isinstance(journal, AttemptLogs):
             self._journals[lease.token] = journal
+            # the approval the driver holds for a step in ctx.wait_for_approval
+            decision = lease.payload.get("decision")
+            journal.begin(lease.step_id, lease.attempt,
+                          decision if isinstance(decision, dict) else None)
         if lease.step_id != call.step.id:
             call = _item_call(call, lease)
         guard = call.step.circuit_breaker
@@ -348,7 +352,8 @@ class Worker:
                                reported.append)
         await runner.run(call, lease.fallback)
         outcome = reported[-1]
-        if breaker is not None and outcome[2] in ("ok", "error"):
+        waits = outcome[4] is not None and "ApprovalRequested" in outcome[4].names
+        if breaker is not None and outcome[2] in ("ok", "error") and not waits:
             # the breaker's state is the store's: every worker of the cluster sees it
             await breaker.record(outcome[2] == "ok", self.clock())
         return self._outcome(lease, outcome)
