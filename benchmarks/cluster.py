@@ -68,6 +68,17 @@ def _psql(url: str, sql: str) -> None:
                    env=PSQL_ENV, stdout=subprocess.DEVNULL)
 
 
+def commits(url: str) -> int:
+    """Transactions committed in ``url``'s database so far (pg_stat_database): the
+    deterministic cost of a measurement, whatever the machine's noise."""
+    name = urlsplit(url).path.lstrip("/")
+    out = subprocess.run(["psql", _with_db(url, "postgres"), "-At", "-c",
+                          "SELECT xact_commit FROM pg_stat_database "
+                          f" WHERE datname = '{name}'"],
+                         check=True, env=PSQL_ENV, capture_output=True, text=True).stdout
+    return int(out.split()[-1])
+
+
 @contextlib.contextmanager
 def fresh_database(server: str, prefix: str) -> Iterator[str]:
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
@@ -189,11 +200,11 @@ def wait_all(url: str, run_ids: list[str], timeout: float) -> list[dict[str, Any
         if time.monotonic() > deadline:
             raise RuntimeError(f"{len(pending)} runs unfinished after {timeout}s")
         time.sleep(0.5)
-        for run_id in list(pending):
-            shown = show(url, run_id)
-            if shown.get("status") in ("completed", "failed", "cancelled"):
-                done[run_id] = shown
-                pending.remove(run_id)
+        while pending:  # one run at a time: polling must not load the server it measures
+            shown = show(url, pending[0])
+            if shown.get("status") not in ("completed", "failed", "cancelled"):
+                break
+            done[pending.pop(0)] = shown
     return [done[r] for r in run_ids]
 
 
@@ -241,12 +252,18 @@ def throughput(server: str, workers: int, concurrency: int, tmp: Path,
     path.write_text(definition(work, "bench-layers"))
     with fresh_database(server, "plait_bench") as url:
         ids = [submit(url, path) for _ in range(runs)]
+        before = commits(url)
         with Cluster(url, workers, concurrency):
             shown = wait_all(url, ids, 600)
+        time.sleep(0.5)  # the workers' last statistics reach the server
+        spent = commits(url) - before
     bodies = [out for s in shown for out in check(work, s).values()]
     start, end = min(o["t0"] for o in bodies), max(o["t1"] for o in bodies)
+    # transactions per step: the workers' and this script's polling (plait show) both
+    # count, so it is an upper bound of what the engine spends
     return {"runs": runs, "steps": len(bodies), "seconds": round(end - start, 3),
-            "steps_per_s": round(len(bodies) / (end - start), 1)}
+            "steps_per_s": round(len(bodies) / (end - start), 1),
+            "commits_per_step": round(spent / len(bodies), 2)}
 
 
 def latency(server: str, workers: int, concurrency: int, tmp: Path, n: int,
@@ -254,11 +271,14 @@ def latency(server: str, workers: int, concurrency: int, tmp: Path, n: int,
     work = chain(n)
     path = tmp / "chain.yaml"
     path.write_text(definition(work, "bench-chain"))
-    with fresh_database(server, "plait_bench") as url, \
-            Cluster(url, workers, concurrency, extra=extra):
-        time.sleep(2)  # the workers are up and idle
-        run_id = submit(url, path)
-        (shown,) = wait_all(url, [run_id], 600)
+    with fresh_database(server, "plait_bench") as url:
+        with Cluster(url, workers, concurrency, extra=extra):
+            time.sleep(2)  # the workers are up and idle
+            before = commits(url)
+            run_id = submit(url, path)
+            (shown,) = wait_all(url, [run_id], 600)
+        time.sleep(0.5)  # the workers' last statistics reach the server
+        spent = commits(url) - before
     outs = check(work, shown)
     lat = edge_latencies(work, outs)
     # the two halves of each edge, split at the driver's begin of the child (the step's
@@ -271,7 +291,8 @@ def latency(server: str, workers: int, concurrency: int, tmp: Path, n: int,
             "to_driver_p50_ms": round(pct(applied, 0.5) * 1e3, 2),
             "to_worker_p50_ms": round(pct(claimed, 0.5) * 1e3, 2),
             "p90_ms": round(pct(lat, 0.9) * 1e3, 2), "p99_ms": round(pct(lat, 0.99) * 1e3, 2),
-            "mean_ms": round(statistics.fmean(lat) * 1e3, 2)}
+            "mean_ms": round(statistics.fmean(lat) * 1e3, 2),
+            "commits_per_step": round(spent / len(outs), 2)}
 
 
 def fan(server: str, workers: int, concurrency: int, tmp: Path, n: int) -> dict[str, Any]:
@@ -378,6 +399,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="throughput,latency,fanout,recovery",
+                    help="the measurements to make, comma-separated (default: all)")
     ap.add_argument("--out", help="write the JSON here")
     ap.add_argument("--md", help="write the Markdown report here (the README quotes it)")
     args = ap.parse_args()
@@ -386,26 +409,31 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="plait-cluster-"))
     seconds = 5 if args.quick else 10
     result: dict[str, Any] = {"workers": args.workers, "concurrency": args.concurrency}
-    before = pgbench(args.db, seconds)
-    result["throughput"] = throughput(args.db, args.workers, args.concurrency, tmp,
-                                      10 if args.quick else 25)
-    after = pgbench(args.db, seconds)
-    tps = (before + after) / 2
-    result["pgbench_tps"] = {"before": round(before, 1), "after": round(after, 1)}
-    result["throughput"]["ratio_to_pgbench"] = round(
-        result["throughput"]["steps_per_s"] / tps, 3)
-    save(result, args.out)
-    result["latency_notify"] = latency(args.db, args.workers, args.concurrency, tmp,
-                                       50 if args.quick else 200)
-    result["latency_poll_only"] = latency(args.db, args.workers, args.concurrency, tmp,
-                                          20 if args.quick else 50, POLL_ONLY)
-    save(result, args.out)
-    result["fanout"] = fan(args.db, args.workers, args.concurrency, tmp,
-                           2_000 if args.quick else 10_000)
-    save(result, args.out)
-    result["recovery"] = recovery(args.db, tmp, "2s")
-    save(result, args.out)
-    if args.md:
+    only = set(args.only.split(","))
+    if "throughput" in only:
+        before = pgbench(args.db, seconds)
+        result["throughput"] = throughput(args.db, args.workers, args.concurrency, tmp,
+                                          10 if args.quick else 25)
+        after = pgbench(args.db, seconds)
+        tps = (before + after) / 2
+        result["pgbench_tps"] = {"before": round(before, 1), "after": round(after, 1)}
+        result["throughput"]["ratio_to_pgbench"] = round(
+            result["throughput"]["steps_per_s"] / tps, 3)
+        save(result, args.out)
+    if "latency" in only:
+        result["latency_notify"] = latency(args.db, args.workers, args.concurrency, tmp,
+                                           50 if args.quick else 200)
+        result["latency_poll_only"] = latency(args.db, args.workers, args.concurrency,
+                                              tmp, 20 if args.quick else 50, POLL_ONLY)
+        save(result, args.out)
+    if "fanout" in only:
+        result["fanout"] = fan(args.db, args.workers, args.concurrency, tmp,
+                               2_000 if args.quick else 10_000)
+        save(result, args.out)
+    if "recovery" in only:
+        result["recovery"] = recovery(args.db, tmp, "2s")
+        save(result, args.out)
+    if args.md and only >= {"throughput", "latency", "fanout", "recovery"}:
         Path(args.md).write_text(report(result, "python benchmarks/cluster.py "
                                         + " ".join(sys.argv[1:])))
 

@@ -217,6 +217,38 @@ async def test_dispatch_claim_complete_consume_round_trip(store: Store,
     assert await step_status(store, run_id, "a") is S.COMPLETED
 
 
+# what an array's text form must quote or escape: every one comes back as it went in
+AWKWARD = ["", " ", "NULL", "null", 'say "hi"', "back\\slash \\\"", "{a,b}", "a,b",
+           "new\nline\ttab", "é \u2603 \U0001f600", "(x)", "'single'"]
+
+
+async def test_texts_an_array_literal_would_quote_round_trip_exactly(
+        store: Store, driver: Driver) -> None:
+    """Ticket payloads, outcomes, logs and step outputs travel as arrays of texts in a
+    batch or a completion: any character an array literal quotes is kept."""
+    run_id = await driver.run()
+    payload = {"texts": AWKWARD, "NULL": None, AWKWARD[5]: {AWKWARD[6]: AWKWARD[4]}}
+    await driver.start(run_id, "a", payload=payload, pool=AWKWARD[6])
+    await driver.start(run_id, "b", payload={"only": AWKWARD[2]})
+    la, lb = sorted(await store.claim_attempts("w1", 2, LEASE), key=lambda x: x.step_id)
+    assert (la.payload, lb.payload) == (payload, {"only": "NULL"})
+    error = {"type": AWKWARD[4], "message": AWKWARD[5], "names": AWKWARD}
+    logs = tuple({"level": "INFO", "message": text, "attempt": 1, "at": 1.0}
+                 for text in AWKWARD)
+    assert await store.complete_attempts("w1", [
+        (la.token, ok(la, AWKWARD, logs=logs)),
+        (lb.token, ok(lb, kind="error", error=error))]) == [True, True]
+    oa, ob = await store.outcomes(run_id)
+    assert (oa.output, oa.logs, ob.error) == (AWKWARD, logs, error)
+    now = time.time()
+    await store.write(WriteBatch(run_id, steps=[
+        change("a", S.RUNNING, S.COMPLETED, now, attempts=1, output=oa.output),
+        change("b", S.RUNNING, S.FAILED, now, attempts=1, error=AWKWARD[5])],
+        consumed=[oa.key, ob.key]))
+    steps = {s.step_id: s for s in await store.get_steps(run_id)}
+    assert (steps["a"].output, steps["b"].error) == (AWKWARD, AWKWARD[5])
+
+
 async def test_error_and_cancelled_outcomes_keep_their_error(store: Store,
                                                              driver: Driver) -> None:
     run_id = await driver.run()

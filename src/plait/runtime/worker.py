@@ -184,6 +184,7 @@ class Worker:
         self._views: OrderedDict[tuple[str, int], tuple[RunView, RunState]] = OrderedDict()
         self._functions: dict[tuple[str, int, int, bool], StepFunction] = {}
         self._work = asyncio.Event()  # something to claim, or a slot freed
+        self._backlog = False  # tickets may be left unclaimed (_claim_loop)
         self._done = asyncio.Event()  # an attempt ended: completions to store
         self._stop = asyncio.Event()
         self._runs = asyncio.Event()  # a run may need a driver, or stop
@@ -256,6 +257,11 @@ class Worker:
         while not self.draining:
             self._work.clear()  # before claiming: a wake-up during the claim is kept
             free = self.concurrency - len(self._tasks)
+            # whether a slot freeing should claim again: only when tickets may be left
+            # (the claim filled every free slot, failed, or there was no slot to claim
+            # with); a claim that took fewer saw none left, and a ticket stored since
+            # wakes the loop itself (plait_work, or the poll)
+            self._backlog = True
             if free > 0:
                 try:
                     leases = await self.store.claim_attempts(self.name, free, self.lease)
@@ -265,6 +271,7 @@ class Worker:
                     delay = min(delay * 2, 10 * self.poll)
                 else:
                     delay = self.poll
+                    self._backlog = len(leases) >= free
                 if leases and self.on_dispatch is not None:
                     self._observe_dispatch(leases)
                 for lease in leases:
@@ -306,7 +313,8 @@ class Worker:
                                                 lease.fallback))
         finally:
             self._tasks.pop(token, None)
-            self._work.set()  # a slot is free
+            if self._backlog:  # a slot is free for what may be left
+                self._work.set()
         self._finish(lease, outcome)
 
     def _finish(self, lease: Lease, outcome: Outcome) -> None:

@@ -10,6 +10,11 @@
 --
 -- Every Store method is one of these statements: one round trip, and (autocommit) one
 -- transaction.
+--
+-- Array parameters are bound in binary (``%(name)b``): in text format psycopg quotes
+-- every element of an array with a regular expression, which for the JSON texts of a
+-- batch (a ticket's payload holds its parents' outputs) cost a driver more than the
+-- rest of the batch together; in binary each element is sent as it is.
 
 -- schema_version --
 -- The schema version: the highest migration applied.  Fails with undefined_table on a
@@ -25,7 +30,7 @@ SELECT to_regclass('plait_migrations') IS NOT NULL;
 -- Which of plait's table names exist already in the schema plait creates its tables
 -- in (the first of the search path).  (names)
 SELECT relname FROM pg_class
-WHERE relnamespace = current_schema()::regnamespace AND relname = ANY (%(names)s::text[])
+WHERE relnamespace = current_schema()::regnamespace AND relname = ANY (%(names)b::text[])
 ORDER BY relname;
 
 -- migration_lock --
@@ -116,7 +121,7 @@ WITH run AS (
 steps AS (
     INSERT INTO steps (run, step_id, position, status)
     SELECT run.id, s.step_id, s.position - 1, 'pending'
-    FROM run, unnest(%(step_ids)s::text[]) WITH ORDINALITY AS s (step_id, position))
+    FROM run, unnest(%(step_ids)b::text[]) WITH ORDINALITY AS s (step_id, position))
 INSERT INTO events (run, seq, at, kind, target)
 SELECT id, 1, %(created_at)s, 'run', %(status)s FROM run;
 
@@ -126,7 +131,7 @@ SELECT id, 1, %(created_at)s, 'run', %(status)s FROM run;
 -- (run_id, step_ids, positions)
 INSERT INTO steps (run, step_id, position, status)
 SELECT r.id, s.step_id, s.position, 'pending'
-FROM runs AS r, unnest(%(step_ids)s::text[], %(positions)s::integer[]) AS s (step_id, position)
+FROM runs AS r, unnest(%(step_ids)b::text[], %(positions)b::integer[]) AS s (step_id, position)
 WHERE r.run_id = %(run_id)s;
 
 -- write_batch --
@@ -138,24 +143,24 @@ SELECT plait_write_batch(
     %(run_id)s,
     %(run_source)s, %(run_target)s, %(run_at)s::double precision, %(run_final)s,
     %(run_output)s::json, %(run_error)s,
-    %(steps)s::text[], %(expected)s::text[], %(status)s::text[], %(attempts)s::integer[],
-    %(output)s::json[], %(error)s::text[], %(started_at)s::double precision[],
-    %(finished_at)s::double precision[], %(skip_reason)s::text[],
-    %(fallback_used)s::boolean[], %(next_attempt_at)s::double precision[],
-    %(worker)s::text[],
-    %(a_step)s::text[], %(a_attempt)s::integer[], %(a_fallback)s::boolean[],
-    %(a_status)s::text[], %(a_started_at)s::double precision[],
-    %(a_finished_at)s::double precision[], %(a_error)s::text[], %(a_worker)s::text[],
-    %(a_event)s::integer[],
-    %(e_at)s::double precision[], %(e_kind)s::text[], %(e_step)s::text[],
-    %(e_source)s::text[], %(e_target)s::text[], %(e_attempt)s::integer[],
-    %(e_data)s::json[],
-    %(c_step)s::text[], %(c_attempt)s::integer[], %(c_fallback)s::boolean[],
-    %(w_step)s::text[], %(w_attempt)s::integer[], %(w_fallback)s::boolean[],
-    %(t_step)s::text[], %(t_attempt)s::integer[], %(t_fallback)s::boolean[],
-    %(t_priority)s::double precision[], %(t_pool)s::text[], %(t_pool_limit)s::integer[],
-    %(t_payload)s::json[], %(t_rate_count)s::integer[],
-    %(t_rate_period)s::double precision[]);
+    %(steps)b::text[], %(expected)b::text[], %(status)b::text[], %(attempts)b::integer[],
+    %(output)b::json[], %(error)b::text[], %(started_at)b::double precision[],
+    %(finished_at)b::double precision[], %(skip_reason)b::text[],
+    %(fallback_used)b::boolean[], %(next_attempt_at)b::double precision[],
+    %(worker)b::text[],
+    %(a_step)b::text[], %(a_attempt)b::integer[], %(a_fallback)b::boolean[],
+    %(a_status)b::text[], %(a_started_at)b::double precision[],
+    %(a_finished_at)b::double precision[], %(a_error)b::text[], %(a_worker)b::text[],
+    %(a_event)b::integer[],
+    %(e_at)b::double precision[], %(e_kind)b::text[], %(e_step)b::text[],
+    %(e_source)b::text[], %(e_target)b::text[], %(e_attempt)b::integer[],
+    %(e_data)b::json[],
+    %(c_step)b::text[], %(c_attempt)b::integer[], %(c_fallback)b::boolean[],
+    %(w_step)b::text[], %(w_attempt)b::integer[], %(w_fallback)b::boolean[],
+    %(t_step)b::text[], %(t_attempt)b::integer[], %(t_fallback)b::boolean[],
+    %(t_priority)b::double precision[], %(t_pool)b::text[], %(t_pool_limit)b::integer[],
+    %(t_payload)b::json[], %(t_rate_count)b::integer[],
+    %(t_rate_period)b::double precision[]);
 
 -- stored_statuses --
 -- The stored status of a run and of some of its steps (to explain a refused batch):
@@ -163,7 +168,7 @@ SELECT plait_write_batch(
 -- (run_id, steps)
 SELECT r.status, s.step_id, s.status
 FROM runs AS r
-LEFT JOIN steps AS s ON s.run = r.id AND s.step_id = ANY (%(steps)s::text[])
+LEFT JOIN steps AS s ON s.run = r.id AND s.step_id = ANY (%(steps)b::text[])
 WHERE r.run_id = %(run_id)s;
 
 -- get_run --
@@ -305,7 +310,7 @@ run AS (
 steps AS (
     INSERT INTO steps (run, step_id, position, status)
     SELECT run.id, s.step_id, s.position - 1, 'pending'
-    FROM run, unnest(%(step_ids)s::text[]) WITH ORDINALITY AS s (step_id, position)),
+    FROM run, unnest(%(step_ids)b::text[]) WITH ORDINALITY AS s (step_id, position)),
 history AS (
     INSERT INTO events (run, seq, at, kind, target, data)
     SELECT id, 1, %(created_at)s, 'run', %(status)s, NULL FROM run
@@ -342,7 +347,7 @@ FROM plait_claim_attempts(%(worker)s, %(limit)s::integer, %(lease)s::double prec
 -- lease; returns the tokens still held.  (lease, worker, tokens)
 UPDATE tickets
 SET expires_at = clock_timestamp() + make_interval(secs => %(lease)s::double precision)
-WHERE claimed_by = %(worker)s AND token = ANY (%(tokens)s::text[])
+WHERE claimed_by = %(worker)s AND token = ANY (%(tokens)b::text[])
 RETURNING token;
 
 -- complete_attempts --
@@ -351,16 +356,16 @@ RETURNING token;
 -- (worker, run_ids, steps, attempts, fallbacks, tokens, kinds, outputs, errors, at,
 --  notes, noted, logs)
 SELECT plait_complete_attempts(
-    %(worker)s, %(run_ids)s::text[], %(steps)s::text[], %(attempts)s::integer[],
-    %(fallbacks)s::boolean[], %(tokens)s::text[], %(kinds)s::text[], %(outputs)s::json[],
-    %(errors)s::json[], %(at)s::double precision[], %(notes)s::json[],
-    %(noted)s::double precision, %(logs)s::json[]);
+    %(worker)s, %(run_ids)b::text[], %(steps)b::text[], %(attempts)b::integer[],
+    %(fallbacks)b::boolean[], %(tokens)b::text[], %(kinds)b::text[], %(outputs)b::json[],
+    %(errors)b::json[], %(at)b::double precision[], %(notes)b::json[],
+    %(noted)s::double precision, %(logs)b::json[]);
 
 -- reap_expired --
 -- Turn expired leases into interrupted outcomes, each once however many reapers run:
 -- see plait_reap_expired in migration 0003.  (limit, error, marks)
 SELECT run_id, step_id, attempt
-FROM plait_reap_expired(%(limit)s::integer, %(error)s, %(marks)s::text[]);
+FROM plait_reap_expired(%(limit)s::integer, %(error)s, %(marks)b::text[]);
 
 -- get_outcomes --
 -- A run's inbox in arrival order.  No row: no such run; one row of NULLs: an empty
