@@ -39,6 +39,9 @@ class Compiled:
     fn: Callable[..., object]
     steps_read: frozenset[str]
     cheap: bool  # renders in time proportional to the data it reads (see is_cheap)
+    # a lone template that is one bare name (``{{ item }}``): its value is the context's
+    # entry, looked up without building a Jinja context (see ``render``)
+    name: str | None = None
 
 
 @lru_cache(maxsize=8192)
@@ -48,8 +51,12 @@ def compile_template(source: str) -> Compiled:
     inner = match.group("expr") if match else None
     if inner is not None and "{{" not in inner and "}}" not in inner and "{%" not in inner:
         ast = ENV.parse("{{" + inner + "}}")
+        output = ast.body[0] if len(ast.body) == 1 else None
+        expr = output.nodes[0] if isinstance(output, nodes.Output) \
+            and len(output.nodes) == 1 else None
+        name = expr.name if isinstance(expr, nodes.Name) else None
         return Compiled(source, True, _compile_expression(inner), _steps_read(ast),
-                        _cheap(ast))
+                        _cheap(ast), name)
     ast = ENV.parse(source)
     steps, cheap = _steps_read(ast), _cheap(ast)
     template = ENV.from_string(sandbox.bound_loops(ast))
@@ -215,6 +222,14 @@ def render(source: str, context: Mapping[str, object], *,
         compiled = compile_template(source)
     except TemplateSyntaxError as exc:
         raise RenderError(f"syntax error on line {exc.lineno}: {exc.message}") from exc
+    if compiled.name is not None:  # `{{ name }}`: what Jinja would return, found directly
+        value = context.get(compiled.name, _ABSENT)
+        if value is not _ABSENT and not isinstance(value, Undefined):
+            try:
+                return cast(JSON, sandbox.check_size(value, "the template's value"))
+            except BoundExceeded as exc:
+                raise RenderError(str(exc), sandbox=True, bound=exc.bound) from exc
+        # absent: Jinja names the missing variable (or finds one of its globals)
     tokens = sandbox.begin(context, stop)
     try:
         if compiled.lone:
@@ -237,6 +252,9 @@ def render(source: str, context: Mapping[str, object], *,
         raise RenderError(f"{type(exc).__name__}: {exc}") from exc
     finally:
         sandbox.end(tokens)
+
+
+_ABSENT = object()
 
 
 def _join_bounded(chunks: Iterator[str]) -> str:

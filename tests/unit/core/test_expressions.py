@@ -277,3 +277,16 @@ def test_truthy_is_pythons(value: object, expected: bool) -> None:
 ])
 def test_is_cheap(template: str, cheap: bool) -> None:
     assert is_cheap({"v": [template]}) is cheap
+
+
+def test_a_lone_name_renders_what_jinja_would_without_a_jinja_context() -> None:
+    value = {"rows": [1, 2.5, None, {"k": "v"}]}
+    assert render_value("{{ item }}", {"item": value}) is value  # native, the same object
+    assert render_value("{{item}}", {"item": 0}) == 0
+    assert render_value(" {{ flag }} ", {"flag": False}) is False
+    with pytest.raises(RenderError, match="'missing' is undefined"):
+        render_value("{{ missing }}", {"item": 1})
+    big = "x" * (sandbox.MAX_SIZE + 1)
+    with pytest.raises(RenderError, match="size bound") as info:
+        render_value("{{ big }}", {"big": big})
+    assert info.value.bound == "size"
