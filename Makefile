@@ -41,11 +41,16 @@ test: lint types unit
 
 # The kill -9 chaos test of tests/acceptance/test_cluster_faults.py for longer: four
 # workers, one SIGKILLed every 2 s, waves of runs submitted for SOAK_SECONDS (default
-# 600) until then; needs PostgreSQL (PLAIT_TEST_DATABASE_URL).  Not part of `make test`.
+# 600) until then; needs PostgreSQL (PLAIT_TEST_DATABASE_URL).  Then the local crash
+# test (tests/acceptance/test_crash_resume.py) with SOAK_KILLS kill -9 of `plait run`
+# per workflow (7 in `make test`).  Not part of `make test`.
 SOAK_SECONDS ?= 600
+SOAK_KILLS ?= 100
 soak: setup
 	PLAIT_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest -q -s -p no:cacheprovider \
 		tests/acceptance/test_cluster_faults.py -k kill9_chaos
+	PLAIT_CRASH_KILLS=$(SOAK_KILLS) $(BIN)/pytest -q -p no:cacheprovider \
+		tests/acceptance/test_crash_resume.py
 
 # memory, and durable SQLite with synchronous=NORMAL and FULL
 BENCH_DBS := --db 'sqlite:///{tmp}/bench.db' --db 'sqlite:///{tmp}/bench.db?synchronous=FULL'

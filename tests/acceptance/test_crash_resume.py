@@ -27,8 +27,9 @@ from plait.runtime.engine import Engine
 from plait.store import RunFilter, open_store
 
 SEED = int(os.environ.get("PLAIT_CRASH_SEED", "7"))
-KILLS_PER_WORKFLOW = 10  # x 5 workflows = 50 interrupted runs at least
-MAX_TRIES_PER_WORKFLOW = 40
+# x 5 workflows = 35 interrupted runs at least in `make test`; `make soak` sets more
+KILLS_PER_WORKFLOW = int(os.environ.get("PLAIT_CRASH_KILLS", "7"))
+MAX_TRIES_PER_WORKFLOW = 4 * KILLS_PER_WORKFLOW
 
 STEPS_MODULE = '''
 import os
