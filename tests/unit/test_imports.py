@@ -170,3 +170,10 @@ def test_an_engine_loads_a_stored_definition_without_the_python_api() -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "('a', 'b') False"
+
+
+def test_observers_names_the_notify_variable_as_notify_targets_does() -> None:
+    from plait.observe.notify_targets import ENV
+    from plait.runtime.observers import NOTIFY_ENV
+
+    assert NOTIFY_ENV == ENV  # observers keeps its own copy to avoid importing delivery
