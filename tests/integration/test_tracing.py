@@ -8,15 +8,12 @@ import subprocess
 import sys
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # a dev dependency: never skipped
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import StatusCode  # noqa: E402
+from opentelemetry.trace import StatusCode
 
 from plait import Retry, Workflow  # noqa: E402
 from plait.observe.tracing import TracingObserver  # noqa: E402
