@@ -8,15 +8,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from plait import RunResult, Workflow
 from plait.runtime.engine import Engine
-from plait.store import MemoryStore
+from plait.store import MemoryStore, Store, open_store
 
 RUN_TIMEOUT_S = 15.0
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql",
+                                                         marks=pytest.mark.postgres)])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """An open store of each backend, for tests that share one store between a driver
+    and workers (PostgreSQL: a fresh database of the module, see tests/pgutil.py)."""
+    if request.param == "memory":
+        opened: Store = MemoryStore()
+    else:
+        url = f"sqlite:///{tmp_path / 'plait.db'}" if request.param == "sqlite" \
+            else str(request.getfixturevalue("pg_database"))
+        opened = open_store(url)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
 
 RunWf = Callable[..., Awaitable[RunResult]]
 

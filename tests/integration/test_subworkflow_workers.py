@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,6 @@ from plait.runtime.children import child_run_id
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker
 from plait.store.base import RunFilter, Store
-from plait.store.memory import MemoryStore
 from plait.store.url import open_store
 
 CHILD = {"name": "child", "input": {"type": "object"},
@@ -27,22 +25,6 @@ PARENT = {"name": "parent", "steps": [
     {"id": "grow", "type": "loop", "workflow": "child",
      "input": {"n": "{{ loop.previous if loop.previous else 1 }}"},
      "until": "{{ loop.output >= 8 }}", "max_iterations": 6, "depends_on": ["sub"]}]}
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql",
-                                                         marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        opened: Store = MemoryStore()
-    elif request.param == "sqlite":
-        opened = open_store(f"sqlite:///{tmp_path / 'plait.db'}")
-    else:
-        opened = open_store(request.getfixturevalue("pg_database"))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_workers_drive_child_runs_and_the_parent_completes(store: Store) -> None:

@@ -11,7 +11,7 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from plait.runtime.claims import ClaimSource
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker, in_flight
 from plait.store.base import Outcome, RunRecord, Store
-from plait.store.memory import MemoryStore
 from plait.store.url import open_store
 
 _STEPS = '''
@@ -76,22 +75,6 @@ def steps_module(tmp_path: Path) -> Iterator[str]:
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop(name, None)
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql",
-                                                         marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        opened: Store = MemoryStore()
-    elif request.param == "sqlite":
-        opened = open_store(f"sqlite:///{tmp_path / 'plait.db'}")
-    else:
-        opened = open_store(request.getfixturevalue("pg_database"))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _fan_out(module: str) -> dict[str, Any]:
