@@ -407,3 +407,13 @@ async def test_a_child_approvals_deadline_is_applied_while_the_parent_waits(
     finally:
         engine.close()
         await store.close()
+
+
+def test_a_missing_field_of_a_loop_is_reported_once() -> None:
+    with pytest.raises(DefinitionError) as info:
+        Workflow.from_dict({"name": "bare", "steps": [{"id": "again", "type": "loop"}]})
+    found = sorted(str(p) for p in info.value.problems)
+    assert len(found) == 3, found
+    for field in ("workflow", "until", "max_iterations"):
+        assert [p for p in found if f"steps[0].{field}" in p] == [
+            p for p in found if f"missing field '{field}'" in p], found

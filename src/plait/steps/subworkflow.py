@@ -60,16 +60,17 @@ def split_ref(ref: str) -> tuple[str, int | None]:
 def _check_ref(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     ref = config.get("workflow")
-    if not isinstance(ref, str) or not ref.strip():
-        out.append((".workflow", "expected a workflow name, name@version or a relative "
-                                 "file path such as ./review.yaml"))
-    elif "@" in ref and not is_path(ref) and _NAME_VERSION.match(ref) is None:
-        out.append((".workflow", f"{ref!r}: expected name@VERSION with a whole number "
-                                 f"version, such as review@3"))
-    elif is_path(ref) and "definition" not in config:
-        out.append((".workflow", f"{ref!r} is a file path: it is resolved against the "
-                                 f"parent's definition file, so load the parent with "
-                                 f"Workflow.load or plait (not from a dict)"))
+    if "workflow" in config:  # a missing one is reported once, as a missing field
+        if not isinstance(ref, str) or not ref.strip():
+            out.append((".workflow", "expected a workflow name, name@version or a relative "
+                                     "file path such as ./review.yaml"))
+        elif "@" in ref and not is_path(ref) and _NAME_VERSION.match(ref) is None:
+            out.append((".workflow", f"{ref!r}: expected name@VERSION with a whole number "
+                                     f"version, such as review@3"))
+        elif is_path(ref) and "definition" not in config:
+            out.append((".workflow", f"{ref!r} is a file path: it is resolved against the "
+                                     f"parent's definition file, so load the parent with "
+                                     f"Workflow.load or plait (not from a dict)"))
     given = config.get("input")
     if given is not None and not isinstance(given, dict) and not (
             isinstance(given, str) and "{{" in given):
@@ -82,12 +83,13 @@ def _check_ref(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
 
 def _check_loop(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     out = _check_ref(config)
+    # a missing `until` or `max_iterations` is reported once, as a missing field
     until = config.get("until")
-    if not isinstance(until, str | bool):
+    if "until" in config and not isinstance(until, str | bool):
         out.append((".until", "expected a template such as \"{{ loop.output.approved }}\""))
     most = config.get("max_iterations")
-    if not isinstance(most, int) or isinstance(most, bool) or not \
-            1 <= most <= MAX_ITERATIONS_CAP:
+    if "max_iterations" in config and (not isinstance(most, int) or isinstance(most, bool)
+                                       or not 1 <= most <= MAX_ITERATIONS_CAP):
         out.append((".max_iterations", f"expected a whole number from 1 to "
                                        f"{MAX_ITERATIONS_CAP}, got {most!r}"))
     choice = config.get("on_max_iterations")
