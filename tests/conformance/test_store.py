@@ -825,6 +825,36 @@ async def test_a_stale_owner_loses_the_run(store: Store, uid: UID) -> None:
     assert await store.heartbeat(run_id, "host:2", now=141.0) is True
 
 
+async def test_a_batch_of_a_driver_that_lost_the_run_is_refused_whole(
+        store: Store, uid: UID) -> None:
+    """``WriteBatch.owner``: a batch written by a driver whose run was taken over (or
+    released) is refused and stores nothing, even when its step changes would apply;
+    the new driver's batches, and batches that name no owner, go through."""
+    run_id = await new_run(store, uid)
+    await store.claim_run(run_id, "host:1", now=100.0, lease=30.0)
+    await store.write(WriteBatch(run_id=run_id, owner="host:1", steps=[
+        change("a", S.PENDING, S.QUEUED), change("a", S.QUEUED, S.RUNNING, attempts=1)]))
+    await store.claim_run(run_id, "host:2", now=140.0, lease=30.0)  # host:1 paused
+    before = await _state_of(store, run_id)
+    with pytest.raises(StaleWriteError, match=r"driven by host:2, not by host:1"):
+        await store.write(WriteBatch(
+            run_id=run_id, owner="host:1",
+            steps=[change("a", S.RUNNING, S.COMPLETED, attempts=1, output=1)],
+            notes=[("a", {"late": True})],
+            run=RunChange(source=R.PENDING, target=R.RUNNING, at=141.0)))
+    assert await _state_of(store, run_id) == before
+    await store.write(WriteBatch(run_id=run_id, owner="host:2", steps=[
+        change("a", S.RUNNING, S.COMPLETED, attempts=1, output=2)]))
+    await store.write(WriteBatch(run_id=run_id, notes=[(None, {"ownerless": True})]))
+    assert (await store.get_steps(run_id))[0].output == 2
+    await store.release_run(run_id, "host:2")
+    with pytest.raises(StaleWriteError, match="driven by nobody"):
+        await store.write(WriteBatch(run_id=run_id, owner="host:2",
+                                     notes=[(None, {"after release": True})]))
+    assert [e.data for e in await store.get_events(run_id)
+            if e.data and ("late" in e.data or "after release" in e.data)] == []
+
+
 async def test_heartbeat_extends_the_lease(store: Store, uid: UID) -> None:
     run_id = await new_run(store, uid)
     await store.claim_run(run_id, "host:1", now=100.0, lease=30.0)

@@ -96,7 +96,7 @@ class RunLoop:
         # costs CPython 3.11 a dict, once per run and class)
         self.view = RunView(checked, state, run.run_id, host.services, step_log,
                             derived.declared, derived.parent_index)  # what attempts read
-        self.writer = RunWriter(host.store, run, state, step_log, host.listeners)
+        self.writer = RunWriter(host.store, run, state, step_log, host.listeners, host.worker)
         self.timers = Timers()
         self._slots = PoolSlots(self.spec.pools, state, self.timers)  # its use of pools
         # Nothing the loop holds refers back to it (callbacks are passed per call, and

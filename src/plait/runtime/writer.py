@@ -28,11 +28,11 @@ _log = logging.getLogger("plait.engine")
 class RunWriter:
     """Commits one run's changes (see the module docstring)."""
 
-    __slots__ = ("_listeners", "_run_id", "_state", "_step_log", "_store", "claims", "run",
-                 "write_now")
+    __slots__ = ("_listeners", "_owner", "_run_id", "_state", "_step_log", "_store", "claims",
+                 "committed", "run", "write_now")
 
     def __init__(self, store: Store, run: RunRecord, state: RunState, step_log: StepLog,
-                 listeners: Sequence[Listener]) -> None:
+                 listeners: Sequence[Listener], owner: str | None = None) -> None:
         self._store = store
         self.run = run  # the run as stored, kept up to date by apply_run_change
         self._run_id = run.run_id
@@ -44,9 +44,21 @@ class RunWriter:
         # a remote source's tickets, consumed outcomes and withdrawals, taken into each
         # batch (``WorkSource.claims``); None for a local run, at no cost per batch
         self.claims: Callable[[], Claims | None] | None = None
+        # told after each batch a remote source's claims rode in is stored: attempts
+        # the source runs in this process start only then (``ClaimSource.committed``)
+        self.committed: Callable[[], None] | None = None
+        # every batch names the driver writing it, which must still hold the run
+        # (``WriteBatch.owner``): a driver that lost the run writes nothing more
+        self._owner = owner
 
     def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
         """What the core changed since the last commit (None when nothing did)."""
+        batch = self._batch(run_change)
+        if batch is not None:
+            batch.owner = self._owner
+        return batch
+
+    def _batch(self, run_change: RunChange | None) -> WriteBatch | None:
         state = self._state
         steps, attempts = state.drain()
         notes = self._step_log.drain() if self._step_log.pending else []
@@ -72,6 +84,8 @@ class RunWriter:
         batch = self.batch(run_change)
         if batch is not None:
             await self._store.write(batch)
+            if self.committed is not None:
+                self.committed()
             self._notify(batch)
 
     def flush_now(self) -> None:
@@ -89,6 +103,8 @@ class RunWriter:
         batch = self.batch(change)
         if batch is not None:
             await self._store.write(batch)
+            if self.committed is not None:
+                self.committed()
             self._notify(batch)
         if change is not None:
             self.apply_run_change(change)

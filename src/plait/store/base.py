@@ -64,6 +64,7 @@ from typing import Literal, Protocol
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
+from ..errors import StaleWriteError
 from .observations import MetricsSnapshot, NotificationKey
 
 
@@ -294,6 +295,13 @@ def reaped_error(holder: str | None, step_id: str, attempt: int) -> JSONDict:
             "retryable": True}
 
 
+def owner_refusal(run_id: str, owner: str, holder: str | None) -> StaleWriteError:
+    """A batch refused because its writer no longer drives the run (``WriteBatch.owner``)."""
+    return StaleWriteError(f"run {run_id!r} is driven by {holder or 'nobody'}, not by "
+                           f"{owner}: its batch was refused (the run was taken over or "
+                           f"released)")
+
+
 def late_result_note(step_id: str, attempt: int, fallback: bool,
                      worker: str) -> JSONDict:
     """The history note a discarded completion leaves (``complete_attempts``)."""
@@ -336,6 +344,12 @@ class WriteBatch:
     # before the batch's step changes apply.  An id the run has already refuses the
     # batch (StaleWriteError): it was expanded by another driver.
     new_steps: Sequence[tuple[str, int]] = ()
+    # The driver writing the batch (the run loop's worker id), when it must still hold
+    # the run: a batch whose run is owned by anyone else (taken over after this
+    # driver's lease ran out, or released) is refused whole (StaleWriteError), so a
+    # driver paused past its lease can never apply an outcome after another took the
+    # run over.  None: no such check (a fork's first batch, a note).
+    owner: str | None = None
 
     def __bool__(self) -> bool:
         return bool(self.steps or self.attempts or self.run or self.notes or self.dispatch

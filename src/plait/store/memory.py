@@ -38,6 +38,7 @@ from .base import (
     WorkflowRecord,
     WriteBatch,
     cache_key_hash,
+    owner_refusal,
 )
 from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
@@ -140,6 +141,8 @@ class MemoryStore:
         run = self._runs.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
+        if batch.owner is not None and run.owner != batch.owner:
+            raise owner_refusal(run_id, batch.owner, run.owner)
         rows = self._rows[run_id]
         steps, attempt_changes = batch.steps, batch.attempts
         # check everything first so a refused batch changes nothing (atomicity)

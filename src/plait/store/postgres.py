@@ -85,6 +85,7 @@ from .base import (
     TicketRecord,
     WorkflowRecord,
     WriteBatch,
+    owner_refusal,
 )
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, Database, Row, ServerRefusal
@@ -95,6 +96,7 @@ from .sql.rows import check_id, valid_id
 
 _Q = queries("postgres")
 RUN_NOT_FOUND = "PL001"  # the SQLSTATEs of plait's functions (0001_initial.sql)
+NOT_THE_OWNER = "PL006"  # a batch whose run another driver holds (0009_batch_owner.sql)
 SAVE_ATTEMPTS = 8  # stores of a new version that met another process's, before giving up
 
 
@@ -211,6 +213,9 @@ class PostgresStore:
                                       "steps exists already") from None
             if exc.sqlstate == RUN_NOT_FOUND:
                 raise RunNotFound(batch.run_id) from None
+            if exc.sqlstate == NOT_THE_OWNER and batch.owner is not None:
+                raise owner_refusal(batch.run_id, batch.owner,
+                                    exc.detail or None) from None
             if exc.sqlstate in postgres_claims.CLAIMS_REFUSALS:
                 raise postgres_claims.batch_refusal(batch.run_id, exc) from None
             raise await self._refusal(batch) from None

@@ -39,6 +39,7 @@ from .base import (
     StepRecord,
     WorkflowRecord,
     WriteBatch,
+    owner_refusal,
 )
 from .group_commit import WriteJob
 from .sql import queries, rows, sqlite_rows
@@ -498,6 +499,10 @@ class Database:
         key = self.run_key(batch.run_id)
         if not batch:
             return
+        if batch.owner is not None:  # the driver must still hold the run
+            holder = self.conn.execute(_Q["run_owner"], (key,)).fetchone()[0]
+            if holder != batch.owner:
+                raise owner_refusal(batch.run_id, batch.owner, holder)
         if not rows.legal(batch):
             raise rows.Refused
         steps, notes = sqlite_rows.step_updates(key, batch)

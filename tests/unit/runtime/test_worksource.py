@@ -97,6 +97,10 @@ async def _loop(wf: Workflow, source: WorkSource) -> tuple[Engine, RunLoop]:
     checked = wf.validate()
     engine = Engine(MemoryStore(), rand=lambda: 0.0)
     run = await engine.submit(checked, {})
+    # the loop writes as the run's driver: it must hold the run (WriteBatch.owner)
+    claimed = await engine.store.claim_run(run.run_id, engine.worker, 0.0, engine.lease)
+    assert claimed is not None
+    run = claimed
     secrets = Secrets()
     state = RunState(checked, run_id=run.run_id, input=run.input, secrets=secrets)
     return engine, RunLoop(engine, checked, run, state, secrets, source)
@@ -226,9 +230,11 @@ def test_a_finished_run_is_freed_by_reference_counting() -> None:
     async def run() -> weakref.ref[RunLoop]:
         engine = Engine(MemoryStore(), rand=lambda: 0.0)
         run = await engine.submit(checked, {})
+        claimed = await engine.store.claim_run(run.run_id, engine.worker, 0.0, 30.0)
+        assert claimed is not None  # the loop writes as the run's driver
         secrets = Secrets()
         state = RunState(checked, run_id=run.run_id, input=run.input, secrets=secrets)
-        loop = RunLoop(engine, checked, run, state, secrets,
+        loop = RunLoop(engine, checked, claimed, state, secrets,
                        LocalSource(checked, engine.clock))
         await loop.run()
         result = loop.result()

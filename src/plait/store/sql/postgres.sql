@@ -136,8 +136,9 @@ WHERE r.run_id = %(run_id)s;
 
 -- write_batch --
 -- Store one batch of a run's changes, its claims lists included: see
--- plait_write_batch in migration 0006 (raises PL001 for an unknown run, PL002 for a
--- batch that does not apply, PL003-PL005 for claims lists that do not).
+-- plait_write_batch in migration 0009 (raises PL001 for an unknown run, PL002 for a
+-- batch that does not apply, PL003-PL005 for claims lists that do not, PL006 when
+-- the run is not the batch's owner's).
 -- (its parameters)
 SELECT plait_write_batch(
     %(run_id)s,
@@ -160,7 +161,7 @@ SELECT plait_write_batch(
     %(t_step)b::text[], %(t_attempt)b::integer[], %(t_fallback)b::boolean[],
     %(t_priority)b::double precision[], %(t_pool)b::text[], %(t_pool_limit)b::integer[],
     %(t_payload)b::json[], %(t_rate_count)b::integer[],
-    %(t_rate_period)b::double precision[]);
+    %(t_rate_period)b::double precision[], %(owner)s::text);
 
 -- stored_statuses --
 -- The stored status of a run and of some of its steps (to explain a refused batch):

@@ -75,6 +75,7 @@ def write_params(batch: WriteBatch) -> Params:
                       if final else None,
                       run_error=optional_text(change.error) if final else None)
     params["run_id"] = batch.run_id
+    params["owner"] = batch.owner
     if batch.claims:
         params.update(_claims_params(batch))
     else:

@@ -96,6 +96,10 @@ SET status = ?, attempts = ?, output = ?, error = ?, started_at = ?, finished_at
     skip_reason = ?, fallback_used = ?, next_attempt_at = ?, worker = ?
 WHERE run = ? AND step_id = ? AND status = ?;
 
+-- run_owner --
+-- Who drives a run (NULL: nobody), by its integer key (a batch's owner check).  (id)
+SELECT owner FROM runs WHERE id = ?;
+
 -- step_status --
 -- The stored status of one step (to explain a refused batch).  (run, step_id)
 SELECT status FROM steps WHERE run = ? AND step_id = ?;

@@ -429,7 +429,126 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.plait_write_batch(p_run_id text, p_run_source text, p_run_target text, p_run_at double precision, p_run_final boolean, p_run_output json, p_run_error text, p_steps text[], p_expected text[], p_status text[], p_attempts integer[], p_output json[], p_error text[], p_started_at double precision[], p_finished_at double precision[], p_skip_reason text[], p_fallback_used boolean[], p_next_attempt_at double precision[], p_worker text[], p_a_step text[], p_a_attempt integer[], p_a_fallback boolean[], p_a_status text[], p_a_started_at double precision[], p_a_finished_at double precision[], p_a_error text[], p_a_worker text[], p_a_event integer[], p_e_at double precision[], p_e_kind text[], p_e_step text[], p_e_source text[], p_e_target text[], p_e_attempt integer[], p_e_data json[], p_c_step text[], p_c_attempt integer[], p_c_fallback boolean[], p_w_step text[], p_w_attempt integer[], p_w_fallback boolean[], p_t_step text[], p_t_attempt integer[], p_t_fallback boolean[], p_t_priority double precision[], p_t_pool text[], p_t_pool_limit integer[], p_t_payload json[], p_t_rate_count integer[], p_t_rate_period double precision[])
+CREATE OR REPLACE FUNCTION public.plait_key_admits(p_id bigint, p_key text, p_limit integer, p_status text, p_holder text, p_owner text, p_lease double precision, p_shift double precision)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_taken bigint;
+BEGIN
+    IF p_key IS NULL OR p_status NOT IN ('pending', 'waiting')
+            OR p_holder IS NOT DISTINCT FROM p_owner THEN
+        RETURN true;
+    END IF;
+    PERFORM pg_advisory_xact_lock(1886151019, hashtext(p_key));
+    SELECT count(*) INTO v_taken FROM runs
+    WHERE concurrency_key = p_key AND id <> p_id
+      AND status IN ('pending', 'running', 'waiting')
+      AND (status = 'running'
+           OR (owner IS NOT NULL
+               AND (owner_seen_at IS NULL  -- never stale, as in claim_run
+                    OR owner_seen_at >= now() + make_interval(secs => p_shift - p_lease))));
+    RETURN v_taken < coalesce(p_limit, 1);
+END;
+$function$;
+
+CREATE OR REPLACE FUNCTION public.plait_complete_attempts(p_worker text, p_run_ids text[], p_steps text[], p_attempts integer[], p_fallbacks boolean[], p_tokens text[], p_kinds text[], p_outputs json[], p_errors json[], p_at double precision[], p_notes json[], p_noted double precision, p_logs json[])
+ RETURNS boolean[]
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+AS $function$
+DECLARE
+    v_done bigint[];  -- the items that count, by position (from 1)
+    v_freed integer;
+BEGIN
+    PERFORM FROM runs AS r
+    WHERE r.id IN (
+        WITH items AS (
+            SELECT i.*, k.id AS run,
+                   row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
+                                                   i.fallback, i.token ORDER BY i.n) AS nth
+            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
+                 WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
+            JOIN runs AS k ON k.run_id = i.run_id)
+        SELECT i.run FROM items AS i
+        WHERE i.nth > 1 OR NOT EXISTS (
+            SELECT FROM tickets AS t
+            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
+              AND t.fallback = i.fallback AND t.token = i.token
+              AND t.claimed_by = p_worker))
+    ORDER BY r.id
+    FOR NO KEY UPDATE;
+    WITH items AS (
+        SELECT i.*, k.id AS run,
+               row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
+                                               i.fallback, i.token ORDER BY i.n) AS nth
+        FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
+             WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
+        JOIN runs AS k ON k.run_id = i.run_id)
+    SELECT coalesce(array_agg(held.n), '{}') INTO v_done
+    FROM (SELECT i.n FROM tickets AS t
+          JOIN items AS i ON t.run = i.run AND t.step_id = i.step_id
+                         AND t.attempt = i.attempt AND t.fallback = i.fallback
+          WHERE i.nth = 1 AND t.token = i.token AND t.claimed_by = p_worker
+          ORDER BY t.run, t.step_id, t.attempt, t.fallback
+          FOR UPDATE OF t) AS held;
+    IF cardinality(v_done) > 0 THEN
+        WITH items AS (
+            SELECT i.*, k.id AS run
+            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_kinds, p_outputs,
+                        p_errors, p_at, p_logs) WITH ORDINALITY
+                 AS i(run_id, step_id, attempt, fallback, kind, output, error, at, logs,
+                      n)
+            JOIN runs AS k ON k.run_id = i.run_id
+            WHERE i.n = ANY (v_done)),
+        gone AS (
+            DELETE FROM tickets AS t
+            USING items AS i
+            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
+              AND t.fallback = i.fallback
+            RETURNING t.token, t.pool, t.pool_limit),
+        stored AS (
+            INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, error,
+                                  worker, at, logs)
+            SELECT i.run, i.step_id, i.attempt, i.fallback, i.kind, i.output, i.error,
+                   p_worker, i.at, i.logs
+            FROM items AS i ORDER BY i.n)
+        SELECT count(*) INTO v_freed FROM gone
+        WHERE pool IS NOT NULL AND pool_limit IS NOT NULL;
+        PERFORM pg_notify('plait_outcome', d.run_id)
+        FROM (SELECT DISTINCT p_run_ids[n] AS run_id FROM unnest(v_done) AS n) AS d;
+        IF v_freed > 0 THEN
+            PERFORM pg_notify('plait_work', '');
+        END IF;
+    END IF;
+    IF cardinality(v_done) < cardinality(p_tokens) THEN
+        PERFORM FROM runs AS r
+        WHERE r.run_id IN (SELECT p_run_ids[n]
+                           FROM generate_subscripts(p_run_ids, 1) AS n
+                           WHERE NOT (n = ANY (v_done)))
+        ORDER BY r.id
+        FOR NO KEY UPDATE;
+        WITH late AS (
+            SELECT k.id AS run, i.step_id, i.note,
+                   row_number() OVER (PARTITION BY k.id ORDER BY i.n) AS nth
+            FROM unnest(p_run_ids, p_steps, p_notes) WITH ORDINALITY
+                 AS i(run_id, step_id, note, n)
+            JOIN runs AS k ON k.run_id = i.run_id
+            WHERE NOT (i.n = ANY (v_done))),
+        noted AS (
+            INSERT INTO events (run, seq, at, kind, step_id, data)
+            SELECT l.run, r.last_seq + l.nth, p_noted, 'note', l.step_id, l.note
+            FROM late AS l JOIN runs AS r ON r.id = l.run)
+        UPDATE runs AS r SET last_seq = r.last_seq + c.notes
+        FROM (SELECT run, count(*) AS notes FROM late GROUP BY run) AS c
+        WHERE r.id = c.run;
+    END IF;
+    RETURN ARRAY(SELECT n = ANY (v_done)
+                 FROM generate_series(1, cardinality(p_tokens)) AS n ORDER BY n);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.plait_write_batch(p_run_id text, p_run_source text, p_run_target text, p_run_at double precision, p_run_final boolean, p_run_output json, p_run_error text, p_steps text[], p_expected text[], p_status text[], p_attempts integer[], p_output json[], p_error text[], p_started_at double precision[], p_finished_at double precision[], p_skip_reason text[], p_fallback_used boolean[], p_next_attempt_at double precision[], p_worker text[], p_a_step text[], p_a_attempt integer[], p_a_fallback boolean[], p_a_status text[], p_a_started_at double precision[], p_a_finished_at double precision[], p_a_error text[], p_a_worker text[], p_a_event integer[], p_e_at double precision[], p_e_kind text[], p_e_step text[], p_e_source text[], p_e_target text[], p_e_attempt integer[], p_e_data json[], p_c_step text[], p_c_attempt integer[], p_c_fallback boolean[], p_w_step text[], p_w_attempt integer[], p_w_fallback boolean[], p_t_step text[], p_t_attempt integer[], p_t_fallback boolean[], p_t_priority double precision[], p_t_pool text[], p_t_pool_limit integer[], p_t_payload json[], p_t_rate_count integer[], p_t_rate_period double precision[], p_owner text)
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
@@ -439,11 +558,16 @@ DECLARE
     v_seq bigint;
     v_moved integer;
     v_key text;
+    v_owner text;
 BEGIN
-    SELECT id, status, last_seq INTO v_run, v_status, v_seq
+    SELECT id, status, last_seq, owner INTO v_run, v_status, v_seq, v_owner
     FROM runs WHERE run_id = p_run_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no run with id %', p_run_id USING ERRCODE = 'PL001';
+    END IF;
+    IF p_owner IS NOT NULL AND v_owner IS DISTINCT FROM p_owner THEN
+        RAISE EXCEPTION 'run % is driven by %, not %', p_run_id, v_owner, p_owner
+            USING ERRCODE = 'PL006', DETAIL = coalesce(v_owner, '');
     END IF;
     IF cardinality(p_w_step) + cardinality(p_t_step) > 0 THEN
         PERFORM FROM tickets AS t
@@ -593,125 +717,6 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.plait_key_admits(p_id bigint, p_key text, p_limit integer, p_status text, p_holder text, p_owner text, p_lease double precision, p_shift double precision)
- RETURNS boolean
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    v_taken bigint;
-BEGIN
-    IF p_key IS NULL OR p_status NOT IN ('pending', 'waiting')
-            OR p_holder IS NOT DISTINCT FROM p_owner THEN
-        RETURN true;
-    END IF;
-    PERFORM pg_advisory_xact_lock(1886151019, hashtext(p_key));
-    SELECT count(*) INTO v_taken FROM runs
-    WHERE concurrency_key = p_key AND id <> p_id
-      AND status IN ('pending', 'running', 'waiting')
-      AND (status = 'running'
-           OR (owner IS NOT NULL
-               AND (owner_seen_at IS NULL  -- never stale, as in claim_run
-                    OR owner_seen_at >= now() + make_interval(secs => p_shift - p_lease))));
-    RETURN v_taken < coalesce(p_limit, 1);
-END;
-$function$;
-
-CREATE OR REPLACE FUNCTION public.plait_complete_attempts(p_worker text, p_run_ids text[], p_steps text[], p_attempts integer[], p_fallbacks boolean[], p_tokens text[], p_kinds text[], p_outputs json[], p_errors json[], p_at double precision[], p_notes json[], p_noted double precision, p_logs json[])
- RETURNS boolean[]
- LANGUAGE plpgsql
- SET enable_seqscan TO 'off'
-AS $function$
-DECLARE
-    v_done bigint[];  -- the items that count, by position (from 1)
-    v_freed integer;
-BEGIN
-    PERFORM FROM runs AS r
-    WHERE r.id IN (
-        WITH items AS (
-            SELECT i.*, k.id AS run,
-                   row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
-                                                   i.fallback, i.token ORDER BY i.n) AS nth
-            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
-                 WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
-            JOIN runs AS k ON k.run_id = i.run_id)
-        SELECT i.run FROM items AS i
-        WHERE i.nth > 1 OR NOT EXISTS (
-            SELECT FROM tickets AS t
-            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
-              AND t.fallback = i.fallback AND t.token = i.token
-              AND t.claimed_by = p_worker))
-    ORDER BY r.id
-    FOR NO KEY UPDATE;
-    WITH items AS (
-        SELECT i.*, k.id AS run,
-               row_number() OVER (PARTITION BY i.run_id, i.step_id, i.attempt,
-                                               i.fallback, i.token ORDER BY i.n) AS nth
-        FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_tokens)
-             WITH ORDINALITY AS i(run_id, step_id, attempt, fallback, token, n)
-        JOIN runs AS k ON k.run_id = i.run_id)
-    SELECT coalesce(array_agg(held.n), '{}') INTO v_done
-    FROM (SELECT i.n FROM tickets AS t
-          JOIN items AS i ON t.run = i.run AND t.step_id = i.step_id
-                         AND t.attempt = i.attempt AND t.fallback = i.fallback
-          WHERE i.nth = 1 AND t.token = i.token AND t.claimed_by = p_worker
-          ORDER BY t.run, t.step_id, t.attempt, t.fallback
-          FOR UPDATE OF t) AS held;
-    IF cardinality(v_done) > 0 THEN
-        WITH items AS (
-            SELECT i.*, k.id AS run
-            FROM unnest(p_run_ids, p_steps, p_attempts, p_fallbacks, p_kinds, p_outputs,
-                        p_errors, p_at, p_logs) WITH ORDINALITY
-                 AS i(run_id, step_id, attempt, fallback, kind, output, error, at, logs,
-                      n)
-            JOIN runs AS k ON k.run_id = i.run_id
-            WHERE i.n = ANY (v_done)),
-        gone AS (
-            DELETE FROM tickets AS t
-            USING items AS i
-            WHERE t.run = i.run AND t.step_id = i.step_id AND t.attempt = i.attempt
-              AND t.fallback = i.fallback
-            RETURNING t.token, t.pool, t.pool_limit),
-        stored AS (
-            INSERT INTO outcomes (run, step_id, attempt, fallback, kind, output, error,
-                                  worker, at, logs)
-            SELECT i.run, i.step_id, i.attempt, i.fallback, i.kind, i.output, i.error,
-                   p_worker, i.at, i.logs
-            FROM items AS i ORDER BY i.n)
-        SELECT count(*) INTO v_freed FROM gone
-        WHERE pool IS NOT NULL AND pool_limit IS NOT NULL;
-        PERFORM pg_notify('plait_outcome', d.run_id)
-        FROM (SELECT DISTINCT p_run_ids[n] AS run_id FROM unnest(v_done) AS n) AS d;
-        IF v_freed > 0 THEN
-            PERFORM pg_notify('plait_work', '');
-        END IF;
-    END IF;
-    IF cardinality(v_done) < cardinality(p_tokens) THEN
-        PERFORM FROM runs AS r
-        WHERE r.run_id IN (SELECT p_run_ids[n]
-                           FROM generate_subscripts(p_run_ids, 1) AS n
-                           WHERE NOT (n = ANY (v_done)))
-        ORDER BY r.id
-        FOR NO KEY UPDATE;
-        WITH late AS (
-            SELECT k.id AS run, i.step_id, i.note,
-                   row_number() OVER (PARTITION BY k.id ORDER BY i.n) AS nth
-            FROM unnest(p_run_ids, p_steps, p_notes) WITH ORDINALITY
-                 AS i(run_id, step_id, note, n)
-            JOIN runs AS k ON k.run_id = i.run_id
-            WHERE NOT (i.n = ANY (v_done))),
-        noted AS (
-            INSERT INTO events (run, seq, at, kind, step_id, data)
-            SELECT l.run, r.last_seq + l.nth, p_noted, 'note', l.step_id, l.note
-            FROM late AS l JOIN runs AS r ON r.id = l.run)
-        UPDATE runs AS r SET last_seq = r.last_seq + c.notes
-        FROM (SELECT run, count(*) AS notes FROM late GROUP BY run) AS c
-        WHERE r.id = c.run;
-    END IF;
-    RETURN ARRAY(SELECT n = ANY (v_done)
-                 FROM generate_series(1, cardinality(p_tokens)) AS n ORDER BY n);
-END
-$function$;
-
 INSERT INTO plait_migrations (version, name) VALUES (1, '0001_initial.sql');
 INSERT INTO plait_migrations (version, name) VALUES (2, '0002_schedule_fires.sql');
 INSERT INTO plait_migrations (version, name) VALUES (3, '0003_attempt_tickets.sql');
@@ -720,3 +725,4 @@ INSERT INTO plait_migrations (version, name) VALUES (5, '0005_concurrency_keys.s
 INSERT INTO plait_migrations (version, name) VALUES (6, '0006_attempt_workers_and_logs.sql');
 INSERT INTO plait_migrations (version, name) VALUES (7, '0007_notifications.sql');
 INSERT INTO plait_migrations (version, name) VALUES (8, '0008_step_cache.sql');
+INSERT INTO plait_migrations (version, name) VALUES (9, '0009_batch_owner.sql');
