@@ -76,6 +76,11 @@ class RunError(PlaitError):
     """A run cannot be started, resumed or changed as asked."""
 
 
+class RunTakenOver(RunError):
+    """The process driving a run found, at its heartbeat, that another process took the
+    run over (its lease on the run ran out): it stops driving the run, writing nothing."""
+
+
 class RunNotFound(RunError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -246,10 +251,14 @@ class InterruptedAttempt(StepError):
     """An attempt that was running when the process executing it stopped: it counts as a
     failed attempt and retries under the step's policy (SPEC 6)."""
 
-    def __init__(self, worker: str | None, *, step: str) -> None:
+    def __init__(self, worker: str | None, *, step: str, taken_over: bool = False) -> None:
         self.worker = worker
+        # taken_over: found by a worker that took the run over from its driver (the
+        # attempt ran in the driver's process, and its lease on the run ran out)
+        why = "; its lease on the run ran out and another worker took the run over" \
+            if taken_over else ""
         super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
-                         f"stopped", step=step)
+                         f"stopped{why}", step=step)
 
 
 class NetworkRefused(StepError):

@@ -196,6 +196,7 @@ async def test_an_expired_lease_is_reaped_retried_elsewhere_and_its_late_result_
             ghost_lease = taken[0] if taken else ghost_lease
             return ghost_lease is not None
         driver._claim_loop = _never  # type: ignore[method-assign]
+        driver.eager = False
         await drive.stop()
         drive = _Workers(_no_claims(_worker(store, "driver", lease=0.5)))
         await _until(ghost_claims)
@@ -224,6 +225,7 @@ async def _never() -> None:
 def _no_claims(worker: Worker) -> Worker:
     """A worker that drives runs and reaps, but executes nothing."""
     worker._claim_loop = _never  # type: ignore[method-assign]
+    worker.eager = False
     return worker
 
 

@@ -488,8 +488,13 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
               metavar="N", help="Runs this worker drives (decides for) at once.")
 @click.option("--no-listen", is_flag=True,
               help="Do not LISTEN for PostgreSQL notifications: poll only.")
+@click.option("--no-eager", is_flag=True,
+              help="Run no attempt of the runs this worker drives without a ticket: every "
+              "attempt waits for a claim, in priority order across the cluster (by "
+              "default a driver with a free slot runs the attempt itself).")
 def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
-           poll: float, grace: float, max_runs: int, no_listen: bool) -> None:
+           poll: float, grace: float, max_runs: int, no_listen: bool,
+           no_eager: bool) -> None:
     """Run the steps of stored runs: one worker of a cluster (SPEC 7).
 
     Start any number of workers, on any hosts, on one shared store (PostgreSQL; a
@@ -500,6 +505,11 @@ def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
 
     On PostgreSQL a worker is woken by LISTEN/NOTIFY and polls every --poll as a
     fallback. It logs to stderr: one line at start, one when it has drained.
+
+    A worker driving a run runs the run's ready attempts itself while it has free
+    slots (eager attempts: stored running first, no ticket, no claim); the rest, and
+    every attempt of a step with a pool or a circuit breaker, become tickets any
+    worker claims.
 
     SIGTERM or SIGINT drains: no new claims and no new runs, the runs it drives are
     handed to other workers at once, running attempts finish (or after --grace are
@@ -516,7 +526,7 @@ def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
 
     finish(worker_command(WorkerOptions(
         db=db, concurrency=concurrency, imports=imports, lease=lease, poll=poll,
-        grace=grace, max_runs=max_runs, listen=not no_listen)))
+        grace=grace, max_runs=max_runs, listen=not no_listen, eager=not no_eager)))
 
 
 @cli.command()

@@ -56,6 +56,7 @@ class WorkerOptions:
     grace: float
     max_runs: int
     listen: bool
+    eager: bool = True
 
 
 class ImportRefused(Exception):
@@ -162,11 +163,12 @@ async def _serve(store: Store, options: WorkerOptions) -> ExitCode:
         notifications = PgNotifications(options.db)
     worker = Worker(store, concurrency=options.concurrency, lease=options.lease,
                     poll=options.poll, grace=options.grace, max_runs=options.max_runs,
-                    notifications=notifications)
+                    notifications=notifications, eager=options.eager)
     wakeups = "LISTEN/NOTIFY and polling" if notifications is not None else "polling only"
     _log.info("plait worker %s started: db %s, concurrency %d, lease %gs, poll %gs, "
-              "grace %gs, %s", worker.name, shown_url(options.db), options.concurrency,
-              options.lease, options.poll, options.grace, wakeups)
+              "grace %gs, %s%s", worker.name, shown_url(options.db), options.concurrency,
+              options.lease, options.poll, options.grace, wakeups,
+              "" if options.eager else ", no eager attempts")
     task = asyncio.create_task(worker.run())
     signals = _handle_signals(worker, task, options.grace)
     try:

@@ -29,6 +29,20 @@ and brings the outcomes that workers put in the run's inbox back to the loop.
   (a lost lease) never reaches the inbox, and its notes are discarded with it.
 - ``cancel`` withdraws the ticket (a worker holding it loses its lease) and reports
   ``cancelled`` on the next turn of the event loop.
+- **Eager attempts** (``slots``: the driving worker's free slots, ``LocalSlots``).  An
+  attempt the driving worker has a free slot for, and can run itself, gets no ticket:
+  the loop asks ``reserve`` before it begins the attempt (which then names this
+  worker), the attempt is stored ``running`` by the batch like any other, and runs in
+  this process once that batch is committed (``committed``), as a local run's attempt
+  does; its outcome goes straight to the loop (no inbox, no claim, no notification).
+  Steps with a pool or a circuit breaker, whose limits are judged store-wide, and steps
+  this worker cannot load, always get a ticket, and so do fallbacks.  Such an attempt
+  lives as long as the driver's lease on the run: if the worker dies, the run's next
+  driver counts it interrupted (no ticket, no outcome), as a resumed run does; if the
+  worker was only paused and the run was taken over meanwhile, its batches are refused
+  (``WriteBatch.owner``) and ``discarded`` lists the results that were lost with them
+  (the worker records each as a late result).  Temporal's eager activity dispatch does
+  the same for an activity its workflow's worker has a slot for.
 """
 
 from __future__ import annotations
@@ -36,7 +50,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Protocol
 
 from ..core.model import JSONDict
 from ..core.retry import ErrorInfo
@@ -44,9 +59,11 @@ from ..core.runstate import RunState
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import StoreError
-from ..steps.registry import StepCall
+from ..steps.registry import StepCall, StepFunction
 from ..store.base import AttemptKey, Outcome, Store, Ticket
+from .binding import import_call
 from .context import StepLog
+from .runner import AttemptRunner, attempt_functions, item_function
 from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
 
 _log = logging.getLogger("plait.engine")
@@ -149,6 +166,39 @@ def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
     return payload
 
 
+class LocalSlots(Protocol):
+    """The driving worker's share of its ``--concurrency`` for eager attempts."""
+
+    @property
+    def name(self) -> str: ...  # the worker: the attempts' worker in history
+
+    def take(self) -> bool: ...  # a slot, if one is free (and the worker not draining)
+
+    def release(self) -> None: ...  # the attempt's body ended
+
+    # outcomes stored (stored=True), or never to be (the run's loop ended first)
+    def settled(self, count: int, stored: bool) -> None: ...
+
+    # an eager attempt's task: the worker's, not the run loop's, so that an attempt
+    # outlives a loop that stopped driving its run (taken over), as a ticket's does
+    def spawn(self, body: Coroutine[object, object, None]) -> asyncio.Task[None]: ...
+
+    # an eager attempt ended after its run's loop stopped: its result is discarded,
+    # and noted in the run's history
+    def late(self, run_id: str, key: AttemptKey) -> None: ...
+
+
+class _Eager:
+    """An eager attempt: run by this process once the batch storing it is committed."""
+
+    __slots__ = ("call", "started", "task")
+
+    def __init__(self, call: StepCall) -> None:
+        self.call = call
+        self.started = False
+        self.task: asyncio.Task[None] | None = None
+
+
 class ClaimSource:
     """Attempts as tickets, outcomes from the inbox (see the module docstring)."""
 
@@ -157,7 +207,8 @@ class ClaimSource:
     def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store, *,
                  run_id: str, poll: float = 1.0, priority: float = 0.0,
                  in_flight: dict[int, AttemptKey] | None = None,
-                 subscribe: Subscribe | None = None) -> None:
+                 subscribe: Subscribe | None = None,
+                 slots: LocalSlots | None = None) -> None:
         self._checked = checked
         self._state = state
         self._store = store
@@ -182,11 +233,30 @@ class ClaimSource:
         self._report: Report | None = None
         self._reader: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        # eager attempts (module docstring)
+        self._slots = slots
+        self._fns: tuple[StepFunction, ...] = ()  # the run's attempt functions, if loadable
+        self._runner: AttemptRunner | None = None
+        self._eligible: dict[int, bool] = {}  # per step of the graph: may run here
+        self._reserved: set[int] = set()  # reserve()d, not started yet
+        self._eager: set[_Eager] = set()  # started, body not ended
+        self._to_commit: list[_Eager] = []  # started since the last batch
+        self._committing: list[_Eager] = []  # in the batch being written
+        self._eager_keys: set[AttemptKey] = set()  # eager attempts whose outcome is due
+        self._ended: list[AttemptKey] = []  # outcomes applied since the last batch
+        self._storing: list[AttemptKey] = []  # ... in the batch being written
+        self._unsettled = 0  # slots taken whose outcome is not stored yet
 
     # ------------------------------------------------------------- the contract
 
     def open(self, spawn: Spawn, report: Report) -> None:
         self._report = report
+        if self._slots is not None:
+            self._fns = self._functions()
+            if self._fns:
+                self._runner = AttemptRunner(self._fns, self._checked.spec.limits
+                                             .max_output_bytes, time.time,
+                                             self._eager_report)
         if self._subscribe is not None:
             self._unsubscribe = self._subscribe(self._run_id, self._wake.set)
         self._reader = spawn(self._read())
@@ -202,7 +272,53 @@ class ClaimSource:
             self._wake.set()  # their outcomes may be in the inbox already
         return adopted
 
-    def start(self, call: StepCall, fallback: bool) -> AttemptKey:
+    def reserve(self, i: int) -> bool:
+        """Whether the attempt the loop is about to begin for step ``i`` runs in this
+        process (a slot of the driving worker taken for it); False: it gets a ticket."""
+        slots = self._slots
+        if slots is None or self._runner is None:
+            return False
+        at = self._state.graph_index(i)
+        eligible = self._eligible.get(at)
+        if eligible is None:
+            eligible = self._eligible[at] = self._can_run(at)
+        if not eligible or not slots.take():
+            return False
+        self._reserved.add(i)
+        self._unsettled += 1
+        return True
+
+    def _functions(self) -> tuple[StepFunction, ...]:
+        try:
+            return attempt_functions(self._checked)
+        except Exception:  # noqa: BLE001 - a step this worker cannot load: tickets only
+            return ()
+
+    def _can_run(self, at: int) -> bool:
+        """A step this process may run itself: no store-wide limit, and loadable."""
+        step = self._checked.spec.steps[at]
+        if step.item is not None:  # a map: its items are what runs
+            step = step.item
+        if step.pool is not None or step.circuit_breaker is not None:
+            return False
+        try:
+            call = step.config.get("call") if step.type == "python" else None
+            if isinstance(call, str) and step.func is None:
+                import_call(call)
+            if step is not self._checked.spec.steps[at]:
+                item_function(self._checked, self._checked.graph.ids[at])
+        except Exception:  # noqa: BLE001 - another worker may load it: a ticket
+            return False
+        return True
+
+    def start(self, call: StepCall, fallback: bool) -> object:
+        if not fallback and call.index in self._reserved:
+            self._reserved.discard(call.index)
+            eager = _Eager(call)
+            self._to_commit.append(eager)
+            self._eager.add(eager)
+            self._eager_keys.add((call.step.id, call.attempt, False))
+            return eager
         step = call.step
         pool = step.pool
         spec = self._checked.spec.pools[pool] if pool is not None else None
@@ -221,6 +337,9 @@ class ClaimSource:
         return ticket.key
 
     def cancel(self, handle: object) -> None:
+        if isinstance(handle, _Eager):
+            self._cancel_eager(handle)
+            return
         key: AttemptKey = handle  # type: ignore[assignment]
         i = self._out.pop(key, None)
         if i is None:
@@ -235,6 +354,9 @@ class ClaimSource:
                 report, (i, key[1], "cancelled", None, None, key[2]))
 
     def claims(self) -> Claims | None:
+        if self._to_commit or self._ended:
+            self._committing, self._to_commit = self._to_commit, []
+            self._storing, self._ended = self._ended, []
         if not (self._dispatch or self._consumed or self._withdrawn):
             return None
         taken = (self._dispatch, self._consumed, self._withdrawn, self._notes)
@@ -248,8 +370,83 @@ class ClaimSource:
             if key in from_inbox:
                 from_inbox.discard(key)
                 self._consume(key, self._logs.pop(key, []))
+            elif key in self._eager_keys:  # an eager attempt's: stored by the next batch
+                self._eager_keys.discard(key)
+                self._ended.append(key)
+
+    def committed(self) -> None:
+        """The batch ``claims`` last gave was stored: its eager attempts start, and the
+        outcomes it applied are settled."""
+        slots, run = self._slots, self._run_eager
+        if slots is not None and self._report is not None:
+            for eager in self._committing:
+                if eager in self._eager:  # (not cancelled meanwhile)
+                    eager.task = slots.spawn(run(eager))
+        self._committing = []
+        if self._storing:
+            self._give_back(len(self._storing), True)
+            self._storing = []
+
+    def discarded(self) -> list[AttemptKey]:
+        """The eager attempts whose results were applied but never stored: their
+        batch was refused (the run was taken over), or never written."""
+        return [*self._storing, *self._ended]
+
+    def _eager_report(self, outcome: Reported) -> None:
+        """An eager attempt's outcome: to the loop, or, once the loop stopped driving
+        the run, a late result (a cancelled attempt leaves none)."""
+        report = self._report
+        if report is not None:
+            report(outcome)
+            return
+        i, attempt, kind, _output, _error, fallback = outcome
+        if kind != "cancelled" and self._slots is not None:
+            self._slots.late(self._run_id, (self._state.ids[i], attempt, fallback))
+
+    async def _run_eager(self, eager: _Eager) -> None:
+        eager.started = True
+        runner = self._runner
+        assert runner is not None
+        try:
+            await runner.run(eager.call, False)
+        finally:
+            self._end_eager(eager)
+
+    def _end_eager(self, eager: _Eager) -> None:
+        if eager in self._eager:
+            self._eager.discard(eager)
+            if self._slots is not None:
+                self._slots.release()
+
+    def _cancel_eager(self, eager: _Eager) -> None:
+        task = eager.task
+        if task is not None:
+            task.cancel()
+        if eager.started:
+            return  # the runner reports how it ended
+        # never started (not committed yet, or cancelled before its first step): no
+        # body ran, so no outcome comes from the runner; the loop is told here
+        self._to_commit = [e for e in self._to_commit if e is not eager]
+        self._end_eager(eager)
+        report = self._report
+        if report is not None:
+            call = eager.call
+            asyncio.get_running_loop().call_soon(
+                report, (call.index, call.attempt, "cancelled", None, None, False))
+
+    def _give_back(self, count: int, stored: bool) -> None:
+        self._unsettled -= count
+        if self._slots is not None:
+            self._slots.settled(count, stored)
 
     def close(self) -> None:
+        for eager in list(self._eager):
+            if eager.task is None:  # never started: its slot is freed here
+                self._end_eager(eager)
+        # started ones run on (the worker's tasks): their results, if the run's loop
+        # stopped before them, are late (``LocalSlots.late``)
+        if self._unsettled > 0:  # no outcome of this run is stored by this driver now
+            self._give_back(self._unsettled, False)
         if self._unsubscribe is not None:
             self._unsubscribe()
         if self._reader is not None:

@@ -27,7 +27,7 @@ from ..core.retry import ErrorInfo
 from ..core.runstate import RunState
 from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import InterruptedAttempt, RunError
+from ..errors import InterruptedAttempt, RunError, RunTakenOver
 from ..steps.registry import StepCall, StepType, get_step_type
 from ..store.base import RunChange, RunRecord
 from ..store.memory import MemoryStore
@@ -135,10 +135,15 @@ class RunLoop:
         # the commit that stores the attempt; the run's lease is heartbeated whatever
         # the store, since other processes may take the run over
         self._remote = source.remote
+        # a remote source that runs some attempts in this process (``ClaimSource``'s
+        # eager attempts): asked before each attempt begins whether it runs here
+        self._reserve: Callable[[int], bool] | None = None
         if self._remote:
             self._polls = True
             self._write_now = None
             self.writer.claims = source.claims
+            self._reserve = getattr(source, "reserve", None)
+            self.writer.committed = getattr(source, "committed", None)
         self._detached = False
         self._aio: asyncio.AbstractEventLoop
         self._held_change: RunChange | None = None  # the run's start, see _start
@@ -266,7 +271,8 @@ class RunLoop:
                 self._slots.hold(pool, now)
         for i in state.interrupted:  # resumed: those attempts died with their process
             error = error_info(InterruptedAttempt(state.rows[i].worker,
-                                                  step=state.steps[i].id))
+                                                  step=state.steps[i].id,
+                                                  taken_over=self._remote))
             self._apply(i, "interrupted", None, error, False, now)
         state.interrupted.clear()
         for i in state.waiting_steps():
@@ -325,6 +331,7 @@ class RunLoop:
         # names it (``ClaimSource``)
         running, steps, types, worker, view = state.running, state.steps, self._types, \
             None if self._remote else self._worker, self.view
+        reserve = self._reserve
         while len(running) < limit:
             i = state.pop_ready()
             if i is None:
@@ -336,10 +343,13 @@ class RunLoop:
             step_type = types[i]
             inline = self._inline[i]
             here = inline is not None and step.fallback is None and step.timeout is None
-            # a cluster's driver runs inline steps itself and parks others: it is their
-            # worker; a ticket's worker is named by whoever claims it
-            attempt = state.begin(i, now, self._worker if here or step_type.parks
-                                  else worker)
+            # a cluster's driver runs inline steps itself and parks others, and runs
+            # the attempts it has a slot for (eager): it is their worker; a ticket's
+            # worker is named by whoever claims it
+            if here or step_type.parks or (reserve is not None and reserve(i)):
+                attempt = state.begin(i, now, self._worker)
+            else:
+                attempt = state.begin(i, now, worker)
             if step_type.parks:
                 state.wait(i, now)
                 self.approvals.park(i)
@@ -500,7 +510,7 @@ class RunLoop:
             self._decisions_due = True
         if not await self.store.heartbeat(run_id, self._worker, now):
             # Someone else took the run over (our lease ran out): stop, never write.
-            raise RunError(f"run {run_id!r} was taken over by another process "
+            raise RunTakenOver(f"run {run_id!r} was taken over by another process "
                            f"({run.owner}); this process stops executing it")
 
     # ------------------------------------------------------------- the end

@@ -34,14 +34,14 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..core.mapping import item_step, split_item_id
-from ..core.model import JSON
+from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import CircuitOpenError, RunBusy, StoreError
+from ..errors import CircuitOpenError, RunBusy, RunTakenOver, StaleWriteError, StoreError
 from ..steps.builtin import declared_keys
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
-from ..store.base import AttemptKey, Lease, Outcome, Store
+from ..store.base import AttemptKey, Lease, Outcome, Store, WriteBatch, late_result_note
 from .binding import import_call
 from .breakers import SharedBreaker
 from .children import ChildRuns
@@ -148,6 +148,57 @@ async def in_flight(store: Store, run_id: str, state: RunState) -> dict[int, Att
 VIEWS_KEPT = 64  # runs whose view a worker keeps for their next attempts (_view)
 
 
+class _LocalSlots:
+    """The worker's ``--concurrency`` as the runs it drives see it (``LocalSlots``):
+    an eager attempt takes a slot a claimed ticket would otherwise take."""
+
+    __slots__ = ("_worker", "busy", "tasks", "unsettled")
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self.busy = 0  # eager attempts whose body runs (or is about to)
+        self.unsettled = 0  # eager attempts whose outcome is not stored yet
+        self.tasks: set[asyncio.Task[None]] = set()  # eager attempts running
+
+    @property
+    def name(self) -> str:
+        return self._worker.name
+
+    def take(self) -> bool:
+        worker = self._worker
+        if not worker.eager or worker.draining \
+                or self.busy + len(worker._tasks) >= worker.concurrency:
+            return False
+        self.busy += 1
+        self.unsettled += 1
+        return True
+
+    def release(self) -> None:
+        self.busy -= 1
+        worker = self._worker
+        if worker._backlog:  # a slot is free for tickets that may be left
+            worker._work.set()
+
+    def settled(self, count: int, stored: bool) -> None:
+        self.unsettled -= count
+        if stored:
+            self._worker.completed += count
+
+    def spawn(self, body: Coroutine[object, object, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(body)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def late(self, run_id: str, key: AttemptKey) -> None:
+        worker = self._worker
+        _log.warning("worker %s: the result of eager attempt %d of step %r (run %s) was "
+                     "discarded: the run was taken over", worker.name, key[1], key[0],
+                     run_id, extra={"run_id": run_id, "step_id": key[0],
+                                    "worker": worker.name})
+        self.spawn(worker._note_discarded(run_id, [key]))
+
+
 class Worker:
     """See the module docstring."""
 
@@ -155,7 +206,7 @@ class Worker:
                  poll: float = 1.0, grace: float = 30.0, name: str | None = None,
                  max_runs: int = 100, schedules: bool = True,
                  notifications: Notifications | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, eager: bool = True) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self.store = store
@@ -166,6 +217,9 @@ class Worker:
         self.name = name or default_worker_id()
         self.max_runs = max_runs
         self.clock = clock
+        # the runs it drives run their attempts here while it has free slots (eager
+        # attempts, ``ClaimSource``); False: every attempt waits for a claim
+        self.eager = eager
         self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
         # a child run of a `workflow`/`loop` step is a pending run any worker drives
         self.engine.services.children = ChildRuns(self.engine, drive=False)
@@ -189,7 +243,10 @@ class Worker:
         self._stop = asyncio.Event()
         self._runs = asyncio.Event()  # a run may need a driver, or stop
         self.draining = False
-        self.completed = 0  # attempts this worker completed (stored in an inbox)
+        # attempts this worker executed whose outcome was stored: a ticket's in the
+        # inbox, an eager attempt's (of a run it drives) with the run's batch
+        self.completed = 0
+        self._slots = _LocalSlots(self)
 
     # ------------------------------------------------------------- lifecycle
 
@@ -222,24 +279,34 @@ class Worker:
         finally:
             for task in loops:
                 task.cancel()
-            for task in (*self._tasks.values(), *self._driving.values()):
+            for task in (*self._tasks.values(), *self._driving.values(),
+                         *self._slots.tasks):
                 task.cancel()
             await asyncio.gather(*loops, *self._tasks.values(), *self._driving.values(),
-                                 return_exceptions=True)
+                                 *self._slots.tasks, return_exceptions=True)
 
     async def _drain(self) -> None:
+        # the eager attempts of the runs it drives finish first (no new one starts:
+        # draining), and their outcomes are stored by their runs' drivers; then the
+        # runs are let go
+        deadline = time.monotonic() + self.grace
+        while self._slots.unsettled > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         drivers = list(self._driving.items())
         for run_id, task in drivers:
             self.engine.detach(run_id)
             task.cancel()
         await asyncio.gather(*(t for _, t in drivers), return_exceptions=True)
-        running = list(self._tasks.values())
+        eager = list(self._slots.tasks)  # of runs taken over meanwhile, or past grace
+        running = [*self._tasks.values(), *eager]
         if running:
             await asyncio.wait(running, timeout=self.grace)
         for token, task in list(self._tasks.items()):
             if not task.done():
                 self._abandoned[token] = "drained"
                 task.cancel()
+        for task in eager:
+            task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
         deadline = time.monotonic() + max(self.lease, 1.0)
         while (self._finished or self._tokens) and time.monotonic() < deadline:
@@ -256,7 +323,7 @@ class Worker:
         delay = self.poll
         while not self.draining:
             self._work.clear()  # before claiming: a wake-up during the claim is kept
-            free = self.concurrency - len(self._tasks)
+            free = self.concurrency - len(self._tasks) - self._slots.busy
             # whether a slot freeing should claim again: only when tickets may be left
             # (the claim filled every free slot, failed, or there was no slot to claim
             # with); a claim that took fewer saw none left, and a ticket stored since
@@ -531,7 +598,10 @@ class Worker:
                 if now - last_reap >= self.lease / 2:
                     last_reap = now
                     await self.store.reap_expired()
-                free = self.max_runs - len(self._driving)
+                # a look takes at most --concurrency runs, so the runs waiting spread
+                # over the workers (each drives what it can also run); a run ending
+                # looks again at once
+                free = min(self.max_runs - len(self._driving), self.concurrency)
                 if free > 0:
                     for run_id in await self.store.runs_to_drive(self.lease, free):
                         if run_id not in self._driving and not self.draining:
@@ -554,8 +624,16 @@ class Worker:
             state = await self.engine.restore(run, checked)
             source = ClaimSource(checked, state, self.store, run_id=run_id, poll=self.poll,
                                  in_flight=await in_flight(self.store, run_id, state),
-                                 subscribe=self.subscribe)
-            await self.engine.execute(checked, run, state, source=source)
+                                 subscribe=self.subscribe, slots=self._slots)
+            try:
+                await self.engine.execute(checked, run, state, source=source)
+            except (StaleWriteError, RunTakenOver) as exc:
+                # taken over while this worker was paused past its lease: the results
+                # of its eager attempts not stored yet are lost (a refused batch, or
+                # one never written); each is noted, as a late ticket result is
+                _log.warning("worker %s: run %s was taken over (%s)", self.name, run_id,
+                             exc, extra={"run_id": run_id, "worker": self.name})
+                await self._note_discarded(run_id, source.discarded())
         except RunBusy:
             pass
         except asyncio.CancelledError:
@@ -567,6 +645,18 @@ class Worker:
                 await self.store.release_run(run_id, self.name)
         finally:
             self._driving.pop(run_id, None)
+            self._runs.set()  # room for another run
+
+    async def _note_discarded(self, run_id: str, keys: list[AttemptKey]) -> None:
+        """History notes for eager results a refused batch lost (as a late ticket
+        result leaves: ``late_result_note``), written without an owner."""
+        if not keys:
+            return
+        notes: list[tuple[str | None, JSONDict]] = [
+            (step, late_result_note(step, attempt, fallback, self.name))
+            for step, attempt, fallback in keys]
+        with contextlib.suppress(StoreError):
+            await self.store.write(WriteBatch(run_id, notes=notes))
 
 
 SLA_SWEEP_S = 30.0  # how often runs past their SLA are looked for (sla_breached)
