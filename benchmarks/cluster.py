@@ -2,7 +2,7 @@
 10,000-step fan-out and recovery after a SIGKILL, as a user runs them.
 
     python benchmarks/cluster.py [--db postgresql://postgres@127.0.0.1:5432/test]
-        [--workers 4] [--concurrency 8] [--quick] [--out FILE] [--md FILE]
+        [--workers 4] [--concurrency 32] [--quick] [--out FILE] [--md FILE]
 
 Every measurement gets a fresh database (created from ``--db``'s server, dropped
 after).  Workers are real ``plait worker`` processes (``--import cluster_steps``, run
@@ -10,20 +10,29 @@ from this directory); runs are started the way the README shows (``plait run FIL
 --db URL --detach``), and every step is ``cluster_steps.body``: it takes its parents'
 outputs and returns a JSON object, as the per-step benchmarks' steps do.  Each run
 must complete with the expected output (``workloads.Workload.expected_output``); a
-run that does not is an error, not a number.
+run that does not is an error, not a number.  The harness waits with one ``psql``
+count per 0.2 s (a ``plait show`` per poll would take CPU the workers need) and
+reads every run with ``plait show --json`` at the end.
 
-- **throughput**: 25 runs of 40 steps (4 layers of 10, each step reading every step of
-  the layer above) started at once on ``--workers`` workers: steps per second from the
-  first body's start to the last body's end, and as a ratio to ``pgbench`` (4 clients,
-  a 2-statement transaction: an UPDATE and a SELECT of one account) run on the same
-  server just before and just after (the mean of the two).
-- **latency**: one 200-step chain on idle workers, and again (50 steps) with workers
-  that only poll (``--no-listen``, ``--poll 1s``): per edge, from the parent body's
-  return to the child body's start (p50, p90, p99).
+- **throughput**: 100 runs of 40 steps (4 layers of 10, each step reading every step
+  of the layer above), stored first, then run by ``--workers`` workers started
+  together: steps per second from the first body's start to the last body's end, and
+  as a ratio to ``pgbench`` (4 clients, a 2-statement transaction: an UPDATE and a
+  SELECT of one account) run on the same server just before and just after (the mean
+  of the two).  Again with ``--concurrency 8`` and with ``--no-eager`` (reported).
+  With 100 runs of width 10 there are up to 1,000 ready steps for the workers' slots:
+  ``--concurrency`` decides how many a driver runs itself (eager) and how many go
+  through tickets, which is why both are reported.
+- **latency**: one 200-step chain on idle workers (the driver runs each child itself:
+  eager), again with ``--no-eager`` (each child a ticket, each outcome through the
+  inbox; LISTEN/NOTIFY wakes both sides), and (50 steps) with workers that also only
+  poll (``--no-listen``, ``--poll 1s``): per edge, from the parent body's return to the
+  child body's start (p50, p90, p99).
 - **fan-out**: one run 1 -> 10,000 -> 1 (``--quick``: 2,000): makespan and per-step cost.
 - **recovery**: a run whose one step sleeps 3 s, on 2 workers with a 2 s lease; the
   worker running it is SIGKILLed one second in; from the kill to the step's next
-  attempt starting on the other worker (the lease running out, then the reaper).
+  attempt starting on the other worker (the lease running out, then the reaper or the
+  takeover of the run).
 """
 
 from __future__ import annotations
@@ -192,20 +201,27 @@ def show(url: str, run_id: str) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
+def unfinished(url: str, run_ids: list[str]) -> int:
+    """How many of the runs have not ended, read with one psql query: waiting must not
+    take the CPU the measurement needs (a `plait show` per poll is a Python process
+    start, about a third of a core-second each)."""
+    ids = ",".join(f"'{r}'" for r in run_ids)  # run ids plait generated: hex only
+    out = subprocess.run(["psql", url, "-At", "-c",
+                          "SELECT count(*) FROM runs WHERE status NOT IN "
+                          f"('completed', 'failed', 'cancelled') AND run_id IN ({ids})"],
+                         check=True, env=PSQL_ENV, capture_output=True, text=True).stdout
+    return int(out.split()[-1])
+
+
 def wait_all(url: str, run_ids: list[str], timeout: float) -> list[dict[str, Any]]:
+    """Wait until every run ended, then read each with `plait show --json`."""
+    assert all(re.fullmatch(r"[0-9a-f]+", r) for r in run_ids), run_ids
     deadline = time.monotonic() + timeout
-    pending = list(run_ids)
-    done: dict[str, dict[str, Any]] = {}
-    while pending:
+    while unfinished(url, run_ids):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{len(pending)} runs unfinished after {timeout}s")
-        time.sleep(0.5)
-        while pending:  # one run at a time: polling must not load the server it measures
-            shown = show(url, pending[0])
-            if shown.get("status") not in ("completed", "failed", "cancelled"):
-                break
-            done[pending.pop(0)] = shown
-    return [done[r] for r in run_ids]
+            raise RuntimeError(f"runs unfinished after {timeout}s")
+        time.sleep(0.2)
+    return [show(url, r) for r in run_ids]
 
 
 def outputs(shown: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -246,23 +262,36 @@ def pct(values: list[float], q: float) -> float:
 # ------------------------------------------------------------- measurements
 
 def throughput(server: str, workers: int, concurrency: int, tmp: Path,
-               runs: int) -> dict[str, Any]:
+               runs: int, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     work = layers()
     path = tmp / "layers.yaml"
     path.write_text(definition(work, "bench-layers"))
     with fresh_database(server, "plait_bench") as url:
         ids = [submit(url, path) for _ in range(runs)]
         before = commits(url)
-        with Cluster(url, workers, concurrency):
+        with Cluster(url, workers, concurrency, extra=extra):
             shown = wait_all(url, ids, 600)
         time.sleep(0.5)  # the workers' last statistics reach the server
         spent = commits(url) - before
     bodies = [out for s in shown for out in check(work, s).values()]
     start, end = min(o["t0"] for o in bodies), max(o["t1"] for o in bodies)
+    # the workers start together with the runs waiting: the first to be ready starts
+    # while the others still import and connect (about a third of a core-second each).
+    # "all up": from the moment every worker has started a body, the steps started
+    # since, to the last body's end (the rate of a cluster already running)
+    firsts: dict[int, float] = {}
+    for o in bodies:
+        firsts[o["pid"]] = min(firsts.get(o["pid"], o["t0"]), o["t0"])
+    all_up = max(firsts.values())
+    steady = sum(1 for o in bodies if o["t0"] >= all_up)
     # transactions per step: the workers' and this script's polling (plait show) both
     # count, so it is an upper bound of what the engine spends
-    return {"runs": runs, "steps": len(bodies), "seconds": round(end - start, 3),
+    return {"runs": runs, "concurrency": concurrency, "options": " ".join(extra),
+            "steps": len(bodies), "seconds": round(end - start, 3),
             "steps_per_s": round(len(bodies) / (end - start), 1),
+            "workers_that_ran_steps": len(firsts),
+            "all_up_after_s": round(all_up - start, 3), "all_up_steps": steady,
+            "all_up_steps_per_s": round(steady / (end - all_up), 1) if end > all_up else 0,
             "commits_per_step": round(spent / len(bodies), 2)}
 
 
@@ -352,6 +381,8 @@ def _row(what: str, measured: str, threshold: str, met: bool | None) -> str:
 def report(result: dict[str, Any], command: str) -> str:
     """The Markdown report (``--md``) that the README quotes."""
     tp, lat, poll = result["throughput"], result["latency_notify"], result["latency_poll_only"]
+    tp8, tickets, lat_tickets = result["throughput_c8"], result["throughput_no_eager"], \
+        result["latency_no_eager"]
     fan_out, rec = result["fanout"], result["recovery"]
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     lines = [
@@ -368,18 +399,26 @@ def report(result: dict[str, Any], command: str) -> str:
         _row(f"throughput, {tp['runs']} runs x 40 steps started at once",
              f"{tp['steps_per_s']:,} steps/s ({tp['steps']} steps in {tp['seconds']} s)",
              ">= 2,500 steps/s", tp["steps_per_s"] >= 2500),
+        _row(f"... the same with `--concurrency {tp8['concurrency']}`",
+             f"{tp8['steps_per_s']:,} steps/s ({tp8['seconds']} s)", "reported", None),
+        _row("... the same with `--no-eager` (every attempt a ticket: claim, inbox)",
+             f"{tickets['steps_per_s']:,} steps/s ({tickets['seconds']} s)", "reported",
+             None),
         _row("throughput / pgbench (4 clients, 2-statement transaction, same server)",
              f"{tp['ratio_to_pgbench']:.0%} (pgbench {result['pgbench_tps']['before']:,} "
              f"and {result['pgbench_tps']['after']:,} tps before and after)", ">= 75%",
              tp["ratio_to_pgbench"] >= 0.75),
         _row(f"dispatch latency, LISTEN/NOTIFY ({lat['edges']}-edge chain): p50",
              f"{lat['p50_ms']} ms", "< 5 ms", lat["p50_ms"] < 5),
-        _row("... of which: the parent's outcome reaching its run's driver and applied "
-             "(p50) / the child's ticket reaching a worker (p50)",
-             f"{lat['to_driver_p50_ms']} ms / {lat['to_worker_p50_ms']} ms", "reported", None),
         _row("dispatch latency, LISTEN/NOTIFY: p99",
              f"{lat['p99_ms']} ms (p90 {lat['p90_ms']} ms)", "< 50 ms", lat["p99_ms"] < 50),
-        _row(f"dispatch latency, polling only (`--no-listen --poll 1s`, "
+        _row(f"dispatch latency with `--no-eager` (every child a ticket: the parent's "
+             f"outcome through the inbox, the child's ticket claimed; {lat_tickets['edges']}"
+             f" edges)", f"p50 {lat_tickets['p50_ms']} ms (to the driver "
+             f"{lat_tickets['to_driver_p50_ms']} ms, to a worker "
+             f"{lat_tickets['to_worker_p50_ms']} ms), p99 {lat_tickets['p99_ms']} ms",
+             "reported", None),
+        _row(f"dispatch latency, polling only (`--no-eager --no-listen --poll 1s`, "
              f"{poll['edges']} edges)", f"p50 {poll['p50_ms']} ms, p99 {poll['p99_ms']} ms",
              "reported", None),
         _row(f"fan-out 1 -> {fan_out['steps'] - 2:,} -> 1 in one run",
@@ -397,7 +436,7 @@ def main() -> None:
     ap.add_argument("--db", default=os.environ.get(
         "PLAIT_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"))
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="throughput,latency,fanout,recovery",
                     help="the measurements to make, comma-separated (default: all)")
@@ -411,10 +450,14 @@ def main() -> None:
     result: dict[str, Any] = {"workers": args.workers, "concurrency": args.concurrency}
     only = set(args.only.split(","))
     if "throughput" in only:
+        runs = 20 if args.quick else 100
         before = pgbench(args.db, seconds)
         result["throughput"] = throughput(args.db, args.workers, args.concurrency, tmp,
-                                          10 if args.quick else 25)
+                                          runs)
         after = pgbench(args.db, seconds)
+        result["throughput_c8"] = throughput(args.db, args.workers, 8, tmp, runs)
+        result["throughput_no_eager"] = throughput(args.db, args.workers,
+                                                   args.concurrency, tmp, runs, NO_EAGER)
         tps = (before + after) / 2
         result["pgbench_tps"] = {"before": round(before, 1), "after": round(after, 1)}
         result["throughput"]["ratio_to_pgbench"] = round(
@@ -423,6 +466,8 @@ def main() -> None:
     if "latency" in only:
         result["latency_notify"] = latency(args.db, args.workers, args.concurrency, tmp,
                                            50 if args.quick else 200)
+        result["latency_no_eager"] = latency(args.db, args.workers, args.concurrency, tmp,
+                                             50 if args.quick else 200, NO_EAGER)
         result["latency_poll_only"] = latency(args.db, args.workers, args.concurrency,
                                               tmp, 20 if args.quick else 50, POLL_ONLY)
         save(result, args.out)
@@ -438,7 +483,8 @@ def main() -> None:
                                         + " ".join(sys.argv[1:])))
 
 
-POLL_ONLY: tuple[str, ...] = ("--no-listen",)
+NO_EAGER: tuple[str, ...] = ("--no-eager",)
+POLL_ONLY: tuple[str, ...] = ("--no-eager", "--no-listen")
 
 if __name__ == "__main__":
     main()

@@ -26,6 +26,7 @@ def body(ctx: Any) -> dict[str, Any]:
     value = step_value(ctx.step_id, [o for o in ctx.outputs.values() if o is not None])
     value["t0"] = started
     value["t1"] = time.time()
+    value["pid"] = os.getpid()  # which worker ran it
     return value
 
 

@@ -182,12 +182,19 @@ class Engine:
 
     async def execute(self, checked: CheckedWorkflow, run: RunRecord,
                       state: RunState | None = None, *,
-                      source: WorkSource | None = None) -> RunResult:
+                      source: WorkSource | None = None,
+                      claimed: bool = False) -> RunResult:
         """Drive a stored run until it ends (or waits for a person).  The engine owns
         the run meanwhile (claim, heartbeat, release), so no other process executes it.
         ``source``: where its attempts run (default: in this process, ``LocalSource``;
-        a worker of a cluster gives a ``ClaimSource`` built on ``state``)."""
-        claimed = await self._claim(run)
+        a worker of a cluster gives a ``ClaimSource`` built on ``state``).
+        ``claimed``: ``run`` is what this engine's own ``claim_run`` just returned (a
+        worker took it), so it is not claimed again."""
+        if claimed:
+            assert run.owner == self.worker, (run.owner, self.worker)
+        else:
+            run = await self._claim(run)
+        claimed_run = run
         secrets = Secrets()
         # the run's rows, history and result are long-lived: see gctune
         with relaxed_gc():
@@ -196,12 +203,12 @@ class Engine:
                                  secrets=secrets)
             else:
                 state.secrets = secrets
-            loop = RunLoop(self, checked, claimed, state, secrets,
+            loop = RunLoop(self, checked, claimed_run, state, secrets,
                            source or LocalSource(checked, self.clock))
             if isinstance(source, ClaimSource):  # outcomes' notes reach the journal
                 source.journal = loop.view.step_log
             self._loops[run.run_id] = loop
-            watched = self.observers.started(claimed, checked)
+            watched = self.observers.started(claimed_run, checked)
             try:
                 await loop.run()
             except StoreError as exc:

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -41,7 +42,15 @@ from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, RunBusy, RunTakenOver, StaleWriteError, StoreError
 from ..steps.builtin import declared_keys
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
-from ..store.base import AttemptKey, Lease, Outcome, Store, WriteBatch, late_result_note
+from ..store.base import (
+    AttemptKey,
+    Lease,
+    Outcome,
+    RunRecord,
+    Store,
+    WriteBatch,
+    late_result_note,
+)
 from .binding import import_call
 from .breakers import SharedBreaker
 from .children import ChildRuns
@@ -603,30 +612,48 @@ class Worker:
                 # looks again at once
                 free = min(self.max_runs - len(self._driving), self.concurrency)
                 if free > 0:
-                    for run_id in await self.store.runs_to_drive(self.lease, free):
-                        if run_id not in self._driving and not self.draining:
-                            await self._take(run_id)
+                    # every worker that looks is shown the same oldest runs: each tries
+                    # a shuffled few times as many as it wants, so that workers looking
+                    # at once mostly try different runs (a lost claim is a round trip)
+                    found = await self.store.runs_to_drive(self.lease, free * 4)
+                    shuffled = random.sample(found, len(found))
+                    for run_id in shuffled:
+                        if free <= 0 or self.draining:
+                            break
+                        if run_id not in self._driving and await self._take(run_id):
+                            free -= 1
             except StoreError as exc:
                 _log.warning("worker %s: looking for runs failed (%s)", self.name, exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._runs.wait(), self.poll)
 
-    async def _take(self, run_id: str) -> None:
+    async def _take(self, run_id: str) -> bool:
+        """Claim the run and start driving it (False: another worker has it)."""
         run = await self.store.claim_run(run_id, self.name, self.clock(), self.lease)
-        if run is None or run.status in _FINAL:
-            return
-        self._driving[run_id] = asyncio.create_task(self._drive(run_id))
+        if run is None:
+            return False
+        if run.status in _FINAL:
+            with contextlib.suppress(StoreError):
+                await self.store.release_run(run_id, self.name)
+            return False
+        self._driving[run_id] = asyncio.create_task(self._drive(run))
+        return True
 
-    async def _drive(self, run_id: str) -> None:
+    async def _drive(self, run: RunRecord) -> None:
+        """Drive a run this worker just claimed (``run``: the claim's answer)."""
+        run_id = run.run_id
         try:
-            run = await self.store.get_run(run_id)
-            checked = await self.engine.stored_workflow(run.workflow, run.version)
+            checked = await self._workflow(run.workflow, run.version)
             state = await self.engine.restore(run, checked)
+            # a run taken over may have attempts still out (tickets, inbox outcomes);
+            # one that never ran a step has none: no need to read for them
+            out = await in_flight(self.store, run_id, state) if state.interrupted else {}
             source = ClaimSource(checked, state, self.store, run_id=run_id, poll=self.poll,
-                                 in_flight=await in_flight(self.store, run_id, state),
-                                 subscribe=self.subscribe, slots=self._slots)
+                                 in_flight=out, subscribe=self.subscribe,
+                                 slots=self._slots)
             try:
-                await self.engine.execute(checked, run, state, source=source)
+                await self.engine.execute(checked, run, state, source=source,
+                                          claimed=True)
             except (StaleWriteError, RunTakenOver) as exc:
                 # taken over while this worker was paused past its lease: the results
                 # of its eager attempts not stored yet are lost (a refused batch, or
