@@ -16,7 +16,9 @@ reads every run with ``plait show --json`` at the end.
 
 - **throughput**: 100 runs of 40 steps (4 layers of 10, each step reading every step
   of the layer above), stored first, then run by ``--workers`` workers started
-  together: steps per second from the first body's start to the last body's end, and
+  together, three times (the median is reported, with all three): steps per second
+  from the first body's start to the last body's end (and from the moment every
+  worker had started a body), and
   as a ratio to ``pgbench`` (4 clients, a 2-statement transaction: an UPDATE and a
   SELECT of one account) run on the same server just before and just after (the mean
   of the two).  Again with ``--concurrency 8`` and with ``--no-eager`` (reported).
@@ -396,9 +398,17 @@ def report(result: dict[str, Any], command: str) -> str:
         "- steps: `cluster_steps.body` (takes its parents' outputs, returns a JSON "
         "object); every run's output checked", "",
         "| target | measured | threshold | met? |", "|---|---|---|---|",
-        _row(f"throughput, {tp['runs']} runs x 40 steps started at once",
-             f"{tp['steps_per_s']:,} steps/s ({tp['steps']} steps in {tp['seconds']} s)",
+        _row(f"throughput, {tp['runs']} runs x 40 steps started at once (median of "
+             f"{len(tp['tries_steps_per_s'])})",
+             f"{tp['steps_per_s']:,} steps/s ({tp['steps']} steps in {tp['seconds']} s; "
+             f"all {len(tp['tries_steps_per_s'])}: "
+             f"{', '.join(f'{x:,}' for x in tp['tries_steps_per_s'])})",
              ">= 2,500 steps/s", tp["steps_per_s"] >= 2500),
+        _row("... counted from the moment every worker had started a step (the "
+             "workers start with the runs waiting)",
+             f"{tp['all_up_steps_per_s']:,} steps/s (all: "
+             f"{', '.join(f'{x:,}' for x in tp['tries_all_up_steps_per_s'])})",
+             "reported", None),
         _row(f"... the same with `--concurrency {tp8['concurrency']}`",
              f"{tp8['steps_per_s']:,} steps/s ({tp8['seconds']} s)", "reported", None),
         _row("... the same with `--no-eager` (every attempt a ticket: claim, inbox)",
@@ -452,8 +462,15 @@ def main() -> None:
     if "throughput" in only:
         runs = 20 if args.quick else 100
         before = pgbench(args.db, seconds)
-        result["throughput"] = throughput(args.db, args.workers, args.concurrency, tmp,
-                                          runs)
+        # three times (the median is the row; the spread is shown): one measurement
+        # lasts under 2 s, and this machine's noise is of the order of 10%
+        tries = [throughput(args.db, args.workers, args.concurrency, tmp, runs)
+                 for _ in range(1 if args.quick else 3)]
+        tries.sort(key=lambda t: float(t["steps_per_s"]))
+        result["throughput"] = dict(tries[len(tries) // 2])
+        result["throughput"]["tries_steps_per_s"] = [t["steps_per_s"] for t in tries]
+        result["throughput"]["tries_all_up_steps_per_s"] = [
+            t["all_up_steps_per_s"] for t in tries]
         after = pgbench(args.db, seconds)
         result["throughput_c8"] = throughput(args.db, args.workers, 8, tmp, runs)
         result["throughput_no_eager"] = throughput(args.db, args.workers,

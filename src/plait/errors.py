@@ -7,7 +7,8 @@
     ├── InputError               a run's input is not JSON or fails the input schema
     ├── RunError                 a run cannot be started, resumed or changed as asked
     │   ├── RunNotFound
-    │   └── RunBusy              another live process executes the run
+    │   ├── RunBusy              another live process executes the run
+    │   └── RunTakenOver         the run's driver lost it to another (its lease ran out)
     ├── StoreError               a backend failed; driver errors are wrapped once, here
     │   ├── TransitionError      a state change the transition table does not allow
     │   ├── StaleWriteError      a write whose expected prior state no longer holds

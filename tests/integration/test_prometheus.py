@@ -156,8 +156,8 @@ def double(n: int) -> int:
 
 
 async def test_a_worker_reports_dispatch_latency(tmp_path: Path) -> None:
-    """Attempts claimed by a worker (a cluster's ticket path) are timed from their
-    dispatch to their claim."""
+    """Attempts a worker runs are timed from their dispatch to their claim (a ticket)
+    or to their start (an eager attempt of a run it drives)."""
     from plait.definitions import check_definition
     from plait.runtime.worker import Worker
 

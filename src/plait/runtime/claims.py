@@ -187,14 +187,19 @@ class LocalSlots(Protocol):
     # and noted in the run's history
     def late(self, run_id: str, key: AttemptKey) -> None: ...
 
+    # an eager attempt of a run of ``workflow`` starts ``seconds`` after its attempt
+    # began (the commit that stores it running, in between): its dispatch latency
+    def dispatched(self, workflow: str, seconds: float) -> None: ...
+
 
 class _Eager:
     """An eager attempt: run by this process once the batch storing it is committed."""
 
-    __slots__ = ("call", "started", "task")
+    __slots__ = ("begun", "call", "started", "task")
 
     def __init__(self, call: StepCall) -> None:
         self.call = call
+        self.begun = time.time()  # the driver began it (dispatch latency from here)
         self.started = False
         self.task: asyncio.Task[None] | None = None
 
@@ -379,9 +384,11 @@ class ClaimSource:
         outcomes it applied are settled."""
         slots, run = self._slots, self._run_eager
         if slots is not None and self._report is not None:
+            now, workflow = time.time(), self._checked.name
             for eager in self._committing:
                 if eager in self._eager:  # (not cancelled meanwhile)
                     eager.task = slots.spawn(run(eager))
+                    slots.dispatched(workflow, now - eager.begun)
         self._committing = []
         if self._storing:
             self._give_back(len(self._storing), True)

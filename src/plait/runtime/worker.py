@@ -199,6 +199,11 @@ class _LocalSlots:
         task.add_done_callback(self.tasks.discard)
         return task
 
+    def dispatched(self, workflow: str, seconds: float) -> None:
+        report = self._worker.on_dispatch
+        if report is not None:
+            report(workflow, seconds)
+
     def late(self, run_id: str, key: AttemptKey) -> None:
         worker = self._worker
         _log.warning("worker %s: the result of eager attempt %d of step %r (run %s) was "
@@ -232,8 +237,8 @@ class Worker:
         self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
         # a child run of a `workflow`/`loop` step is a pending run any worker drives
         self.engine.services.children = ChildRuns(self.engine, drive=False)
-        # told (workflow, seconds from dispatch to claim) of each claimed attempt
-        # (observe.prometheus.LiveMetrics.attach)
+        # told (workflow, seconds from dispatch to claim) of each claimed attempt, and
+        # (from its begin to its start) of each eager one (observe.prometheus)
         self.on_dispatch: Callable[[str, float], None] | None = None
         self._notifications = notifications
         self._schedules = schedules
