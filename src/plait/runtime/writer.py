@@ -48,17 +48,14 @@ class RunWriter:
         # the source runs in this process start only then (``ClaimSource.committed``)
         self.committed: Callable[[], None] | None = None
         # every batch names the driver writing it, which must still hold the run
-        # (``WriteBatch.owner``): a driver that lost the run writes nothing more
-        self._owner = owner
+        # (``WriteBatch.owner``): a driver that lost the run writes nothing more.  Not
+        # on a memory store: it is this process's own, where no other process can take
+        # the run over (and its per-step cost is the engine's own overhead)
+        self._owner = None if self.write_now is not None else owner
 
     def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
-        """What the core changed since the last commit (None when nothing did)."""
-        batch = self._batch(run_change)
-        if batch is not None:
-            batch.owner = self._owner
-        return batch
-
-    def _batch(self, run_change: RunChange | None) -> WriteBatch | None:
+        """What the core changed since the last commit (None when nothing did), named
+        as its driver's (``WriteBatch.owner``)."""
         state = self._state
         steps, attempts = state.drain()
         notes = self._step_log.drain() if self._step_log.pending else []
@@ -70,15 +67,18 @@ class RunWriter:
             dispatch, consumed, withdrawn, logs = claims
             if logs:  # the ctx.logger records of the outcomes consumed
                 notes += logs
-            return WriteBatch(self._run_id, steps, attempts, run_change, notes,
-                              dispatch=dispatch, consumed=consumed, withdrawn=withdrawn,
-                              new_steps=new_steps)
-        if not steps and not attempts and run_change is None and not notes:
+            batch = WriteBatch(self._run_id, steps, attempts, run_change, notes,
+                               dispatch=dispatch, consumed=consumed, withdrawn=withdrawn,
+                               new_steps=new_steps)
+        elif not steps and not attempts and run_change is None and not notes:
             return None
-        if new_steps:
-            return WriteBatch(self._run_id, steps, attempts, run_change, notes,
-                              new_steps=new_steps)
-        return WriteBatch(self._run_id, steps, attempts, run_change, notes)
+        elif new_steps:
+            batch = WriteBatch(self._run_id, steps, attempts, run_change, notes,
+                               new_steps=new_steps)
+        else:
+            batch = WriteBatch(self._run_id, steps, attempts, run_change, notes)
+        batch.owner = self._owner
+        return batch
 
     async def flush(self, run_change: RunChange | None = None) -> None:
         batch = self.batch(run_change)
