@@ -432,8 +432,10 @@ def test_postgres_restart_mid_run(private_server: pgutil.PrivateServer,
 def test_workers_that_hear_no_notify_complete_runs_by_polling(pg_database: str,
                                                                tmp_path: Path) -> None:
     """Workers that never hear a notification (``--no-listen``: every NOTIFY is lost
-    to them) still claim every step and apply every outcome, by polling."""
-    cluster = Cluster(db=pg_database, directory=tmp_path, extra=("--no-listen",))
+    to them) still claim every step and apply every outcome, by polling
+    (``--no-eager``: every step is a ticket, every outcome goes through the inbox)."""
+    cluster = Cluster(db=pg_database, directory=tmp_path,
+                      extra=("--no-listen", "--no-eager"))
     flow = write_flow(tmp_path, chaos_flow() | {"name": "deaf"})
     try:
         cluster.start(2)

@@ -344,8 +344,10 @@ def test_memory_store_is_refused(project: Path) -> None:
 
 def test_polling_workers_complete_runs(project: Path, pg_database: str,
                                        workers: Workers) -> None:
-    """--no-listen: every notification is lost; polling alone moves the run."""
-    workers("--no-listen", "--lease", "2s", "--poll", "200ms")
+    """--no-listen: every notification is lost; polling alone moves the run
+    (--no-eager: each step a ticket to claim, each outcome an inbox row to read)."""
+    proc = workers("--no-listen", "--no-eager", "--lease", "2s", "--poll", "200ms")
+    assert "no eager attempts" in _peek(proc)
     run_id = detach(project, pg_database, "chain.yaml", {"n": 3})
     shown = settled(project, pg_database, run_id)
     assert shown["status"] == "completed" and shown["output"] == {"c": 24}
@@ -353,9 +355,9 @@ def test_polling_workers_complete_runs(project: Path, pg_database: str,
 
 def test_a_notification_wakes_an_idle_worker(project: Path, pg_database: str,
                                              workers: Workers) -> None:
-    """poll 5 s: a 3-step chain (a run to take and three tickets to claim) would take
-    15 s or more on polling alone."""
-    workers("--lease", "10s", "--poll", "5s")
+    """poll 5 s: a 3-step chain (a run to take and, with --no-eager, three tickets to
+    claim and three outcomes to read) would take 15 s or more on polling alone."""
+    workers("--lease", "10s", "--poll", "5s", "--no-eager")
     time.sleep(1.0)  # the worker is idle, its LISTEN connection up
     started = time.monotonic()
     proc = plait(project, pg_database, "run", "chain.yaml", "--json", "--input", '{"n": 2}')

@@ -7,7 +7,10 @@ bounds the run with a timeout so a scheduling bug fails the test instead of hang
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +72,27 @@ def run_wf() -> RunWf:
 
 def statuses(result: RunResult) -> dict[str, str]:
     return {sid: step.status for sid, step in result.steps.items()}
+
+
+StepsModule = Callable[[str], str]
+
+
+@pytest.fixture
+def write_steps_module(tmp_path: Path) -> Iterator[StepsModule]:
+    """``write_steps_module(source)``: the source written as a module of a fresh name,
+    importable from ``sys.path`` (what workers and ``call: module:function`` steps
+    import) for the test; its name is returned."""
+    written: list[str] = []
+    sys.path.insert(0, str(tmp_path))
+
+    def write(source: str) -> str:
+        name = f"steps_{uuid.uuid4().hex[:10]}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        written.append(name)
+        return name
+    try:
+        yield write
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in written:
+            sys.modules.pop(name, None)

@@ -8,11 +8,8 @@ On every store."""
 from __future__ import annotations
 
 import asyncio
-import sys
-import textwrap
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,8 @@ from plait.definitions import check_definition
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker
 from plait.store.base import Store, WriteBatch
+
+from .conftest import StepsModule
 
 _STEPS = '''
 import os, time
@@ -52,15 +51,8 @@ def gate(directory):
 
 
 @pytest.fixture
-def steps_module(tmp_path: Path) -> Iterator[str]:
-    name = f"esteps_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent(_STEPS))
-    sys.path.insert(0, str(tmp_path))
-    try:
-        yield name
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop(name, None)
+def steps_module(write_steps_module: StepsModule) -> str:
+    return write_steps_module(_STEPS)
 
 
 class _Recording:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import textwrap
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,8 @@ from plait.runtime.worker import Worker
 from plait.store.base import EventRecord, Store
 from plait.store.memory import MemoryStore
 from plait.store.url import open_store
+
+from .conftest import StepsModule
 
 BASE = "https://llm.test/v1"
 URLS: dict[int, str] = {}  # id(store) -> its URL, for the CLI (not the memory store)
@@ -63,15 +64,8 @@ def hold(marker):
 
 
 @pytest.fixture
-def steps_module(tmp_path: Path) -> Iterator[str]:
-    name = f"wnotes_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent(_STEPS))
-    sys.path.insert(0, str(tmp_path))
-    try:
-        yield name
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop(name, None)
+def steps_module(write_steps_module: StepsModule) -> str:
+    return write_steps_module(_STEPS)
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql",

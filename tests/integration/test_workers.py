@@ -11,7 +11,7 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker, in_flight
 from plait.store.base import Outcome, RunRecord, Store
 from plait.store.url import open_store
+
+from .conftest import StepsModule
 
 _STEPS = '''
 import os, time
@@ -66,15 +68,8 @@ def slow(marker):
 
 
 @pytest.fixture
-def steps_module(tmp_path: Path) -> Iterator[str]:
-    name = f"wsteps_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent(_STEPS))
-    sys.path.insert(0, str(tmp_path))
-    try:
-        yield name
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop(name, None)
+def steps_module(write_steps_module: StepsModule) -> str:
+    return write_steps_module(_STEPS)
 
 
 def _fan_out(module: str) -> dict[str, Any]:
