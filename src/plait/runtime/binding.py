@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..core.model import JSON
+from ..core.model import JSON, StepSpec
 from ..errors import FatalError
 
 _MISSING = object()
@@ -62,6 +62,15 @@ def import_call(call: str) -> Callable[..., object]:
     if not callable(obj):
         raise ImportError(f"{call!r} is not callable")
     return obj
+
+
+def import_step_call(step: StepSpec) -> None:
+    """Import the function a python step names with ``call: module:function`` (none
+    to import for other steps, or one given as a function): ImportError naming the
+    module or the name when this process cannot load it."""
+    call = step.config.get("call") if step.type == "python" else None
+    if isinstance(call, str) and step.func is None:
+        import_call(call)
 
 
 def signature_of(fn: Callable[..., object]) -> Signature:

@@ -61,7 +61,7 @@ from ..core.validate import CheckedWorkflow
 from ..errors import StoreError
 from ..steps.registry import StepCall, StepFunction
 from ..store.base import AttemptKey, Outcome, Store, Ticket
-from .binding import import_call
+from .binding import import_step_call
 from .context import StepLog
 from .runner import AttemptRunner, attempt_functions, item_function
 from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
@@ -307,9 +307,7 @@ class ClaimSource:
         if step.pool is not None or step.circuit_breaker is not None:
             return False
         try:
-            call = step.config.get("call") if step.type == "python" else None
-            if isinstance(call, str) and step.func is None:
-                import_call(call)
+            import_step_call(step)
             if step is not self._checked.spec.steps[at]:
                 item_function(self._checked, self._checked.graph.ids[at])
         except Exception:  # noqa: BLE001 - another worker may load it: a ticket

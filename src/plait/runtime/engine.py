@@ -194,7 +194,6 @@ class Engine:
             assert run.owner == self.worker, (run.owner, self.worker)
         else:
             run = await self._claim(run)
-        claimed_run = run
         secrets = Secrets()
         # the run's rows, history and result are long-lived: see gctune
         with relaxed_gc():
@@ -203,12 +202,12 @@ class Engine:
                                  secrets=secrets)
             else:
                 state.secrets = secrets
-            loop = RunLoop(self, checked, claimed_run, state, secrets,
+            loop = RunLoop(self, checked, run, state, secrets,
                            source or LocalSource(checked, self.clock))
             if isinstance(source, ClaimSource):  # outcomes' notes reach the journal
                 source.journal = loop.view.step_log
             self._loops[run.run_id] = loop
-            watched = self.observers.started(claimed_run, checked)
+            watched = self.observers.started(run, checked)
             try:
                 await loop.run()
             except StoreError as exc:

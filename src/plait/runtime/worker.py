@@ -51,7 +51,7 @@ from ..store.base import (
     WriteBatch,
     late_result_note,
 )
-from .binding import import_call
+from .binding import import_step_call
 from .breakers import SharedBreaker
 from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
@@ -167,7 +167,8 @@ class _LocalSlots:
         self._worker = worker
         self.busy = 0  # eager attempts whose body runs (or is about to)
         self.unsettled = 0  # eager attempts whose outcome is not stored yet
-        self.tasks: set[asyncio.Task[None]] = set()  # eager attempts running
+        # eager attempts running, and the notes of their late results being written
+        self.tasks: set[asyncio.Task[None]] = set()
 
     @property
     def name(self) -> str:
@@ -522,9 +523,7 @@ class Worker:
                 assert step.item is not None
                 step = step.item
             try:
-                call = step.config.get("call") if step.type == "python" else None
-                if isinstance(call, str) and step.func is None:
-                    import_call(call)  # a module this worker lacks: retryable, named
+                import_step_call(step)  # a module this worker lacks: retryable, named
                 step_type = get_step_type(step.type)
                 fn = step_type.run if step_type.prepare is None \
                     else step_type.prepare(step, checked)
