@@ -1,4 +1,4 @@
-"""What the server reads from its environment (SPEC 9), as one value."""
+"""What the server reads from its environment, as one value."""
 
 from __future__ import annotations
 
@@ -11,8 +11,16 @@ from ..runtime.netpolicy import UNTRUSTED, NetworkPolicy
 TOKEN_ENV = "PLAIT_API_TOKEN"  # noqa: S105 - a variable name
 WEBHOOK_SECRET_ENV = "PLAIT_WEBHOOK_SECRET"  # noqa: S105 - a variable name
 ALLOWED_MODULES_ENV = "PLAIT_ALLOWED_MODULES"
-MAX_BODY_BYTES = 1024 * 1024  # SPEC 9: bodies over 1 MiB are refused with 413
+ALLOWED_KEY_ENVS_ENV = "PLAIT_ALLOWED_KEY_ENVS"
+ALLOWED_SECRETS_ENV = "PLAIT_ALLOWED_SECRETS"  # noqa: S105 - a variable name
+ALLOWED_HOSTNAMES_ENV = "PLAIT_ALLOWED_HOSTNAMES"
+MAX_BODY_BYTES = 1024 * 1024  # bodies over 1 MiB are refused with 413
 SESSION_TTL_S = 12 * 3600.0
+
+
+def listed(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """The comma-separated, non-empty entries of variable ``name``."""
+    return tuple(p.strip() for p in env.get(name, "").split(",") if p.strip())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,12 +28,21 @@ class ServerSettings:
     """``token``: PLAIT_API_TOKEN (None: no authentication).  ``webhook_secret``:
     PLAIT_WEBHOOK_SECRET (None: every hook is refused).  ``allowed_modules``: the module
     prefixes of PLAIT_ALLOWED_MODULES that python steps of API-registered definitions may
-    call.  ``http_policy``: where the http/llm steps of the runs the server executes may
+    call.  ``allowed_key_envs``: PLAIT_ALLOWED_KEY_ENVS, the variables an untrusted
+    ``llm`` step's ``api_key_env`` may name (never a ``PLAIT_*`` one).
+    ``allowed_secrets``: PLAIT_ALLOWED_SECRETS, the ``secrets.NAME`` an untrusted
+    definition may read (only in fields that leave the process).
+    ``allowed_hostnames``: PLAIT_ALLOWED_HOSTNAMES, host names (besides the address it
+    listens on and loopback names) the server answers to, e.g. its name behind a proxy.
+    ``http_policy``: where the http/llm steps of the runs the server executes may
     connect (the UNTRUSTED profile plus PLAIT_ALLOWED_HOSTS / PLAIT_DENIED_NETWORKS)."""
 
     token: str | None = None
     webhook_secret: str | None = None
     allowed_modules: tuple[str, ...] = ()
+    allowed_key_envs: tuple[str, ...] = ()
+    allowed_secrets: tuple[str, ...] = ()
+    allowed_hostnames: tuple[str, ...] = ()
     http_policy: NetworkPolicy = UNTRUSTED
     max_body_bytes: int = MAX_BODY_BYTES
     session_ttl: float = SESSION_TTL_S
@@ -33,9 +50,10 @@ class ServerSettings:
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
         env = os.environ if environ is None else environ
-        modules = tuple(p.strip() for p in env.get(ALLOWED_MODULES_ENV, "").split(",")
-                        if p.strip())
         return cls(token=env.get(TOKEN_ENV) or None,
                    webhook_secret=env.get(WEBHOOK_SECRET_ENV) or None,
-                   allowed_modules=modules,
+                   allowed_modules=listed(env, ALLOWED_MODULES_ENV),
+                   allowed_key_envs=listed(env, ALLOWED_KEY_ENVS_ENV),
+                   allowed_secrets=listed(env, ALLOWED_SECRETS_ENV),
+                   allowed_hostnames=listed(env, ALLOWED_HOSTNAMES_ENV),
                    http_policy=NetworkPolicy.from_environment(env, base=UNTRUSTED))
