@@ -122,3 +122,31 @@ async def test_concurrent_claims_of_one_notification_deliver_once(store: Store,
         for extra in stores[1:]:
             await extra.close()
     assert sum(won) == 1
+
+
+async def test_map_items_are_aggregated_under_their_map_step(store: Store, uid: UID) -> None:
+    """``fetch[3]`` counts as ``fetch`` (the rows sent back follow the definition, not
+    the number of items); ids that merely end in digits keep them."""
+    wf = uid("wf")
+    run_id = uuid.uuid4().hex
+    items = ["m1[0]", "m1[1]", "m1[10]"]
+    await store.create_run(run_record(run_id, wf), ["m1", "step2"])
+    t0, usage = 1000.0, {"usage": {"total_tokens": 5}}
+    await store.write(WriteBatch(run_id, new_steps=[(s, 2 + k) for k, s in enumerate(items)],
+                                 steps=[
+        c for sid in items for c in (
+            change(sid, S.PENDING, S.QUEUED, t0),
+            change(sid, S.QUEUED, S.RUNNING, t0, attempts=2, started_at=t0),
+            change(sid, S.RUNNING, S.COMPLETED, t0 + 1, attempts=2, started_at=t0,
+                   finished_at=t0 + 1, output=usage))]))
+
+    snap = await store.metrics_snapshot(BOUNDS)
+
+    assert {k for k in snap.steps if k[0] == wf} == {(wf, "m1", "pending"),
+                                                    (wf, "m1", "completed"),
+                                                    (wf, "step2", "pending")}
+    assert snap.steps[wf, "m1", "completed"] == 3
+    assert snap.retries[wf, "m1"] == 3
+    (durations,) = [d for d in snap.durations if d.workflow == wf]
+    assert (durations.step, durations.count, durations.buckets) == ("m1", 3, [0, 3, 3])
+    assert snap.tokens == {**snap.tokens, (wf, "m1", "total_tokens"): 15}

@@ -11,10 +11,16 @@ buckets for the bounds the caller gives, so no duration list ever leaves the sto
 Token usage (``llm`` steps, or any step whose output is an object with a ``usage``
 object) is summed from the steps' stored outputs: ``usage.prompt_tokens``,
 ``usage.completion_tokens`` and ``usage.total_tokens`` when they are numbers.
+
+Map items count under their map step (``fetch[3]`` is aggregated as ``fetch``): the
+databases group by that name, so a map of 100,000 items sends back the rows of one
+step, and the number of rows (and of the series a scrape exposes) follows the
+definitions stored, never the size of a run.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,6 +32,17 @@ if TYPE_CHECKING:
 
 TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 LEASE_EXPIRED = "LeaseExpired"  # how a reaped attempt's error starts (base.reaped_error)
+_ITEM_INDEX = re.compile(r"\[\d+\]")
+# the SQL of series_name for one level of item (user step ids never hold brackets):
+# "fetch[3]" -> "fetch", in SQLite and PostgreSQL alike
+_STEP = ("CASE WHEN substr(s.step_id, length(s.step_id)) = ']'"
+         " THEN rtrim(rtrim(rtrim(s.step_id, ']'), '0123456789'), '[') ELSE s.step_id END")
+
+
+def series_name(name: str) -> str:
+    """The name a workflow or step is counted under: without its map item indexes
+    (``fetch[3]`` -> ``fetch``; ``parent.fetch[3]`` -> ``parent.fetch``)."""
+    return _ITEM_INDEX.sub("", name) if "[" in name else name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +106,7 @@ def fold_step(snapshot: MetricsSnapshot, bounds: Sequence[float], workflow: str,
               status: str, attempts: int, started: float | None, finished: float | None,
               output: JSON, by_step: dict[tuple[str, str], DurationBuckets]) -> None:
     """The memory store's aggregation of one step row."""
+    step = series_name(step)
     key = (workflow, step, status)
     snapshot.steps[key] = snapshot.steps.get(key, 0) + 1
     if attempts > 1:
@@ -117,27 +135,27 @@ def _bucket_columns(bounds: Sequence[float], placeholder: Iterable[str]) -> str:
 
 
 def _sqlite_durations(bounds: Sequence[float]) -> str:
-    return ("SELECT r.workflow, s.step_id, count(*), sum(s.finished_at - s.started_at)"  # noqa: S608
+    return (f"SELECT r.workflow, {_STEP}, count(*), sum(s.finished_at - s.started_at)"  # noqa: S608
             + _bucket_columns(bounds, ("?" for _ in bounds))
             + " FROM steps AS s JOIN runs AS r ON r.id = s.run"
               " WHERE s.started_at IS NOT NULL AND s.finished_at IS NOT NULL"
-              " GROUP BY r.workflow, s.step_id")
+              f" GROUP BY r.workflow, {_STEP}")
 
 
 _SQLITE = {
     "runs": "SELECT workflow, status, count(*) FROM runs GROUP BY workflow, status",
-    "steps": "SELECT r.workflow, s.step_id, s.status, count(*),"
+    "steps": f"SELECT r.workflow, {_STEP}, s.status, count(*),"  # noqa: S608 (constants)
              " sum(CASE WHEN s.attempts > 1 THEN s.attempts - 1 ELSE 0 END)"
              " FROM steps AS s JOIN runs AS r ON r.id = s.run"
-             " GROUP BY r.workflow, s.step_id, s.status",
+             f" GROUP BY r.workflow, {_STEP}, s.status",
     "tickets": "SELECT sum(CASE WHEN token IS NULL THEN 1 ELSE 0 END),"
                " sum(CASE WHEN token IS NULL THEN 0 ELSE 1 END) FROM tickets",
     "reclaims": "SELECT count(*) FROM attempts WHERE error LIKE ?",
-    "tokens": "SELECT r.workflow, s.step_id, sum(json_extract(s.output, '$.usage.' || ?))"
+    "tokens": f"SELECT r.workflow, {_STEP}, sum(json_extract(s.output, '$.usage.' || ?))"  # noqa: S608
               " FROM steps AS s JOIN runs AS r ON r.id = s.run"
               " WHERE s.output IS NOT NULL AND json_valid(s.output)"
               " AND json_type(s.output, '$.usage.' || ?) IN ('integer', 'real')"
-              " GROUP BY r.workflow, s.step_id",
+              f" GROUP BY r.workflow, {_STEP}",
     "claim_notification": "INSERT INTO notifications (run_id, event, step, target,"
                           " claimed_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
 }
@@ -178,11 +196,11 @@ def _durations(row: Sequence[Any]) -> DurationBuckets:
 
 
 def postgres_durations(bounds: Sequence[float]) -> str:
-    return ("SELECT r.workflow, s.step_id, count(*), sum(s.finished_at - s.started_at)"  # noqa: S608
+    return (f"SELECT r.workflow, {_STEP}, count(*), sum(s.finished_at - s.started_at)"  # noqa: S608
             + _bucket_columns(bounds, (f"%(b{i})s" for i in range(len(bounds))))
             + " FROM steps AS s JOIN runs AS r ON r.id = s.run"
               " WHERE s.started_at IS NOT NULL AND s.finished_at IS NOT NULL"
-              " GROUP BY r.workflow, s.step_id")
+              f" GROUP BY r.workflow, {_STEP}")
 
 
 # Token counts: json_typeof guards the cast, so an odd output never fails the scrape.
@@ -191,14 +209,14 @@ POSTGRES = {
     "steps": _SQLITE["steps"],
     "tickets": _SQLITE["tickets"],
     "reclaims": "SELECT count(*) FROM attempts WHERE error LIKE %(pattern)s",
-    "tokens": "SELECT r.workflow, s.step_id, k.kind,"
+    "tokens": f"SELECT r.workflow, {_STEP}, k.kind,"  # noqa: S608 (constants)
               " sum((s.output -> 'usage' ->> k.kind)::numeric)::bigint"
               " FROM steps AS s JOIN runs AS r ON r.id = s.run"
               " CROSS JOIN unnest(%(kinds)s::text[]) AS k(kind)"
               " WHERE json_typeof(s.output) = 'object'"
               " AND json_typeof(s.output -> 'usage') = 'object'"
               " AND json_typeof(s.output -> 'usage' -> k.kind) = 'number'"
-              " GROUP BY r.workflow, s.step_id, k.kind",
+              f" GROUP BY r.workflow, {_STEP}, k.kind",
     "claim_notification": "INSERT INTO notifications (run_id, event, step, target,"
                           " claimed_at) VALUES (%(run_id)s, %(event)s, %(step)s,"
                           " %(target)s, %(at)s) ON CONFLICT DO NOTHING RETURNING 1",
