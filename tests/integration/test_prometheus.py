@@ -111,11 +111,13 @@ async def test_the_exposition_holds_the_stores_and_the_live_metrics(tmp_path: Pa
 
 
 async def test_the_asgi_app_serves_fresh_numbers(tmp_path: Path) -> None:
+    """Without a cache time (a server keeps the store's numbers SCRAPE_CACHE_S seconds:
+    tests/unit/observe/test_prometheus.py), each request reads the store again."""
     url = f"sqlite:///{tmp_path / 'plait.db'}"
     store = open_store(url)
     await store.open()
     try:
-        app = metrics_asgi_app(store)
+        app = metrics_asgi_app(store, cache_s=0.0)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             empty = await client.get("/")

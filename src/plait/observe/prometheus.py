@@ -7,12 +7,21 @@ and several servers in one process never share counters):
   workflow and status, steps by status, finished step durations, retries, queue depth
   (tickets queued and claimed), lease reclaims and LLM token usage.  The numbers come
   from ``Store.metrics_snapshot`` (aggregates computed by the database: one pass of
-  ``GROUP BY`` queries per scrape, nothing but the aggregates sent back), refreshed by
+  ``GROUP BY`` queries per refresh, nothing but the aggregates sent back), refreshed by
   ``await collector.refresh()`` before each exposition: Prometheus' collectors are
-  synchronous, the store is not.
+  synchronous, the store is not.  A server's collector keeps a refresh for
+  ``SCRAPE_CACHE_S`` seconds and makes one at a time, so scrapes arriving together (or
+  several Prometheus servers) share one pass over the store.
 - ``LiveMetrics``: what this process does as it does it: attempts started and ended
   and their durations (a run observer of the engine, ``runtime.observers``), and the
   dispatch latency of the attempts its workers claim (``observe_dispatch``).
+
+Labels are bounded by the definitions stored, never by the size or number of runs: a
+map item counts under its map step (``step="fetch"`` for ``fetch[3]``, see
+``series_name``), a child run under its own workflow and steps, and every other label
+(status, state, kind) takes a fixed set of values.  The folding of the store's
+aggregates into those labels and the rendering of the text run in a thread, off the
+server's event loop.
 
 API::
 
@@ -24,8 +33,12 @@ API::
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+import asyncio
+import gzip
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import (
@@ -34,37 +47,61 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.registry import Collector
 
 from ..core.validate import CheckedWorkflow
 from ..runtime.engine import Engine
 from ..store.base import RunRecord, Store, WriteBatch
-from ..store.observations import MetricsSnapshot
+from ..store.observations import DurationBuckets, MetricsSnapshot, series_name
 
 if TYPE_CHECKING:
     from ..runtime.worker import Worker
 
-__all__ = ["DURATION_BUCKETS", "LiveMetrics", "StoreCollector", "exposition",
-           "metrics_asgi_app"]
+__all__ = ["DURATION_BUCKETS", "SCRAPE_CACHE_S", "LiveMetrics", "StoreCollector",
+           "bounded", "exposition", "metrics_asgi_app"]
 
 # seconds: from quick transforms to hour-long jobs
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
                     60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0)
 DISPATCH_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                     30.0, 60.0)
+# how long a server reuses the store's aggregates: within Prometheus' usual 15 s
+# scrape interval, so each scrape of one Prometheus sees fresh numbers while a burst
+# of scrapes costs one pass over the store
+SCRAPE_CACHE_S = 10.0
 
 
 class StoreCollector(Collector):
     """Metrics over the stored history (see the module docstring)."""
 
-    def __init__(self, store: Store, *, buckets: Iterable[float] = DURATION_BUCKETS) -> None:
+    def __init__(self, store: Store, *, buckets: Iterable[float] = DURATION_BUCKETS,
+                 cache_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.buckets = tuple(sorted(buckets))
-        self.snapshot: MetricsSnapshot | None = None  # the last refresh's
+        self.cache_s = cache_s  # 0: every refresh reads the store
+        self.snapshot: MetricsSnapshot | None = None  # the last refresh's, labels bounded
+        self._clock = clock
+        self._read_at: float | None = None
+        self._reading = asyncio.Lock()
 
     async def refresh(self) -> MetricsSnapshot:
-        self.snapshot = await self.store.metrics_snapshot(self.buckets)
-        return self.snapshot
+        """The store's aggregates with bounded labels (``bounded``, folded in a
+        thread): read again unless the last read is under ``cache_s`` old.  One read
+        at a time: a refresh that waited for another's uses its result."""
+        async with self._reading:
+            if self._fresh():
+                assert self.snapshot is not None
+                return self.snapshot
+            raw = await self.store.metrics_snapshot(self.buckets)
+            self.snapshot = await asyncio.to_thread(bounded, raw)
+            self._read_at = self._clock()
+            return self.snapshot
+
+    def _fresh(self) -> bool:
+        return (self.snapshot is not None and self._read_at is not None
+                and self._clock() - self._read_at < self.cache_s)
 
     def collect(self) -> Iterable[Metric]:
         snap = self.snapshot
@@ -118,6 +155,44 @@ def _bound(value: float) -> str:
     return repr(float(value))
 
 
+def bounded(raw: MetricsSnapshot) -> MetricsSnapshot:
+    """``raw`` with every workflow and step named as metrics label it (``series_name``:
+    map items under their map step), the counts of names that fold together summed."""
+    out = MetricsSnapshot(tickets_queued=raw.tickets_queued,
+                          tickets_claimed=raw.tickets_claimed,
+                          lease_reclaims=raw.lease_reclaims)
+    _fold_counts(out.runs, raw.runs.items(), named=1)
+    _fold_counts(out.steps, raw.steps.items(), named=2)
+    _fold_counts(out.retries, raw.retries.items(), named=2)
+    _fold_counts(out.tokens, raw.tokens.items(), named=2)
+    out.durations = _fold_durations(raw.durations)
+    return out
+
+
+def _fold_counts(into: dict[Any, int], items: Iterable[tuple[tuple[str, ...], int]], *,
+                 named: int) -> None:
+    """Sum ``items`` into ``into`` under keys whose first ``named`` parts are folded
+    by ``series_name`` (workflow, or workflow and step)."""
+    for key, n in items:
+        folded = tuple(series_name(part) for part in key[:named]) + key[named:]
+        into[folded] = into.get(folded, 0) + n
+
+
+def _fold_durations(raw: Sequence[DurationBuckets]) -> list[DurationBuckets]:
+    by_key: dict[tuple[str, str], DurationBuckets] = {}
+    for d in raw:
+        key = (series_name(d.workflow), series_name(d.step))
+        into = by_key.get(key)
+        if into is None:
+            by_key[key] = DurationBuckets(workflow=key[0], step=key[1], count=d.count,
+                                          total=d.total, buckets=list(d.buckets))
+            continue
+        into.count += d.count
+        into.total += d.total
+        into.buckets = [a + b for a, b in zip(into.buckets, d.buckets, strict=True)]
+    return list(by_key.values())
+
+
 class LiveMetrics:
     """This process's counters and histograms, updated as its engines run attempts
     (``engine.observers.add(live)``) and its workers claim them
@@ -152,28 +227,28 @@ class LiveMetrics:
         return _RunCounts(self, run.workflow)
 
     def observe_dispatch(self, workflow: str, seconds: float) -> None:
-        self.dispatch.labels(workflow).observe(max(0.0, seconds))
+        self.dispatch.labels(series_name(workflow)).observe(max(0.0, seconds))
 
 
 class _RunCounts:
     def __init__(self, live: LiveMetrics, workflow: str) -> None:
         self._live = live
-        self._workflow = workflow
+        self._workflow = series_name(workflow)
         self._open: dict[tuple[str, int, bool], float] = {}
 
     def batch(self, batch: WriteBatch) -> None:
         live, workflow = self._live, self._workflow
         for change in batch.attempts:
             key = (change.step, change.attempt, change.fallback)
+            step = series_name(change.step)  # an item counts under its map step
             if not change.ended:
                 self._open[key] = change.at
-                live.started.labels(workflow, change.step).inc()
+                live.started.labels(workflow, step).inc()
                 continue
-            live.ended.labels(workflow, change.step, change.status).inc()
+            live.ended.labels(workflow, step, change.status).inc()
             began = self._open.pop(key, None)
             if began is not None:
-                live.duration.labels(workflow, change.step).observe(max(0.0, change.at
-                                                                         - began))
+                live.duration.labels(workflow, step).observe(max(0.0, change.at - began))
 
     async def close(self, run: RunRecord) -> None:
         self._open.clear()
@@ -185,15 +260,16 @@ async def exposition(store: Store, registry: CollectorRegistry | None = None) ->
     registry = registry if registry is not None else CollectorRegistry()
     collector = _collector_of(store, registry)
     await collector.refresh()
-    return generate_latest(registry)
+    return await asyncio.to_thread(generate_latest, registry)
 
 
-def _collector_of(store: Store, registry: CollectorRegistry) -> StoreCollector:
+def _collector_of(store: Store, registry: CollectorRegistry,
+                  cache_s: float = 0.0) -> StoreCollector:
     """The registry's collector of ``store``, registered on first use."""
     found = getattr(registry, "_plait_store_collector", None)
     if isinstance(found, StoreCollector) and found.store is store:
         return found
-    collector = StoreCollector(store)
+    collector = StoreCollector(store, cache_s=cache_s)
     registry.register(collector)
     registry._plait_store_collector = collector  # type: ignore[attr-defined]
     return collector
@@ -201,23 +277,47 @@ def _collector_of(store: Store, registry: CollectorRegistry) -> StoreCollector:
 
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]],
                     Callable[[Any], Awaitable[None]]], Awaitable[None]]
+Rendered = tuple[list[tuple[str, str]], bytes]  # response headers, body
 
 
-def metrics_asgi_app(store: Store, registry: CollectorRegistry | None = None) -> ASGIApp:
-    """An ASGI app serving the exposition (``GET``; gzip when asked; Prometheus'
-    OpenMetrics when its Accept header asks): mount it at ``/metrics``.  Each request
-    refreshes the store's aggregates first.  ``registry``: the caller's (give the one
-    its ``LiveMetrics`` uses, to serve both); None: a new one."""
-    from prometheus_client import make_asgi_app
-
+def metrics_asgi_app(store: Store, registry: CollectorRegistry | None = None, *,
+                     cache_s: float = SCRAPE_CACHE_S) -> ASGIApp:
+    """An ASGI app answering every HTTP request with the exposition (gzip when asked;
+    OpenMetrics when the Accept header asks; ``?name[]=`` picks families), status 200.
+    The store's aggregates are refreshed first unless under ``cache_s`` seconds old
+    (``StoreCollector.refresh``); the text is rendered in a thread.  ``registry``: the
+    caller's (give the one its ``LiveMetrics`` uses, to serve both); None: a new one."""
     registry = registry if registry is not None else CollectorRegistry()
-    collector = _collector_of(store, registry)
-    inner = make_asgi_app(registry)
+    collector = _collector_of(store, registry, cache_s)
 
     async def app(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
                   send: Callable[[Any], Awaitable[None]]) -> None:
-        if scope.get("type") == "http":
-            await collector.refresh()
-        await inner(scope, receive, send)
+        if scope.get("type") != "http":
+            return
+        await collector.refresh()
+        headers, body = await asyncio.to_thread(render, registry, scope)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(k.encode(), v.encode()) for k, v in headers]})
+        await send({"type": "http.response.body", "body": body})
 
     return app
+
+
+def render(registry: CollectorRegistry, scope: dict[str, Any]) -> Rendered:
+    """The exposition of ``registry`` as the request ``scope`` asks for it (blocking:
+    run it in a thread)."""
+    asked = _header(scope, b"accept")
+    encoder, content_type = choose_encoder(asked)
+    names = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("name[]")
+    chosen = registry.restricted_registry(names) if names else registry
+    body = encoder(chosen)
+    headers = [("Content-Type", content_type)]
+    if gzip_accepted(_header(scope, b"accept-encoding")):
+        body = gzip.compress(body)
+        headers.append(("Content-Encoding", "gzip"))
+    return headers, body
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str:
+    return ",".join(value.decode("latin-1") for key, value in scope.get("headers", ())
+                    if key.lower() == name)

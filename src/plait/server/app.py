@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .. import __version__
@@ -64,11 +65,6 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
                 app.state.runtime = rt
                 yield {}
 
-    async def metrics(scope: Scope, receive: Receive, send: Send) -> None:
-        """``/metrics``: the Prometheus exposition of the store and of this process
-        (``observe.prometheus``), behind the same authentication as the API."""
-        await app.state.metrics(scope, receive, send)
-
     # FastAPI's /docs and /redoc load their scripts from a CDN: docs.router serves
     # Swagger UI from this process instead
     app = FastAPI(title="plait", version=__version__, lifespan=lifespan,
@@ -81,10 +77,25 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
     errors.install(app)
     for router in [*ROUTERS, *routers]:
         app.include_router(router)
-    app.mount("/metrics", metrics, name="metrics")
+    # a route, not a mount: /metrics answers itself (a mount redirects it to /metrics/)
+    for path in ("/metrics", "/metrics/"):
+        app.router.routes.append(Route(path, MetricsEndpoint(app), include_in_schema=False))
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
     app.mount(docs.ASSETS_PATH, docs.assets(), name="docs-assets")
     # outermost first: the body limit, then authentication
     app.add_middleware(AuthMiddleware, token=chosen.token, sessions=app.state.sessions)
     app.add_middleware(BodyLimitMiddleware, limit=chosen.max_body_bytes)
     return app
+
+
+class MetricsEndpoint:
+    """``/metrics``: the Prometheus exposition of the store and of this process
+    (``observe.prometheus``; the store's part refreshed at most every
+    ``SCRAPE_CACHE_S`` seconds), behind the same authentication as the API.  An ASGI
+    app (a class, so the router passes the request through as it is)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app.state.metrics(scope, receive, send)
