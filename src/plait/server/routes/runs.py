@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from ...cli.inspection import child_runs
-from ...cli.records import LogRecord, add_child_runs, duration, show_json
+from ...cli.records import LogRecord, add_child_runs, duration
 from ...core.states import FINAL_RUN_STATES, RunStatus
 from ...errors import (
     DecisionTaken,
@@ -36,6 +36,7 @@ from ..models import (
     RunCreated,
     RunPage,
 )
+from ..run_pages import CURSOR_PARAMETER, STEPS_PER_PAGE, parse_steps_after, run_page
 from ..runtime import Closing, ServerRuntime
 from .deps import runtime
 
@@ -179,22 +180,36 @@ async def get_run_or_404(rt: ServerRuntime, run_id: str) -> RunRecord:
         raise not_found("run", run_id) from exc
 
 
-@router.get("/{run_id}", responses={200: {"content": {"application/json": {"schema": {
-                                        "type": "object"}}}},
-                                    404: {"model": ErrorBody}})
-async def get_run(run_id: str, rt: Runtime) -> JSONResponse:
-    """The run as ``plait run --json`` shows it, plus ``attempts`` (in start order),
-    ``input``, ``logs``, the run's times, and ``child_run_id``/``child_run_ids`` on
-    the entries of `workflow` and `loop` steps."""
+RUN_DOCUMENT = (
+    "The run as `plait run --json` shows it, plus `attempts` (in start order), `input`, "
+    "`logs`, the run's times, and `child_run_id`/`child_run_ids` on the entries of "
+    "`workflow` and `loop` steps.\n\n"
+    f"A run of more than {STEPS_PER_PAGE:,} steps is read in pages: each page is that "
+    f"document with the next {STEPS_PER_PAGE:,} step entries (the definition's order, "
+    "map items by index), only their attempts and logs, and `steps_next`: the cursor of "
+    f"the next page (pass it as `{CURSOR_PARAMETER}`), null on the last page. A run of "
+    f"at most {STEPS_PER_PAGE:,} steps is one document without `steps_next`.")
+
+
+@router.get("/{run_id}", description=RUN_DOCUMENT,
+            responses={200: {"content": {"application/json": {"schema": {
+                "type": "object"}}}}, 400: {"model": ErrorBody}, 404: {"model": ErrorBody}})
+async def get_run(run_id: str, rt: Runtime,
+                  steps_after: Annotated[str | None, Query(
+                      description="the `steps_next` cursor of the previous page")] = None,
+                  ) -> JSONResponse:
+    """The run's document, or one page of it (see the description)."""
+    after = parse_steps_after(steps_after)
     store = rt.store
     run = await rt.read(get_run_or_404(rt, run_id))
     # the run first (its status is then never newer than its steps'), then the other
     # three reads together: one wake-up of the SQLite store's thread instead of three
-    # round trips, pooled connections at once on PostgreSQL
+    # round trips, pooled connections at once on PostgreSQL.  The Store protocol reads
+    # a run's steps, attempts and events whole: a page is cut from them here.
     steps, attempts, events = await asyncio.gather(
         rt.read(store.get_steps(run_id)), rt.read(store.get_attempts(run_id)),
         rt.read(store.get_events(run_id)))
-    value = show_json(run, steps, attempts, LogRecord.from_events(events))
+    value = run_page(run, steps, attempts, LogRecord.from_events(events), after)
     # as plait show --json: a workflow/loop step's entry names its child run(s)
     add_child_runs(value, await rt.read(child_runs(store, run)))
     # encoded once, as plain JSON: no response model to validate it against again
