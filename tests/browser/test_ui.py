@@ -208,6 +208,28 @@ def test_a_big_run_page_is_clustered_and_virtualized(server: Server, page: Any) 
     assert stats["bytes"] > 100_000
 
 
+def test_a_run_of_more_than_one_page_is_drawn_whole(server: Server, page: Any) -> None:
+    """2,101 steps: the API answers in pages of 2,000; the run page reads them all, so
+    an item of the second page is in the table with its output and attempt."""
+    from .workflows import wide_map
+
+    definition = wide_map(2100)
+    server.register(definition)
+    run_id = server.start(definition["name"], {"xs": list(range(2100))})
+    first = server.wait(run_id, "completed", timeout=60)
+    assert first["steps_next"] and "m[2050]" not in first["steps"]
+    page.goto(f"{server.base}/#/runs/{run_id}?step=m[2050]")
+    page.wait_for_selector(".vlist.steps .vrow")
+    page.fill("input[type=search]", "m[2050]")
+    page.wait_for_selector('.vlist.steps [data-step="m[2050]"]')
+    detail = page.locator("[data-testid=step-detail]")
+    assert "m[2050]" in detail.text_content()
+    assert "2050" in detail.locator("pre, .json").first.text_content()
+    assert detail.locator("[data-testid=attempts] tbody tr").count() == 1
+    assert page.evaluate("window.__plaitRunPage")["pages"] == 2
+    assert "2,101" in page.locator("dl.facts").text_content()
+
+
 def test_a_deep_definition_is_drawn_in_bands(server: Server, page: Any) -> None:
     """600 steps in a chain: the workflows page draws at most 40 band nodes, each naming
     its layers, with the edges between consecutive bands."""

@@ -73,3 +73,11 @@ def chain(n: int) -> dict[str, Any]:
     steps += [{"id": f"c{i:04d}", "type": "transform", "value": i,
                "depends_on": [f"c{i - 1:04d}"]} for i in range(1, n)]
     return {"name": f"chain-{n}", "steps": steps}
+
+
+def wide_map(n: int) -> dict[str, Any]:
+    """A map of ``n`` transform items (more than one page of GET /api/runs/{id})."""
+    return {"name": f"wide-map-{n}",
+            "input": {"type": "object", "properties": {"xs": {"type": "array"}}},
+            "steps": [{"id": "m", "type": "map", "over": "{{ input.xs }}",
+                       "step": {"type": "transform", "value": "{{ item }}"}}]}

@@ -1,6 +1,7 @@
 // A run: header with cancel/retry, approvals waiting, the graph coloured by step state, the
 // Gantt chart, the steps table (virtualized) and the selected step's attempts, input,
-// output, error, logs and partial outputs.  Live from GET /api/runs/{id}/events: every event
+// output, error, logs and partial outputs (a big run read page by page: fetchRun).  Live from
+// GET /api/runs/{id}/events: every event
 // recolours what it names at once and schedules a (throttled) re-read of the run.
 
 import { h, pill, fmtTime, fmtDuration, jsonView, toast, parseJSONInput, FINAL_RUN, FINAL_STEP,
@@ -14,8 +15,7 @@ export async function runPage(root, params, { go, onLeave, runId }) {
   const stats = { runId, bytes: 0, fetchMs: 0, renderMs: 0, fetches: 0, events: 0 };
   window.__plaitRunPage = stats;
   const t0 = performance.now();
-  let run = await get(`/api/runs/${encodeURIComponent(runId)}`);
-  stats.bytes = lastResponseBytes;
+  let run = await fetchRun(runId, stats);
   stats.fetchMs = performance.now() - t0;
   let definition = {};
   try {
@@ -327,8 +327,7 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     pending = setTimeout(async () => {
       const t = performance.now();
       try {
-        run = await get(`/api/runs/${encodeURIComponent(runId)}`);
-        stats.bytes = lastResponseBytes;
+        run = await fetchRun(runId, stats);
         stats.fetchMs = performance.now() - t;
         stats.fetches++;
         overlay.clear();
@@ -403,6 +402,28 @@ export async function runPage(root, params, { go, onLeave, runId }) {
   // a safety net for streams that break: re-read every few seconds while the run is live
   const poll = setInterval(() => { if (!closed && !document.hidden && !FINAL_RUN.has(run.status)) refetch(); else if (FINAL_RUN.has(run.status)) stop(); }, 3000);
   onLeave(() => { stop(); clearInterval(poll); if (pending) clearTimeout(pending); });
+}
+
+// GET /api/runs/{id} answers a run of more than 2,000 steps in pages (steps_next is the
+// cursor of the next one): read them all and join them into the one document the page
+// draws: every step entry in order, every attempt and log
+async function fetchRun(runId, stats) {
+  const path = `/api/runs/${encodeURIComponent(runId)}`;
+  const run = await get(path);
+  let bytes = lastResponseBytes;
+  let pages = 1;
+  for (let next = run.steps_next; next; pages++) {
+    const page = await get(`${path}?steps_after=${encodeURIComponent(next)}`);
+    bytes += lastResponseBytes;
+    Object.assign(run.steps, page.steps);
+    run.attempts = (run.attempts || []).concat(page.attempts || []);
+    run.logs = (run.logs || []).concat(page.logs || []);
+    next = page.steps_next;
+  }
+  delete run.steps_next;
+  stats.bytes = bytes;
+  stats.pages = pages;
+  return run;
 }
 
 function durationOf(st) {
