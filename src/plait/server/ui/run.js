@@ -1,8 +1,8 @@
 // A run: header with cancel/retry, approvals waiting, the graph coloured by step state, the
 // Gantt chart, the steps table (virtualized) and the selected step's attempts, input,
-// output, error, logs and partial outputs (a big run read page by page: fetchRun).  Live from
-// GET /api/runs/{id}/events: every event
-// recolours what it names at once and schedules a (throttled) re-read of the run.
+// output, error, logs and partial outputs (a big run is read page by page: fetchRun).  Live
+// from GET /api/runs/{id}/events: every event recolours what it names at once and schedules
+// a (throttled) re-read of the run.
 
 import { h, pill, fmtTime, fmtDuration, jsonView, toast, parseJSONInput, FINAL_RUN, FINAL_STEP,
   STATES, COLORS, fmtCount, parseTime, runDuration } from "./util.js";
