@@ -27,6 +27,7 @@ API::
 
     registry = CollectorRegistry()
     app = metrics_asgi_app(store, registry)      # ASGI: GET -> the exposition text
+    routes.append(Route("/metrics", app))        # Starlette/FastAPI (a mount redirects)
     text = await exposition(store, registry)     # the same text, for the CLI
     live = LiveMetrics(registry); engine.observers.add(live)
 """
@@ -58,8 +59,8 @@ from ..store.observations import DurationBuckets, MetricsSnapshot, series_name
 if TYPE_CHECKING:
     from ..runtime.worker import Worker
 
-__all__ = ["DURATION_BUCKETS", "SCRAPE_CACHE_S", "LiveMetrics", "StoreCollector",
-           "bounded", "exposition", "metrics_asgi_app"]
+__all__ = ["DURATION_BUCKETS", "SCRAPE_CACHE_S", "LiveMetrics", "MetricsApp",
+           "StoreCollector", "bounded", "exposition", "metrics_asgi_app"]
 
 # seconds: from quick transforms to hour-long jobs
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -275,32 +276,36 @@ def _collector_of(store: Store, registry: CollectorRegistry,
     return collector
 
 
-ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]],
-                    Callable[[Any], Awaitable[None]]], Awaitable[None]]
 Rendered = tuple[list[tuple[str, str]], bytes]  # response headers, body
 
 
 def metrics_asgi_app(store: Store, registry: CollectorRegistry | None = None, *,
-                     cache_s: float = SCRAPE_CACHE_S) -> ASGIApp:
+                     cache_s: float = SCRAPE_CACHE_S) -> MetricsApp:
     """An ASGI app answering every HTTP request with the exposition (gzip when asked;
     OpenMetrics when the Accept header asks; ``?name[]=`` picks families), status 200.
     The store's aggregates are refreshed first unless under ``cache_s`` seconds old
     (``StoreCollector.refresh``); the text is rendered in a thread.  ``registry``: the
     caller's (give the one its ``LiveMetrics`` uses, to serve both); None: a new one."""
     registry = registry if registry is not None else CollectorRegistry()
-    collector = _collector_of(store, registry, cache_s)
+    return MetricsApp(registry, _collector_of(store, registry, cache_s))
 
-    async def app(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
-                  send: Callable[[Any], Awaitable[None]]) -> None:
+
+class MetricsApp:
+    """The ASGI app of ``metrics_asgi_app``.  An object, not a function: Starlette's
+    ``Route("/metrics", app)`` then passes requests to it as they are."""
+
+    def __init__(self, registry: CollectorRegistry, collector: StoreCollector) -> None:
+        self.registry, self.collector = registry, collector
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
         if scope.get("type") != "http":
             return
-        await collector.refresh()
-        headers, body = await asyncio.to_thread(render, registry, scope)
+        await self.collector.refresh()
+        headers, body = await asyncio.to_thread(render, self.registry, scope)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(k.encode(), v.encode()) for k, v in headers]})
         await send({"type": "http.response.body", "body": body})
-
-    return app
 
 
 def render(registry: CollectorRegistry, scope: dict[str, Any]) -> Rendered:
