@@ -16,10 +16,11 @@ and several servers in one process never share counters):
   and their durations (a run observer of the engine, ``runtime.observers``), and the
   dispatch latency of the attempts its workers claim (``observe_dispatch``).
 
-Labels are bounded by the definitions stored, never by the size or number of runs: a
-map item counts under its map step (``step="fetch"`` for ``fetch[3]``, see
-``series_name``), a child run under its own workflow and steps, and every other label
-(status, state, kind) takes a fixed set of values.  The folding of the store's
+Labels are bounded (``observe.series``): a map item counts under its map step
+(``step="fetch"`` for ``fetch[3]``), a child run under its own workflow and steps, at
+most 100 workflows and 1,000 (workflow, step) pairs get series of their own (the rest
+count as ``(other)``), and every other label (status, state, kind) takes a fixed set
+of values.  The folding of the store's
 aggregates into those labels and the rendering of the text run in a thread, off the
 server's event loop.
 
@@ -54,7 +55,8 @@ from prometheus_client.registry import Collector
 from ..core.validate import CheckedWorkflow
 from ..runtime.engine import Engine
 from ..store.base import RunRecord, Store, WriteBatch
-from ..store.observations import DurationBuckets, MetricsSnapshot, series_name
+from ..store.observations import DurationBuckets, MetricsSnapshot
+from .series import MAX_STEPS, MAX_WORKFLOWS, Labels
 
 if TYPE_CHECKING:
     from ..runtime.worker import Worker
@@ -156,33 +158,48 @@ def _bound(value: float) -> str:
     return repr(float(value))
 
 
-def bounded(raw: MetricsSnapshot) -> MetricsSnapshot:
-    """``raw`` with every workflow and step named as metrics label it (``series_name``:
-    map items under their map step), the counts of names that fold together summed."""
+def bounded(raw: MetricsSnapshot, *, max_workflows: int = MAX_WORKFLOWS,
+            max_steps: int = MAX_STEPS) -> MetricsSnapshot:
+    """``raw`` with bounded labels (``observe.series``: map items under their map
+    step, names past the budget under ``(other)``), the counts that fold together
+    summed."""
+    labels = Labels.chosen(_workflows(raw), _steps(raw), max_workflows=max_workflows,
+                           max_steps=max_steps)
     out = MetricsSnapshot(tickets_queued=raw.tickets_queued,
                           tickets_claimed=raw.tickets_claimed,
                           lease_reclaims=raw.lease_reclaims)
-    _fold_counts(out.runs, raw.runs.items(), named=1)
-    _fold_counts(out.steps, raw.steps.items(), named=2)
-    _fold_counts(out.retries, raw.retries.items(), named=2)
-    _fold_counts(out.tokens, raw.tokens.items(), named=2)
-    out.durations = _fold_durations(raw.durations)
+    for (workflow, status), n in raw.runs.items():
+        _add(out.runs, (labels.workflow(workflow), status), n)
+    for (workflow, step, status), n in raw.steps.items():
+        _add(out.steps, (*labels.step(workflow, step), status), n)
+    for (workflow, step), n in raw.retries.items():
+        _add(out.retries, labels.step(workflow, step), n)
+    for (workflow, step, kind), n in raw.tokens.items():
+        _add(out.tokens, (*labels.step(workflow, step), kind), n)
+    out.durations = _fold_durations(raw.durations, labels)
     return out
 
 
-def _fold_counts(into: dict[Any, int], items: Iterable[tuple[tuple[str, ...], int]], *,
-                 named: int) -> None:
-    """Sum ``items`` into ``into`` under keys whose first ``named`` parts are folded
-    by ``series_name`` (workflow, or workflow and step)."""
-    for key, n in items:
-        folded = tuple(series_name(part) for part in key[:named]) + key[named:]
-        into[folded] = into.get(folded, 0) + n
+def _workflows(raw: MetricsSnapshot) -> Iterable[str]:
+    yield from (key[0] for key in raw.runs)
+    yield from (workflow for workflow, _ in _steps(raw))
 
 
-def _fold_durations(raw: Sequence[DurationBuckets]) -> list[DurationBuckets]:
+def _steps(raw: MetricsSnapshot) -> Iterable[tuple[str, str]]:
+    yield from ((key[0], key[1]) for key in raw.steps)
+    yield from raw.retries
+    yield from ((key[0], key[1]) for key in raw.tokens)
+    yield from ((d.workflow, d.step) for d in raw.durations)
+
+
+def _add(into: dict[Any, int], key: tuple[str, ...], n: int) -> None:
+    into[key] = into.get(key, 0) + n
+
+
+def _fold_durations(raw: Sequence[DurationBuckets], labels: Labels) -> list[DurationBuckets]:
     by_key: dict[tuple[str, str], DurationBuckets] = {}
     for d in raw:
-        key = (series_name(d.workflow), series_name(d.step))
+        key = labels.step(d.workflow, d.step)
         into = by_key.get(key)
         if into is None:
             by_key[key] = DurationBuckets(workflow=key[0], step=key[1], count=d.count,
@@ -199,7 +216,9 @@ class LiveMetrics:
     (``engine.observers.add(live)``) and its workers claim them
     (``observe_dispatch``)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, *, max_workflows: int = MAX_WORKFLOWS,
+                 max_steps: int = MAX_STEPS) -> None:
+        self.labels = Labels(max_workflows, max_steps)  # first come, first labelled
         self.started = Counter("plait_attempts_started", "Attempts started in this process",
                                ["workflow", "step"], registry=registry)
         self.ended = Counter("plait_attempts_ended", "Attempts ended in this process",
@@ -228,28 +247,28 @@ class LiveMetrics:
         return _RunCounts(self, run.workflow)
 
     def observe_dispatch(self, workflow: str, seconds: float) -> None:
-        self.dispatch.labels(series_name(workflow)).observe(max(0.0, seconds))
+        self.dispatch.labels(self.labels.workflow(workflow)).observe(max(0.0, seconds))
 
 
 class _RunCounts:
     def __init__(self, live: LiveMetrics, workflow: str) -> None:
         self._live = live
-        self._workflow = series_name(workflow)
+        self._workflow = workflow
         self._open: dict[tuple[str, int, bool], float] = {}
 
     def batch(self, batch: WriteBatch) -> None:
         live, workflow = self._live, self._workflow
         for change in batch.attempts:
             key = (change.step, change.attempt, change.fallback)
-            step = series_name(change.step)  # an item counts under its map step
+            w, step = live.labels.step(workflow, change.step)  # an item: its map step's
             if not change.ended:
                 self._open[key] = change.at
-                live.started.labels(workflow, step).inc()
+                live.started.labels(w, step).inc()
                 continue
-            live.ended.labels(workflow, step, change.status).inc()
+            live.ended.labels(w, step, change.status).inc()
             began = self._open.pop(key, None)
             if began is not None:
-                live.duration.labels(workflow, step).observe(max(0.0, change.at - began))
+                live.duration.labels(w, step).observe(max(0.0, change.at - began))
 
     async def close(self, run: RunRecord) -> None:
         self._open.clear()

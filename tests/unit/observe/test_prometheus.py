@@ -1,5 +1,6 @@
-"""``observe.prometheus``: the store's aggregates folded into bounded series, and a
-server's refreshes shared (one read at a time, kept ``cache_s`` seconds)."""
+"""``observe.prometheus`` and ``observe.series``: the store's aggregates folded into
+bounded series, and a server's refreshes shared (one read at a time, kept ``cache_s``
+seconds)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from plait.observe.prometheus import StoreCollector, bounded
+from plait.observe.series import OTHER, Labels
 from plait.store.base import Store
 from plait.store.observations import DurationBuckets, MetricsSnapshot, series_name
 
@@ -89,3 +91,28 @@ async def test_without_a_cache_every_refresh_reads() -> None:
     await c.refresh()
     await c.refresh()
     assert store.reads == 2
+
+
+def test_names_past_the_budget_count_as_other() -> None:
+    raw = MetricsSnapshot(
+        runs={("a", "completed"): 1, ("b", "completed"): 1, ("c", "completed"): 2,
+              ("d", "failed"): 1},
+        steps={(w, s, "completed"): 1 for w in "abcd" for s in ("x", "y")},
+        retries={("b", "y"): 4, ("c", "x"): 1, ("d", "x"): 1})
+    out = bounded(raw, max_workflows=2, max_steps=3)
+    assert out.runs == {("a", "completed"): 1, ("b", "completed"): 1,
+                        (OTHER, "completed"): 2, (OTHER, "failed"): 1}
+    assert out.steps == {("a", "x", "completed"): 1, ("a", "y", "completed"): 1,
+                         ("b", "x", "completed"): 1, ("b", OTHER, "completed"): 1,
+                         (OTHER, OTHER, "completed"): 4}
+    assert out.retries == {("b", OTHER): 4, (OTHER, OTHER): 2}
+
+
+def test_live_labels_keep_the_first_names_they_meet() -> None:
+    labels = Labels(max_workflows=1, max_steps=2)
+    assert labels.step("wf", "m[7]") == ("wf", "m")
+    assert labels.step("wf", "b") == ("wf", "b")
+    assert labels.step("wf", "c") == ("wf", OTHER)
+    assert labels.step("wf", "m[8]") == ("wf", "m")
+    assert labels.step("other-wf", "a") == (OTHER, OTHER)
+    assert labels.workflow("wf") == "wf"
