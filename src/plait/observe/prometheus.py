@@ -20,9 +20,8 @@ Labels are bounded (``observe.series``): a map item counts under its map step
 (``step="fetch"`` for ``fetch[3]``), a child run under its own workflow and steps, at
 most 100 workflows and 1,000 (workflow, step) pairs get series of their own (the rest
 count as ``(other)``), and every other label (status, state, kind) takes a fixed set
-of values.  The folding of the store's
-aggregates into those labels and the rendering of the text run in a thread, off the
-server's event loop.
+of values.  The folding of the store's aggregates into those labels and the rendering
+of the text run in a thread, off the server's event loop.
 
 API::
 

@@ -1,6 +1,5 @@
-"""``observe.prometheus`` and ``observe.series``: the store's aggregates folded into
-bounded series, and a server's refreshes shared (one read at a time, kept ``cache_s``
-seconds)."""
+"""``observe.prometheus``: the store's aggregates folded into bounded series, and a
+server's refreshes shared (one read at a time, kept ``cache_s`` seconds)."""
 
 from __future__ import annotations
 
@@ -9,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from plait.observe.prometheus import StoreCollector, bounded
-from plait.observe.series import OTHER, Labels
+from plait.observe.series import OTHER
 from plait.store.base import Store
-from plait.store.observations import DurationBuckets, MetricsSnapshot, series_name
+from plait.store.observations import DurationBuckets, MetricsSnapshot
 
 
 class CountingStore:
@@ -30,12 +29,6 @@ class CountingStore:
 
 def collector(store: CountingStore, clock: list[float], cache_s: float) -> StoreCollector:
     return StoreCollector(cast(Store, store), cache_s=cache_s, clock=lambda: clock[0])
-
-
-def test_series_names_drop_item_indexes() -> None:
-    assert series_name("fetch[12]") == "fetch"
-    assert series_name("parent.fetch[3]") == "parent.fetch"
-    assert series_name("step2") == "step2"
 
 
 def test_bounded_sums_the_items_of_a_map_under_its_step() -> None:
@@ -106,13 +99,3 @@ def test_names_past_the_budget_count_as_other() -> None:
                          ("b", "x", "completed"): 1, ("b", OTHER, "completed"): 1,
                          (OTHER, OTHER, "completed"): 4}
     assert out.retries == {("b", OTHER): 4, (OTHER, OTHER): 2}
-
-
-def test_live_labels_keep_the_first_names_they_meet() -> None:
-    labels = Labels(max_workflows=1, max_steps=2)
-    assert labels.step("wf", "m[7]") == ("wf", "m")
-    assert labels.step("wf", "b") == ("wf", "b")
-    assert labels.step("wf", "c") == ("wf", OTHER)
-    assert labels.step("wf", "m[8]") == ("wf", "m")
-    assert labels.step("other-wf", "a") == (OTHER, OTHER)
-    assert labels.workflow("wf") == "wf"
