@@ -210,8 +210,10 @@ class UntrustedRefused(FatalError):
     def __init__(self, problems: Sequence[Problem], *, step: str) -> None:
         self.problems = tuple(problems)
         listed = "; ".join(str(p) for p in self.problems)
-        super().__init__(f"step {step!r}: refused: the definition breaks the rules for "
-                         f"definitions registered over the API: {listed}", step=step)
+        where = f"step {step!r}: " if step else ""
+        super().__init__(f"{where}refused: the definition breaks the rules for "
+                         f"definitions registered over the API: {listed}",
+                         step=step or None)
 
 
 class TemplateError(StepError):

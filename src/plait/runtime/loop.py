@@ -43,6 +43,7 @@ from .runner import error_info, failed
 from .runview import RunView
 from .secrets import Secrets
 from .timers import Timers
+from .untrusted import refusal
 from .when import WhenJudge
 from .worksource import OutcomeKind, Reported, Spawn, WorkSource
 from .writer import RunWriter
@@ -366,6 +367,10 @@ class RunLoop:
     def _run_inline(self, i: int, inline: Callable[[StepCall], JSON], call: StepCall,
                     now: float) -> None:
         try:
+            if call.services.trust is not None:  # the server's rules, as for attempts
+                refused = refusal(call.run.checked, call.services.trust, call.step.id)
+                if refused is not None:
+                    raise refused
             value = ensure_json(inline(call), step=call.step.id,
                                 max_bytes=self._max_output_bytes)
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
@@ -522,7 +527,8 @@ class RunLoop:
     async def _finish(self) -> None:
         await self.writer.commit_run(await final_change(
             self.checked, self.state, self.writer.run, cancel_reason=self.halt.reason,
-            secrets=self.secrets, clock=self.clock))
+            secrets=self.secrets, clock=self.clock,
+            refused=refusal(self.checked, self.view.services.trust, "")))
 
     async def _abort(self, reason: str) -> None:
         """The run's task was cancelled (Ctrl-C): record everything as cancelled."""
