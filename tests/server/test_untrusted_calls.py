@@ -206,3 +206,28 @@ def test_a_stored_notify_call_is_never_called(server: TestClient) -> None:
         time.sleep(0.02)
     allowed.unlink()
     assert not marker_of("private", run["run_id"]).exists()
+
+
+@pytest.mark.parametrize("server", ["sqlite"], indirect=True)
+def test_a_refused_run_never_completes_even_when_its_steps_may_fail(
+        server: TestClient, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    definition = {"name": unique("lenient"), "output": "{{ steps.a.status }}", "steps": [
+        {"id": "a", "type": "python", "call": "server.steps_untrusted:_touch",
+         "with": {"path": str(marker)}, "allow_failure": True},
+        {"id": "b", "type": "transform", "value": 1, "allow_failure": True}]}
+    run = run_to_end(server, store_directly(server, definition))
+    assert run["status"] == "failed" and run["output"] is None
+    assert "steps[0].call" in run["error"] and "private name" in run["error"]
+    assert not marker.exists()
+
+
+def test_trusted_definitions_keep_attribute_paths(tmp_path: Path) -> None:
+    from plait import Workflow
+
+    # `plait run FILE` and the Python API are trusted: module:qualname still resolves
+    workflow = Workflow.from_dict({"name": "trusted", "steps": [
+        {"id": "a", "type": "python", "call": "server.steps_untrusted:os.path.basename",
+         "with": {"p": "/x/y.txt"}}]})
+    result = workflow.run({}, db=f"sqlite:///{tmp_path}/trusted.db")
+    assert result.status == "completed" and result.output == {"a": "y.txt"}
