@@ -141,7 +141,7 @@ def _site_problems(site: Site, policy: TrustPolicy,
             + _secret_problems(body, where, policy, skip=_DEFINITION_NESTED)
     problems = _secret_problems(body, where, policy, skip=_NESTED)
     kind = body.get("type") if site.kind in (STEP, DEFAULTS) else None
-    if site.kind in (FALLBACK, NOTIFY) or kind == "python":
+    if "call" in body:  # a python step's, a fallback's, a notify target's (any type's)
         problems += call_problem(body.get("call"), _at(where, "call"), policy)
     if kind == "llm":
         problems += key_env_problem(body.get("api_key_env"), _at(where, "api_key_env"),

@@ -41,9 +41,7 @@ def call_problems(data: object) -> list[Problem]:
     problems = []
     for site in trust.sites(data):
         call = site.body.get("call")
-        python = site.kind in (trust.FALLBACK, trust.NOTIFY) or site.body.get("type") \
-            == "python"
-        if not python or not isinstance(call, str) or ":" not in call:
+        if not isinstance(call, str) or ":" not in call:
             continue
         try:
             import_untrusted_call(call)
