@@ -38,6 +38,7 @@ from ..core.mapping import item_step, split_item_id
 from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepRuntime
 from ..core.states import RunStatus, StepStatus
+from ..core.trust import TrustPolicy
 from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, RunBusy, RunTakenOver, StaleWriteError, StoreError
 from ..steps.builtin import declared_keys
@@ -57,6 +58,7 @@ from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
 from .context import AttemptLogs
 from .engine import Engine, default_worker_id, run_secrets
+from .netpolicy import NetworkPolicy
 from .runner import AttemptRunner, error_info, failed
 from .runview import RunView
 from .scheduler import Scheduler
@@ -221,7 +223,9 @@ class Worker:
                  poll: float = 1.0, grace: float = 30.0, name: str | None = None,
                  max_runs: int = 100, schedules: bool = True,
                  notifications: Notifications | None = None,
-                 clock: Callable[[], float] = time.time, eager: bool = True) -> None:
+                 clock: Callable[[], float] = time.time, eager: bool = True,
+                 http_policy: NetworkPolicy | None = None,
+                 trust: TrustPolicy | None = None) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self.store = store
@@ -235,7 +239,9 @@ class Worker:
         # the runs it drives run their attempts here while it has free slots (eager
         # attempts, ``ClaimSource``); False: every attempt waits for a claim
         self.eager = eager
-        self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
+        # (http_policy, trust: as the Engine's, set before its observers are made)
+        self.engine = Engine(store, worker=self.name, lease=lease, clock=clock,
+                             http_policy=http_policy, trust=trust)
         # a child run of a `workflow`/`loop` step is a pending run any worker drives
         self.engine.services.children = ChildRuns(self.engine, drive=False)
         # told (workflow, seconds from dispatch to claim) of each claimed attempt, and

@@ -132,11 +132,10 @@ class ServerRuntime:
         from ..runtime.worker import Worker
 
         self._notifications = PgNotifications(self.db_url)
-        worker = Worker(self.store, grace=self.grace, notifications=self._notifications)
-        # the runs the worker drives obey the server's (strict) network policy, and
-        # their commits wake the event streams
-        worker.engine.services.http_policy = self.settings.http_policy
-        worker.engine.services.trust = self.settings.trust
+        # the runs the worker drives obey the server's (strict) network policy and
+        # its rules for untrusted definitions, and their commits wake the event streams
+        worker = Worker(self.store, grace=self.grace, notifications=self._notifications,
+                        http_policy=self.settings.http_policy, trust=self.settings.trust)
         worker.engine.listeners.append(self._committed)
         if self.metrics is not None:
             self.metrics.attach(worker)
