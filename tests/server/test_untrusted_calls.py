@@ -235,3 +235,15 @@ def test_trusted_definitions_keep_attribute_paths(tmp_path: Path) -> None:
          "with": {"p": "/x/y.txt"}}]})
     result = workflow.run({}, db=f"sqlite:///{tmp_path}/trusted.db")
     assert result.status == "completed" and result.output == {"a": "y.txt"}
+
+
+@pytest.mark.parametrize("server", ["sqlite"], indirect=True)
+def test_a_refused_run_does_not_wait_for_a_person(server: TestClient) -> None:
+    definition = {"name": unique("gated"), "steps": [
+        {"id": "sign_off", "type": "approval", "prompt": "Ship it?"},
+        {"id": "ship", "type": "python", "call": "os:system", "depends_on": ["sign_off"],
+         "with": {"command": "true"}}]}
+    run = run_to_end(server, store_directly(server, definition))
+    assert run["status"] == "failed"
+    assert run["steps"]["sign_off"]["status"] == "failed"
+    assert "steps[1].call: module 'os' may not be called" in errors_of(run)
