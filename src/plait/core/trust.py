@@ -143,7 +143,7 @@ def _site_problems(site: Site, policy: TrustPolicy,
     kind = body.get("type") if site.kind in (STEP, DEFAULTS) else None
     if "call" in body:  # a python step's, a fallback's, a notify target's (any type's)
         problems += call_problem(body.get("call"), _at(where, "call"), policy)
-    if kind == "llm":
+    if "api_key_env" in body:  # an llm step's (any type's that reads a key)
         problems += key_env_problem(body.get("api_key_env"), _at(where, "api_key_env"),
                                     policy)
     urls = URL_FIELDS if kind in NETWORK_TYPES else ("url",) if site.kind == NOTIFY else ()
