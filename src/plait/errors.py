@@ -20,6 +20,7 @@
     │   └── SchemaVersionError   a database written by a newer plait
     └── StepError                why one attempt of a step failed (stored as its error)
         ├── FatalError           raised by user code: fail now, never retry
+        │   └── UntrustedRefused a definition breaks the rules for untrusted ones (carries them)
         ├── TemplateError        a template failed to render (never retried)
         ├── OutputError          a step returned something that is not JSON (never retried)
         ├── StepTimeout          the attempt ran past the step's timeout
@@ -199,6 +200,20 @@ class FatalError(StepError):
     """Raise from a step to fail it at once, without retries (the fallback still runs)."""
 
     retryable = False
+
+
+class UntrustedRefused(FatalError):
+    """The server refused to run a step of a definition that breaks the rules for
+    untrusted definitions (``plait.core.trust``), however it was stored: ``problems``
+    lists each refusal with its location.  Never retried."""
+
+    def __init__(self, problems: Sequence[Problem], *, step: str) -> None:
+        self.problems = tuple(problems)
+        listed = "; ".join(str(p) for p in self.problems)
+        where = f"step {step!r}: " if step else ""
+        super().__init__(f"{where}refused: the definition breaks the rules for "
+                         f"definitions registered over the API: {listed}",
+                         step=step or None)
 
 
 class TemplateError(StepError):

@@ -11,6 +11,7 @@ import yaml
 from plait.defschema import definition_schema
 
 from .conftest import GATED, HELLO, Client, error_of, register, wait_status
+from .untrusted_kit import store_directly
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -332,9 +333,11 @@ def test_secrets_are_never_in_responses(client, monkeypatch):
     leaky = {"name": "leaky", "steps": [
         {"id": "a", "type": "transform", "value": {"key": "{{ secrets.API_KEY }}"}}],
         "output": "{{ steps.a.output.key }}"}
-    register(client, leaky)
+    refused = client.post("/api/workflows", json=leaky)  # a secret in an output
+    assert error_of(refused, 422)["details"][0]["location"] == "steps[0].value.key"
+    store_directly(client, leaky)  # as `plait run` on the same database would
     run_id = client.post("/api/runs", json={"workflow": "leaky"}).json()["run_id"]
-    wait_status(client, run_id, ("completed", "failed"))
+    assert wait_status(client, run_id, ("completed", "failed"))["status"] == "failed"
     for path in (f"/api/runs/{run_id}", f"/api/runs/{run_id}/events", "/api/runs",
                  "/api/workflows/leaky"):
         assert "hunter2" not in client.get(path).text

@@ -39,8 +39,14 @@ def is_loopback(host: str) -> bool:
 
 async def serve_command(*, db: str, host: str, port: int, worker: bool,
                         grace: float) -> ExitCode:
-    from ..server.settings import TOKEN_ENV
+    from ..server.settings import TOKEN_ENV, ServerSettings, SettingError
 
+    try:
+        ServerSettings.from_environment()  # a bad PLAIT_MAX_* stops it here
+    except SettingError as exc:
+        output.console(stderr=True).print(output.error_text(
+            f"refusing to start: {exc}"), end="")
+        return ExitCode.USAGE
     token = os.environ.get(TOKEN_ENV) or None
     if token is None and not is_loopback(host):
         output.console(stderr=True).print(output.error_text(

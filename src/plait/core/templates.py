@@ -26,8 +26,8 @@ from .expressions import RenderError, SyntaxProblem
 from .model import JSON
 from .sandbox import ENV, BoundExceeded
 
-__all__ = ["Compiled", "TemplateSyntaxError", "compile_template", "names_read", "render",
-           "syntax_problem"]
+__all__ = ["Compiled", "SecretReads", "TemplateSyntaxError", "compile_template",
+           "names_read", "render", "secrets_read", "syntax_problem"]
 
 _LONE = re.compile(r"^\s*\{\{(?P<expr>.*)\}\}\s*$", re.DOTALL)
 
@@ -125,6 +125,61 @@ def names_read(source: str) -> frozenset[str]:
     """The context names ``source`` reads (``input``, ``state``, ``steps``...), not
     counting names it assigns itself; TemplateSyntaxError on bad syntax."""
     return frozenset(meta.find_undeclared_variables(ENV.parse(source)))
+
+
+@dataclass(frozen=True, slots=True)
+class SecretReads:
+    """How a template reads ``secrets``: ``names`` read as ``secrets.NAME`` or
+    ``secrets['NAME']``; ``dynamic``: read any other way (a computed key, ``secrets``
+    passed whole to a filter, a loop or a variable, a method such as ``.values()``),
+    so which secrets it reads cannot be known before it renders."""
+
+    names: frozenset[str]
+    dynamic: bool
+
+
+def secrets_read(source: str) -> SecretReads:
+    """What ``source`` reads of ``secrets``, from its syntax tree (never rendered);
+    TemplateSyntaxError on bad syntax."""
+    names: set[str] = set()
+    dynamic = False
+    for node, parent in _with_parents(ENV.parse(source)):
+        if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) \
+                and _is_secrets(node.node.node):
+            dynamic = True  # a method of the mapping: secrets.values(), secrets.get(x)
+        if not _is_secrets(node):
+            continue
+        name = _static_secret(node, parent)
+        if name is None:
+            dynamic = True
+        else:
+            names.add(name)
+    return SecretReads(frozenset(names), dynamic)
+
+
+def _is_secrets(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Name) and node.name == "secrets"
+
+
+def _with_parents(root: nodes.Node) -> Iterator[tuple[nodes.Node, nodes.Node | None]]:
+    stack: list[tuple[nodes.Node, nodes.Node | None]] = [(root, None)]
+    while stack:
+        node, parent = stack.pop()
+        yield node, parent
+        stack.extend((child, node) for child in node.iter_child_nodes())
+
+
+def _static_secret(name: nodes.Node, parent: nodes.Node | None) -> str | None:
+    """The secret's name when ``secrets`` is read as ``secrets.NAME`` or
+    ``secrets['NAME']`` (the name read, not stored or assigned), else None."""
+    if not isinstance(name, nodes.Name) or name.ctx != "load":
+        return None
+    if isinstance(parent, nodes.Getattr) and parent.node is name:
+        return parent.attr
+    if isinstance(parent, nodes.Getitem) and parent.node is name \
+            and isinstance(parent.arg, nodes.Const) and isinstance(parent.arg.value, str):
+        return parent.arg.value
+    return None
 
 
 def _is_steps(node: nodes.Node) -> bool:

@@ -48,8 +48,10 @@ from typing import Any
 from ..core.durations import format_duration
 from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
+from ..core.trust import TrustPolicy, call_problem
 from ..core.validate import CheckedWorkflow
 from ..errors import NetworkRefused, StoreError
+from ..runtime.binding import import_untrusted_call
 from ..runtime.netpolicy import NetworkPolicy
 from ..runtime.results import iso
 from ..store.base import RunRecord, Store, WriteBatch
@@ -126,9 +128,12 @@ class Notifier:
 
     def __init__(self, store: Store, *, policy: NetworkPolicy | None = None,
                  targets: Sequence[Target] = (),
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 trust: TrustPolicy | None = None) -> None:
         self.store = store
         self.policy = policy or NetworkPolicy.from_environment()
+        # the server's rules: a definition's `call:` targets they refuse are dropped
+        self.trust = trust
         self.targets = list(targets)  # process-wide (PLAIT_NOTIFY)
         self.clock = clock
         self._definitions: dict[str, list[Target]] = {}  # by fingerprint
@@ -137,9 +142,20 @@ class Notifier:
         """The definition's targets and the process-wide ones."""
         own = self._definitions.get(checked.fingerprint)
         if own is None:
-            own = self._definitions[checked.fingerprint] = parse_targets(
-                checked.spec.notify)[0]
+            own = self._definitions[checked.fingerprint] = self._allowed(parse_targets(
+                checked.spec.notify)[0])
         return own + self.targets if self.targets else own
+
+    def _allowed(self, targets: list[Target]) -> list[Target]:
+        """``targets`` of a definition, without the calls the rules refuse."""
+        trust = self.trust
+        if trust is None:
+            return targets
+        kept = [t for t in targets if t.call is None or _callable(t.call, trust)]
+        if len(kept) < len(targets):
+            _log.warning("notify: %d call target(s) refused by the rules for untrusted "
+                         "definitions, not called", len(targets) - len(kept))
+        return kept
 
     def watch(self, run: RunRecord, checked: CheckedWorkflow) -> _RunNotices | None:
         targets = self.targets_of(checked)
@@ -242,6 +258,18 @@ class Notifier:
         except StoreError as exc:
             _log.warning("run %s: could not record a notification in its history (%s)",
                          run_id, exc)
+
+
+def _callable(call: str, trust: TrustPolicy) -> bool:
+    """Whether the rules allow calling ``call`` (its module first, then where the
+    function is defined: importing only an allowed module)."""
+    if call_problem(call, "", trust):
+        return False
+    try:
+        import_untrusted_call(call)
+    except ImportError:
+        return False
+    return True
 
 
 class _RunNotices:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..core.model import JSON, StepSpec
+from ..core.trust import name_problem
 from ..errors import FatalError
 
 _MISSING = object()
@@ -62,6 +63,25 @@ def import_call(call: str) -> Callable[..., object]:
     if not callable(obj):
         raise ImportError(f"{call!r} is not callable")
     return obj
+
+
+def import_untrusted_call(call: str) -> Callable[..., object]:
+    """The function an untrusted definition names (``plait.core.trust``): one public
+    name after the colon, defined in that very module (a function it re-exports from
+    elsewhere, or an object reached through an attribute path, is refused).
+    ImportError naming the rule."""
+    module_name, _, name = call.partition(":")
+    shape = name_problem(name)
+    if shape is not None:
+        raise ImportError(f"{call!r}: {shape}")
+    fn = import_call(call)
+    owner = getattr(fn, "__module__", None)
+    if owner != module_name:
+        raise ImportError(f"{call!r} is defined in module {owner!r}, not in "
+                          f"{module_name!r}: a definition registered over the API may "
+                          f"call only functions defined in an allowed module, not ones "
+                          f"it imports from elsewhere")
+    return fn
 
 
 def import_step_call(step: StepSpec) -> None:

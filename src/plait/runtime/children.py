@@ -116,7 +116,8 @@ class ChildRuns:
         try:
             run = await engine.store.get_run(run_id)
         except RunNotFound:
-            limit = call.run.checked.spec.limits.max_subworkflow_depth
+            limit = call.services.limits(call.run.checked.spec.limits) \
+                .max_subworkflow_depth
             depth = await self.depth(call.run_id) + 1
             if depth > limit:
                 raise FatalError(

@@ -22,11 +22,16 @@ from .secrets import Secrets
 
 async def final_change(checked: CheckedWorkflow, state: RunState, run: RunRecord, *,
                        cancel_reason: str | None, secrets: Secrets,
-                       clock: Callable[[], float]) -> RunChange:
-    """The run's move to its final status, with its output or error."""
+                       clock: Callable[[], float],
+                       refused: Exception | None = None) -> RunChange:
+    """The run's move to its final status, with its output or error.  ``refused``:
+    the rules of the engine refuse the definition (every step failed for it; steps
+    allowed to fail do not make it complete, and its output is never rendered)."""
     status = state.run_status()
     output: JSON = None
     error: str | None = None
+    if refused is not None and status is RunStatus.COMPLETED:
+        status, error = RunStatus.FAILED, str(refused)
     if status is RunStatus.COMPLETED:
         template = checked.spec.output
         try:

@@ -24,6 +24,7 @@ from ..core.model import JSON, CircuitBreakerSpec, JSONDict
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
+from ..core.trust import TrustPolicy
 from ..core.validate import CheckedWorkflow, validate_input
 from ..definitions import check_definition
 from ..errors import (
@@ -51,6 +52,7 @@ from .preflight import check_input_params, preflight
 from .results import RunResult
 from .secrets import Secrets
 from .threads import DaemonThreadPool, shared_pool
+from .untrusted import refused
 from .worksource import WorkSource
 
 _log = logging.getLogger("plait.engine")
@@ -114,12 +116,18 @@ def heartbeat_age(run: RunRecord, now: float) -> str:
     return f"last heartbeat {max(0.0, now - run.heartbeat_at):.0f}s ago"
 
 
+def run_secrets(trust: TrustPolicy | None) -> Secrets:
+    """The ``secrets`` of a run: those the rules allow, on an engine that has some."""
+    return Secrets(allowed=None if trust is None else trust.allowed_secrets)
+
+
 class Engine:
     """Runs workflows against a store.  Pools and circuit breakers are shared by every
     run in the event loop, whichever engine executes it (``runtime.pools``)."""
 
     def __init__(self, store: Store, *, worker: str | None = None,
                  http_policy: NetworkPolicy | None = None,
+                 trust: TrustPolicy | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random,
                  max_threads: int | None = None, lease: float = 30.0) -> None:
@@ -133,7 +141,8 @@ class Engine:
         self._executor = self._own_executor or shared_pool()
         self.services = Services(executor=self._executor,
                                  http_policy=http_policy
-                                 or NetworkPolicy.from_environment(), store=store)
+                                 or NetworkPolicy.from_environment(), store=store,
+                                 trust=trust)
         self.services.children = ChildRuns(self)  # `workflow` and `loop` steps
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
@@ -166,7 +175,8 @@ class Engine:
             raise InputError("input does not match the workflow's input schema:\n  - "
                              + "\n  - ".join(problems))
         check_input_params(checked, input)
-        preflight(checked)
+        if not refused(checked, self.services.trust):  # (else: nothing of it imports)
+            preflight(checked)
         spec = checked.spec
         key, per_key = _run_key(checked, input)
         stored = await self.store.save_workflow(
@@ -194,7 +204,7 @@ class Engine:
             assert run.owner == self.worker, (run.owner, self.worker)
         else:
             run = await self._claim(run)
-        secrets = Secrets()
+        secrets = run_secrets(self.services.trust)
         # the run's rows, history and result are long-lived: see gctune
         with relaxed_gc():
             if state is None:

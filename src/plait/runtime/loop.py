@@ -43,6 +43,7 @@ from .runner import error_info, failed
 from .runview import RunView
 from .secrets import Secrets
 from .timers import Timers
+from .untrusted import refusal
 from .when import WhenJudge
 from .worksource import OutcomeKind, Reported, Spawn, WorkSource
 from .writer import RunWriter
@@ -75,6 +76,12 @@ def _loop_data(checked: CheckedWorkflow) -> _LoopData:
         parent_index=[None] * len(steps))
 
 
+def _refused_only(call: StepCall) -> JSON:
+    """What a parking step of a refused definition runs: never reached, the engine's
+    rules fail it first (``RunLoop._run_inline``)."""
+    raise AssertionError(f"step {call.step.id!r} of a refused definition ran")
+
+
 class RunLoop:
     """The one run loop (see the module docstring)."""
 
@@ -97,6 +104,9 @@ class RunLoop:
         self.view = RunView(checked, state, run.run_id, host.services, step_log,
                             derived.declared, derived.parent_index)  # what attempts read
         self.writer = RunWriter(host.store, run, state, step_log, host.listeners, host.worker)
+        # the engine's rules refuse the definition: every step fails as it would start
+        # (an approval too, rather than wait for a person), and the run never completes
+        self._refused = refusal(checked, host.services.trust, "")
         self.timers = Timers()
         self._slots = PoolSlots(self.spec.pools, state, self.timers)  # its use of pools
         # Nothing the loop holds refers back to it (callbacks are passed per call, and
@@ -350,15 +360,14 @@ class RunLoop:
                 attempt = state.begin(i, now, self._worker)
             else:
                 attempt = state.begin(i, now, worker)
-            if step_type.parks:
+            if step_type.parks and self._refused is None:
                 state.wait(i, now)
                 self.approvals.park(i)
                 continue
             # begin() set started_at (at the step's first attempt)
             call = StepCall(step, i, attempt, state.rows[i].started_at or now, view)
-            if here:
-                assert inline is not None
-                self._run_inline(i, inline, call, now)
+            if here or step_type.parks:  # (a parking step here: refused, it fails)
+                self._run_inline(i, inline or _refused_only, call, now)
             else:
                 starts.append(call)
         return starts
@@ -366,6 +375,10 @@ class RunLoop:
     def _run_inline(self, i: int, inline: Callable[[StepCall], JSON], call: StepCall,
                     now: float) -> None:
         try:
+            if call.services.trust is not None:  # the server's rules, as for attempts
+                refused = refusal(call.run.checked, call.services.trust, call.step.id)
+                if refused is not None:
+                    raise refused
             value = ensure_json(inline(call), step=call.step.id,
                                 max_bytes=self._max_output_bytes)
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
@@ -522,7 +535,7 @@ class RunLoop:
     async def _finish(self) -> None:
         await self.writer.commit_run(await final_change(
             self.checked, self.state, self.writer.run, cancel_reason=self.halt.reason,
-            secrets=self.secrets, clock=self.clock))
+            secrets=self.secrets, clock=self.clock, refused=self._refused))
 
     async def _abort(self, reason: str) -> None:
         """The run's task was cancelled (Ctrl-C): record everything as cancelled."""

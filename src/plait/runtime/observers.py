@@ -128,7 +128,7 @@ def _notifier(engine: _EngineLike, *, from_environment: bool) -> RunObserver:
 
     targets = targets_from_environment() if from_environment else ()
     return Notifier(engine.store, policy=engine.services.http_policy, targets=targets,
-                    clock=engine.clock)
+                    clock=engine.clock, trust=engine.services.trust)
 
 
 class _NotifierOnDemand:

@@ -21,8 +21,9 @@ from ..errors import CircuitOpenError, StepError, StepTimeout
 from ..steps.builtin import declared_keys
 from ..steps.registry import StepCall, StepFunction, get_step_type
 from . import stepcache
-from .binding import compile_plan, import_call, invoke
+from .binding import compile_plan, import_call, import_untrusted_call, invoke
 from .pools import shared_limits
+from .untrusted import refusal
 from .worksource import Outcome, OutcomeKind, Report, Reported
 
 
@@ -93,6 +94,10 @@ class AttemptRunner:
         value: JSON = None
         outcome: Reported
         try:
+            if call.services.trust is not None:  # the server's rules, before anything
+                refused = refusal(call.run.checked, call.services.trust, step.id)
+                if refused is not None:
+                    raise refused
             if step.circuit_breaker is not None and not fallback:
                 breaker = shared_limits().breaker(step.circuit_breaker.key,
                                                   step.circuit_breaker)
@@ -151,7 +156,12 @@ class AttemptRunner:
             output = fb.output
             return await call.rendered(lambda c: c.render(output, "fallback.output"),
                                        fields=output)
-        fn = fb.func or import_call(fb.call or "")
+        if fb.func is not None:
+            fn = fb.func
+        elif call.services.trust is not None:  # defined where it is named
+            fn = import_untrusted_call(fb.call or "")
+        else:
+            fn = import_call(fb.call or "")
         run = call.run
         # a fallback runs at most once per step and run: its plan is not kept
         plan = compile_plan(fn, step_id=call.step.id, steps=run.checked.graph.index,

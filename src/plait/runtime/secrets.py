@@ -20,7 +20,7 @@ import html
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from urllib.parse import quote, quote_plus
 
 from ..core.model import JSON
@@ -59,8 +59,13 @@ def _secret_values(env: Mapping[str, str]) -> set[str]:
 
 
 class Secrets(Mapping[str, str]):
-    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+    """The ``secrets`` of a run's templates.  ``allowed``: the only names templates may
+    read (an engine running untrusted definitions: PLAIT_ALLOWED_SECRETS); None: any."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None, *,
+                 allowed: Collection[str] | None = None) -> None:
         self._env = environ if environ is not None else os.environ
+        self._allowed = None if allowed is None else frozenset(allowed)
         # Every secret in the environment is redacted, not only those a template read:
         # step code may read one itself (os.environ) and log or return it.
         self.used: set[str] = _secret_values(self._env)
@@ -68,6 +73,9 @@ class Secrets(Mapping[str, str]):
         self._covered = 0  # how many of ``used`` the pattern covers (``used`` only grows)
 
     def __getitem__(self, name: str) -> str:
+        if self._allowed is not None and name not in self._allowed:
+            raise KeyError(f"secret {name!r} may not be read here: it is not listed in "
+                           f"PLAIT_ALLOWED_SECRETS")
         value = self._env.get(f"PLAIT_SECRET_{name}")
         if value is None:
             raise KeyError(f"secret {name!r} is not set (environment variable "
@@ -77,7 +85,8 @@ class Secrets(Mapping[str, str]):
         return value
 
     def __iter__(self) -> Iterator[str]:
-        return (k[len("PLAIT_SECRET_"):] for k in self._env if k.startswith("PLAIT_SECRET_"))
+        return (k[len("PLAIT_SECRET_"):] for k in self._env if k.startswith("PLAIT_SECRET_")
+                and (self._allowed is None or k[len("PLAIT_SECRET_"):] in self._allowed))
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

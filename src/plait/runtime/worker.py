@@ -38,6 +38,7 @@ from ..core.mapping import item_step, split_item_id
 from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepRuntime
 from ..core.states import RunStatus, StepStatus
+from ..core.trust import TrustPolicy
 from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, RunBusy, RunTakenOver, StaleWriteError, StoreError
 from ..steps.builtin import declared_keys
@@ -56,11 +57,12 @@ from .breakers import SharedBreaker
 from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
 from .context import AttemptLogs
-from .engine import Engine, default_worker_id
-from .runner import AttemptRunner, failed
+from .engine import Engine, default_worker_id, run_secrets
+from .netpolicy import NetworkPolicy
+from .runner import AttemptRunner, error_info, failed
 from .runview import RunView
 from .scheduler import Scheduler
-from .secrets import Secrets
+from .untrusted import refusal, refused
 from .worksource import Reported
 
 _log = logging.getLogger("plait.worker")
@@ -221,7 +223,9 @@ class Worker:
                  poll: float = 1.0, grace: float = 30.0, name: str | None = None,
                  max_runs: int = 100, schedules: bool = True,
                  notifications: Notifications | None = None,
-                 clock: Callable[[], float] = time.time, eager: bool = True) -> None:
+                 clock: Callable[[], float] = time.time, eager: bool = True,
+                 http_policy: NetworkPolicy | None = None,
+                 trust: TrustPolicy | None = None) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self.store = store
@@ -235,7 +239,9 @@ class Worker:
         # the runs it drives run their attempts here while it has free slots (eager
         # attempts, ``ClaimSource``); False: every attempt waits for a claim
         self.eager = eager
-        self.engine = Engine(store, worker=self.name, lease=lease, clock=clock)
+        # (http_policy, trust: as the Engine's, set before its observers are made)
+        self.engine = Engine(store, worker=self.name, lease=lease, clock=clock,
+                             http_policy=http_policy, trust=trust)
         # a child run of a `workflow`/`loop` step is a pending run any worker drives
         self.engine.services.children = ChildRuns(self.engine, drive=False)
         # told (workflow, seconds from dispatch to claim) of each claimed attempt, and
@@ -415,6 +421,9 @@ class Worker:
             index = checked.graph.index.get(lease.step_id)
             if index is None:  # an item of a map step (``fetch[3]``): its map's place
                 index = self._map_of(checked, lease.step_id)
+            refused = refusal(checked, self.engine.services.trust, lease.step_id)
+            if refused is not None:  # before anything of the step is imported
+                return self._outcome(lease, None, error=error_dict(error_info(refused)))
             fn = self._function(checked, lease, index)
         except (StepLoadError, StoreError) as exc:
             return self._outcome(lease, None, error={
@@ -479,7 +488,7 @@ class Worker:
         if cacheable and (found := self._views.get(key)) is not None:
             self._views.move_to_end(key)
             return found
-        secrets = Secrets()
+        secrets = run_secrets(self.engine.services.trust)
         state = RunState(checked, run_id=lease.run_id, input=lease.payload.get("input"),
                          secrets=secrets)
         view = RunView(checked, state, lease.run_id, self.engine.services,
@@ -657,7 +666,9 @@ class Worker:
             out = await in_flight(self.store, run_id, state) if state.interrupted else {}
             source = ClaimSource(checked, state, self.store, run_id=run_id, poll=self.poll,
                                  in_flight=out, subscribe=self.subscribe,
-                                 slots=self._slots)
+                                 # a refused definition: no eager attempt imports it
+                                 slots=None if refused(checked, self.engine.services.trust)
+                                 else self._slots)
             try:
                 await self.engine.execute(checked, run, state, source=source,
                                           claimed=True)
@@ -704,7 +715,8 @@ async def sla_sweep(engine: Engine, every: float = SLA_SWEEP_S) -> None:
     from ..observe.notify import Notifier, notify_sla_breaches, targets_from_environment
 
     notifier = Notifier(engine.store, policy=engine.services.http_policy,
-                        targets=targets_from_environment(), clock=engine.clock)
+                        targets=targets_from_environment(), clock=engine.clock,
+                        trust=engine.services.trust)
     while True:
         await asyncio.sleep(every)  # not at start: a process starting is busy enough
         try:

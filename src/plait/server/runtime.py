@@ -32,6 +32,7 @@ from ..core.validate import CheckedWorkflow
 from ..errors import PlaitError, RunBusy
 from ..runtime.engine import Engine
 from ..runtime.preflight import preflight
+from ..runtime.untrusted import refused
 from ..store.base import RunRecord, Store, WriteBatch
 from .settings import ServerSettings
 
@@ -75,7 +76,10 @@ class ServerRuntime:
         self.grace = grace
         self.events_poll = events_poll
         self.for_workers = for_workers(db_url)
-        self.engine = Engine(store, http_policy=settings.http_policy)
+        # every definition the server runs follows the rules for untrusted ones,
+        # however it was stored (core.trust): checked again before each step starts
+        self.engine = Engine(store, http_policy=settings.http_policy,
+                             trust=settings.trust)
         self.engine.listeners.append(self._committed)
         self.metrics = metrics  # observe.prometheus.LiveMetrics: this process's attempts
         if metrics is not None:
@@ -128,10 +132,10 @@ class ServerRuntime:
         from ..runtime.worker import Worker
 
         self._notifications = PgNotifications(self.db_url)
-        worker = Worker(self.store, grace=self.grace, notifications=self._notifications)
-        # the runs the worker drives obey the server's (strict) network policy, and
-        # their commits wake the event streams
-        worker.engine.services.http_policy = self.settings.http_policy
+        # the runs the worker drives obey the server's (strict) network policy and
+        # its rules for untrusted definitions, and their commits wake the event streams
+        worker = Worker(self.store, grace=self.grace, notifications=self._notifications,
+                        http_policy=self.settings.http_policy, trust=self.settings.trust)
         worker.engine.listeners.append(self._committed)
         if self.metrics is not None:
             self.metrics.attach(worker)
@@ -238,9 +242,12 @@ class ServerRuntime:
             _log.exception("run %s: unexpected error", run_id)
 
     async def checked(self, name: str, version: int | None = None) -> CheckedWorkflow:
-        """A stored definition, validated, its python steps importable."""
+        """A stored definition, validated, its python steps importable (unless the
+        rules refuse it: then nothing of it is imported, and its steps fail when they
+        start, naming the rule)."""
         checked = await self.engine.stored_workflow(name, version)
-        preflight(checked)
+        if not refused(checked, self.settings.trust):
+            preflight(checked)
         return checked
 
     async def start(self, checked: CheckedWorkflow, input: JSON,

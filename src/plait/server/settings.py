@@ -6,6 +6,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..core.model import Limits
+from ..core.sizes import parse_size
+from ..core.trust import CAP_SETTINGS, ENGINE_LIMITS, TrustPolicy
 from ..runtime.netpolicy import UNTRUSTED, NetworkPolicy
 
 TOKEN_ENV = "PLAIT_API_TOKEN"  # noqa: S105 - a variable name
@@ -16,6 +19,14 @@ ALLOWED_SECRETS_ENV = "PLAIT_ALLOWED_SECRETS"
 ALLOWED_HOSTNAMES_ENV = "PLAIT_ALLOWED_HOSTNAMES"
 MAX_BODY_BYTES = 1024 * 1024  # bodies over 1 MiB are refused with 413
 SESSION_TTL_S = 12 * 3600.0
+
+
+class SettingError(ValueError):
+    """An environment variable of the server has a bad value: ``variable`` names it."""
+
+    def __init__(self, variable: str, message: str) -> None:
+        self.variable = variable
+        super().__init__(f"{variable}: {message}")
 
 
 def listed(env: Mapping[str, str], name: str) -> tuple[str, ...]:
@@ -34,6 +45,9 @@ class ServerSettings:
     definition may read (only in fields that leave the process).
     ``allowed_hostnames``: PLAIT_ALLOWED_HOSTNAMES, host names (besides the address it
     listens on and loopback names) the server answers to, e.g. its name behind a proxy.
+    ``caps``: the most any definition the server runs may ask for in ``limits``
+    (PLAIT_MAX_STEPS, PLAIT_MAX_MAP_ITEMS, PLAIT_MAX_OUTPUT_BYTES, PLAIT_MAX_DEPTH,
+    PLAIT_MAX_SUBWORKFLOW_DEPTH; default: the engine's default limits).
     ``http_policy``: where the http/llm steps of the runs the server executes may
     connect (the UNTRUSTED profile plus PLAIT_ALLOWED_HOSTS / PLAIT_DENIED_NETWORKS)."""
 
@@ -43,12 +57,22 @@ class ServerSettings:
     allowed_key_envs: tuple[str, ...] = ()
     allowed_secrets: tuple[str, ...] = ()
     allowed_hostnames: tuple[str, ...] = ()
+    caps: Limits = ENGINE_LIMITS
     http_policy: NetworkPolicy = UNTRUSTED
     max_body_bytes: int = MAX_BODY_BYTES
     session_ttl: float = SESSION_TTL_S
 
+    @property
+    def trust(self) -> TrustPolicy:
+        """The rules every definition the server registers or runs must follow."""
+        return TrustPolicy(allowed_modules=self.allowed_modules,
+                           allowed_key_envs=self.allowed_key_envs,
+                           allowed_secrets=self.allowed_secrets, caps=self.caps)
+
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
+        """The settings in ``environ`` (default: the process's); SettingError naming
+        the variable whose value is bad."""
         env = os.environ if environ is None else environ
         return cls(token=env.get(TOKEN_ENV) or None,
                    webhook_secret=env.get(WEBHOOK_SECRET_ENV) or None,
@@ -56,4 +80,27 @@ class ServerSettings:
                    allowed_key_envs=listed(env, ALLOWED_KEY_ENVS_ENV),
                    allowed_secrets=listed(env, ALLOWED_SECRETS_ENV),
                    allowed_hostnames=listed(env, ALLOWED_HOSTNAMES_ENV),
+                   caps=caps_from(env),
                    http_policy=NetworkPolicy.from_environment(env, base=UNTRUSTED))
+
+
+def caps_from(env: Mapping[str, str]) -> Limits:
+    """The limits caps of ``PLAIT_MAX_*`` (unset: the engine's default limit)."""
+    base = Limits()
+    values = {key: _cap(env, key, getattr(base, key)) for key in CAP_SETTINGS}
+    return Limits(**values)
+
+
+def _cap(env: Mapping[str, str], key: str, default: int) -> int:
+    variable = CAP_SETTINGS[key]
+    text = env.get(variable, "").strip()
+    if not text:
+        return default
+    if key == "max_output_bytes":
+        try:
+            return parse_size(text)
+        except ValueError as exc:
+            raise SettingError(variable, str(exc)) from None
+    if not text.isdigit() or int(text) < 1:
+        raise SettingError(variable, f"expected a whole number of at least 1, got {text!r}")
+    return int(text)

@@ -1,13 +1,17 @@
-"""The rules for definitions registered over the API (SPEC 9): they are untrusted.
+"""The rules for definitions registered over the API: they are untrusted.
 
-- ``python`` steps (and ``fallback: {call: ...}`` of any step) may only call modules
-  that match a prefix of ``PLAIT_ALLOWED_MODULES`` (``pkg`` allows ``pkg`` and
-  ``pkg.sub``; unset: none), checked before anything is imported;
-- ``http`` and ``llm`` steps whose URL is written out (no template) may not name a
-  loopback, private, link-local or metadata address (every spelling: decimal, hex,
-  octal, IPv4-mapped IPv6...) unless ``PLAIT_ALLOWED_HOSTS`` lists it.  A URL built by a
-  template, a host name and every redirect are judged when the run connects: the runs
-  the server executes use the same strict policy (``ServerSettings.http_policy``).
+The rules themselves are the core's (``plait.core.trust``: one walker over every
+step-like mapping at any depth, and the rules it applies).  This module gives them
+what lives at the edge:
+
+- the network check of URLs written out: an ``http`` or ``llm`` step's URL, a
+  ``notify`` target's URL, may not name a loopback, private, link-local or metadata
+  address (every spelling: decimal, hex, octal, IPv4-mapped IPv6...) unless
+  ``PLAIT_ALLOWED_HOSTS`` lists it.  A URL built by a template, a host name and every
+  redirect are judged when the run connects: the runs the server executes use the
+  same strict policy (``ServerSettings.http_policy``);
+- the import check of every ``call`` once the rules allow its module: the function
+  must be defined in the module it is named by (``import_untrusted_call``).
 
 Each refusal is a ``Problem`` with its location, listed with the validator's.
 """
@@ -15,74 +19,36 @@ Each refusal is a ``Problem`` with its location, listed with the validator's.
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
+from ..core import trust
 from ..errors import NetworkRefused, Problem
+from ..runtime.binding import import_untrusted_call
 from ..runtime.netpolicy import NetworkPolicy
-
-NETWORK_STEP_TYPES = frozenset({"http", "llm"})
-URL_FIELDS = ("url", "base_url")
+from .settings import ServerSettings
 
 
-def module_allowed(module: str, prefixes: Sequence[str]) -> bool:
-    for prefix in prefixes:
-        stem = prefix.rstrip(".")
-        if stem and (module == stem or module.startswith(stem + ".")):
-            return True
-    return False
+def untrusted_problems(data: object, settings: ServerSettings) -> list[Problem]:
+    """What the rules refuse in a raw definition (a dict from JSON or YAML)."""
+    policy = settings.http_policy
+    return trust.untrusted_problems(
+        data, settings.trust, url_check=lambda url, where: url_problem(url, where, policy))
 
 
-def untrusted_problems(data: object, *, allowed_modules: Sequence[str],
-                       policy: NetworkPolicy) -> list[Problem]:
-    """What the untrusted rules refuse in a raw definition (a dict from JSON or YAML)."""
-    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-        return []
-    problems: list[Problem] = []
-    defaults = data.get("defaults")
-    if isinstance(defaults, dict):
-        problems += _fallback_problem(defaults.get("fallback"), "defaults.fallback.call",
-                                      allowed_modules)
-    from ..observe.notify_targets import call_modules
-
-    for where, module in call_modules(data.get("notify")):  # called in this process
-        problems += _call_problem(f"{module}:_", where, allowed_modules)
-    for i, step in enumerate(data["steps"]):
-        if not isinstance(step, dict):
+def call_problems(data: object) -> list[Problem]:
+    """For a definition the rules allow: each ``call`` (at any depth) whose function
+    does not import, or is defined in another module than the one it is named by."""
+    problems = []
+    for site in trust.sites(data):
+        call = site.body.get("call")
+        if not isinstance(call, str) or ":" not in call:
             continue
-        where = f"steps[{i}]"
-        if step.get("type") == "python":
-            problems += _call_problem(step.get("call"), f"{where}.call", allowed_modules)
-        problems += _fallback_problem(step.get("fallback"), f"{where}.fallback.call",
-                                      allowed_modules)
-        if step.get("type") in NETWORK_STEP_TYPES:
-            for field in URL_FIELDS:
-                url = step.get(field)
-                if isinstance(url, str):
-                    problem = url_problem(url, f"{where}.{field}", policy)
-                    if problem is not None:
-                        problems.append(problem)
+        try:
+            import_untrusted_call(call)
+        except ImportError as exc:
+            where = f"{site.where}.call" if site.where else "call"
+            problems.append(Problem(location=where, message=str(exc)))
     return problems
-
-
-def _fallback_problem(fallback: Any, where: str, allowed: Sequence[str]) -> list[Problem]:
-    if isinstance(fallback, dict) and "call" in fallback:
-        return _call_problem(fallback["call"], where, allowed)
-    return []
-
-
-def _call_problem(call: Any, where: str, allowed: Sequence[str]) -> list[Problem]:
-    if not isinstance(call, str) or ":" not in call:
-        return []  # the validator names the malformed call
-    module = call.split(":", 1)[0].strip()
-    if module_allowed(module, allowed):
-        return []
-    listed = ", ".join(allowed) if allowed else "none: PLAIT_ALLOWED_MODULES is not set"
-    return [Problem(location=where, message=(
-        f"module {module!r} may not be called by a definition registered over the API "
-        f"(allowed module prefixes: {listed}); add it to PLAIT_ALLOWED_MODULES to allow "
-        f"it"))]
 
 
 def url_problem(url: str, where: str, policy: NetworkPolicy) -> Problem | None:

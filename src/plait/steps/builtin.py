@@ -13,7 +13,13 @@ from ..core import expressions
 from ..core.durations import parse_duration
 from ..core.model import JSON, StepSpec
 from ..errors import FatalError, StepError
-from ..runtime.binding import ParamPlan, compile_plan, import_call, invoke
+from ..runtime.binding import (
+    ParamPlan,
+    compile_plan,
+    import_call,
+    import_untrusted_call,
+    invoke,
+)
 from ..runtime.results import iso
 from .registry import StepCall, StepType, register_step_type
 from .types import HTTP_FIELDS, LLM_FIELDS
@@ -50,6 +56,8 @@ class PythonStep:
         return plan
 
     def __call__(self, call: StepCall) -> Awaitable[JSON]:
+        if call.services.trust is not None:  # resolved by the untrusted rule each time
+            return self._untrusted(call)
         plan = self._plan or self.plan()
         if self._with is None:
             kwargs = plan.arguments(call.run, call.context) if plan.params else {}
@@ -59,16 +67,27 @@ class PythonStep:
             return self._rendered_off_loop(call, plan)
         return _start(plan, kwargs, call)
 
+    def _untrusted(self, call: StepCall) -> Awaitable[JSON]:
+        """An attempt on an engine with rules for untrusted definitions: the function
+        must be defined in the module the call names (never an attribute path), and
+        its plan is not kept (a trusted engine may share this checked workflow)."""
+        plan = _compile(self._step, self._checked, untrusted=True)
+        if self._with is None:
+            return _start(plan, plan.arguments(call.run, call.context), call)
+        return self._rendered_off_loop(call, plan)
+
     async def _rendered_off_loop(self, call: StepCall, plan: ParamPlan) -> JSON:
         given = await call.rendered(_rendered_with)
         return await _start(plan, plan.arguments(call.run, call.context, given), call)
 
 
-def _compile(step: StepSpec, checked: CheckedWorkflow) -> ParamPlan:
+def _compile(step: StepSpec, checked: CheckedWorkflow, *,
+             untrusted: bool = False) -> ParamPlan:
     fn = step.func
     if fn is None:
+        resolve = import_untrusted_call if untrusted else import_call
         try:
-            fn = import_call(cast(str, step.config.get("call")))
+            fn = resolve(cast(str, step.config.get("call")))
         except ImportError as exc:
             raise FatalError(f"step {step.id!r}: {exc}", step=step.id) from exc
     given = step.config.get("with")

@@ -59,6 +59,7 @@ import httpx
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict
+from ..core.trust import key_env_problem
 from ..errors import FatalError, HTTPStatusError, StepError
 from ..runtime.secrets import add_redacted
 from .http import (
@@ -207,6 +208,11 @@ def api_key(call: StepCall) -> str:
     name = call.step.config.get("api_key_env")
     step = call.step.id
     assert isinstance(name, str)  # checked with the definition
+    trust = call.services.trust
+    if trust is not None:  # the server's allow-list, before the variable is read
+        refused = key_env_problem(name, "api_key_env", trust)
+        if refused:
+            raise _fatal(step, refused[0].message)
     value = os.environ.get(name)
     if not value:
         raise _fatal(step, f"the environment variable {name} named by `api_key_env` is "

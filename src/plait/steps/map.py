@@ -33,7 +33,7 @@ def map_items(call: StepCall) -> JSON:
     if not isinstance(value, list):
         raise MapItemsError(f"step {step.id!r}: `over` must render to a list, got "
                             f"{_describe(value)}", step=step.id)
-    limit = call.run.checked.spec.limits.max_map_items
+    limit = call.services.limits(call.run.checked.spec.limits).max_map_items
     if len(value) > limit:
         raise MapItemsError(f"step {step.id!r}: `over` rendered {len(value)} items, over "
                             f"limits.max_map_items ({limit})", step=step.id)

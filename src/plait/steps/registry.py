@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..core import expressions
-from ..core.model import JSON, StepSpec
+from ..core.model import JSON, Limits, StepSpec
 from ..core.steptypes import (
     FieldChecker,
     StepTypeInfo,
@@ -24,6 +24,7 @@ from ..core.steptypes import (
     register_unavailable_type,
     unavailable_reason,
 )
+from ..core.trust import TrustPolicy, bounded
 from ..errors import PlaitError, TemplateError
 from ..runtime import netpolicy, offloop
 from ..runtime.context import StepContext, StepLog
@@ -45,6 +46,14 @@ class Services:
     # child runs of `workflow` and `loop` steps (runtime.children.ChildRuns), set by
     # the engine that runs the attempt
     children: object | None = None
+    # the rules every definition this engine runs must follow (the server's: see
+    # core.trust); None: definitions are trusted (plait run, the Python API)
+    trust: TrustPolicy | None = None
+
+    def limits(self, limits: Limits) -> Limits:
+        """A definition's ``limits`` as this engine applies them: within the caps of
+        ``trust``."""
+        return bounded(limits, self.trust.caps if self.trust is not None else None)
 
 
 class RunAccess(Protocol):

@@ -1,4 +1,4 @@
-"""``/api/workflows``: list, register (untrusted: SPEC 9) and read definitions."""
+"""``/api/workflows``: list, register (untrusted: docs/server.md) and read definitions."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ...store.base import Store
 from ..errors import ApiError, not_found
 from ..models import ErrorBody, WorkflowCreated, WorkflowDetail, WorkflowSummary
 from ..runtime import ServerRuntime
-from ..untrusted import untrusted_problems
+from ..untrusted import call_problems, untrusted_problems
 from .deps import runtime
 
 router = APIRouter(prefix="/api/workflows", tags=["workflows"])
@@ -51,8 +51,10 @@ def _invalid(problems: list[Problem] | tuple[Problem, ...]) -> ApiError:
                  "application/yaml": {"schema": {"type": "string"}}}, "required": True}})
 async def register(request: Request, rt: Runtime) -> WorkflowCreated:
     """Register a definition (JSON, or YAML with ``Content-Type: application/yaml``).
-    Untrusted: python steps may only call PLAIT_ALLOWED_MODULES, http/llm steps may not
-    name private addresses.  422 lists every problem."""
+    Untrusted (``plait.core.trust``, at any depth): python steps may only call
+    functions of PLAIT_ALLOWED_MODULES, http/llm steps may not name private addresses,
+    keys and secrets only as allowed, limits within the server's caps.  422 lists
+    every problem."""
     raw = await request.body()
     kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
     fmt = "yaml" if kind.lower() in YAML_TYPES else "json"
@@ -64,9 +66,7 @@ async def register(request: Request, rt: Runtime) -> WorkflowCreated:
         data = parse_text(text, source="request", fmt=fmt)
     except DefinitionError as exc:
         raise _invalid(exc.problems) from exc
-    settings = rt.settings
-    refused = untrusted_problems(data, allowed_modules=settings.allowed_modules,
-                                 policy=settings.http_policy)
+    refused = untrusted_problems(data, rt.settings)  # every step-like place, any depth
     try:
         checked = check_definition(data, source="request")
     except DefinitionError as exc:
@@ -77,6 +77,9 @@ async def register(request: Request, rt: Runtime) -> WorkflowCreated:
         preflight(checked)  # the allowed modules import, their functions exist
     except DefinitionError as exc:
         raise _invalid(exc.problems) from exc
+    elsewhere = call_problems(data)  # each function is defined where it is named
+    if elsewhere:
+        raise _invalid(elsewhere)
     spec = checked.spec
     try:
         stored = await rt.store.save_workflow(spec.name, checked.definition_json,
