@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         StoreUnreachable,
         TemplateError,
         TransitionError,
+        UnstorableValue,
         VersionConflict,
         WorkflowNotFound,
     )
@@ -91,6 +92,7 @@ __all__ = [
     "StoreUnreachable",
     "TemplateError",
     "TransitionError",
+    "UnstorableValue",
     "VersionConflict",
     "Workflow",
     "WorkflowNotFound",

@@ -17,6 +17,7 @@
     │   ├── WorkflowNotFound
     │   ├── RunLeftUnfinished    the store failed mid-run: stored unfinished, resumable
     │   ├── StoreUnreachable     its server cannot be reached now (try again later)
+    │   ├── UnstorableValue      a value it cannot hold (not JSON, not valid Unicode)
     │   └── SchemaVersionError   a database written by a newer plait
     └── StepError                why one attempt of a step failed (stored as its error)
         ├── FatalError           raised by user code: fail now, never retry
@@ -104,6 +105,13 @@ class StoreUnreachable(StoreError):
     """The store's server cannot be reached now (refused, timed out, starting or
     shutting down, out of connections): trying again later may work, where a refused
     login, a missing database or a bad URL will not."""
+
+
+class UnstorableValue(StoreError):
+    """A write refused, storing nothing, because a value in it cannot be stored: not
+    JSON (NaN, bytes, an object), or text that is not valid Unicode (a lone
+    surrogate).  Writing the same values again fails the same way: the writer splits
+    the write and fails (or cleans) what the store refused (``runtime.unstorable``)."""
 
 
 class TransitionError(StoreError):

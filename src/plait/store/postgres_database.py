@@ -17,7 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextBinaryLoader, TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import StoreError, StoreUnreachable
+from ..errors import StoreError, StoreUnreachable, UnstorableValue
 from .postgres_url import parse_url
 from .sql.postgres_schema import check_current, migrate
 
@@ -107,7 +107,7 @@ def _connect_error(exc: psycopg.Error, where: str) -> StoreError:
 
 
 def _unicode_error(exc: UnicodeEncodeError) -> StoreError:
-    return StoreError(f"a value to store is not valid Unicode ({exc.reason}: "
+    return UnstorableValue(f"a value to store is not valid Unicode ({exc.reason}: "
                       f"{exc.object[exc.start:exc.end]!a}); nothing of it was stored")
 
 
