@@ -84,6 +84,9 @@ def translate(exc: psycopg.Error, where: str) -> StoreError:
         return StoreError(f"database {where}: the statement was cancelled ({detail})")
     if lost_connection(exc):
         return StoreError(f"lost the connection to PostgreSQL at {where} ({detail})")
+    if state.startswith("22"):  # a data exception: a value the server cannot hold
+        return UnstorableValue(f"database {where}: a value to store was refused "
+                               f"({detail}); nothing of it was stored")
     return StoreError(f"database {where}: {detail}")
 
 
