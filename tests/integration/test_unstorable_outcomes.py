@@ -68,10 +68,14 @@ def steps(write_steps_module: StepsModule) -> str:
     return write_steps_module(STEPS)
 
 
-def definition(module: str, poison: str) -> dict[str, Any]:
-    return {"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
+def definition(module: str, poison: str, *, pool: bool = False) -> dict[str, Any]:
+    """``pool``: the poisoned step in a pool, so it always gets a ticket (a worker
+    running eager attempts claims it, and completes it through the inbox)."""
+    return {"name": f"wf-{uuid.uuid4().hex[:8]}", "pools": {"p": {"concurrency": 4}},
+            "steps": [
         {"id": "bad", "type": "python", "call": f"{module}:{poison}", "retry": RETRY,
-         **({"with": {"n": 0}} if poison == "fine" else {})},
+         **({"with": {"n": 0}} if poison == "fine" else {}),
+         **({"pool": "p"} if pool else {})},
         {"id": "good", "type": "python", "call": f"{module}:fine", "with": {"n": 1}}]}
 
 
@@ -137,8 +141,10 @@ async def test_workers_store_every_trigger_and_complete_every_other_run(
     engine = Engine(store)
     poisoned = {}
     for poison in TRIGGERS:
-        run = await engine.submit(check_definition(definition(steps, poison)), {})
-        poisoned[run.run_id] = poison
+        for pool in (False, True) if eager else (False,):
+            run = await engine.submit(check_definition(definition(steps, poison,
+                                                                  pool=pool)), {})
+            poisoned[run.run_id] = poison
     good = [await engine.submit(check_definition(definition(steps, "fine")), {})
             for _ in range(3)]
     workers = [_worker(store, "w1", eager=eager)] if eager else \
