@@ -6,9 +6,10 @@ A worker has two roles (docs/design/workers.md):
   tickets (``claim_attempts``; never more), woken by ``NOTIFY plait_work`` on
   PostgreSQL and by a poll timer on every store; each lease runs with the same
   ``AttemptRunner`` as a local run, through a ``RunView`` built from the ticket's
-  payload.  The outcomes of one turn are stored by ONE ``complete_attempts``.  A
-  heartbeat loop extends the leases every lease/3; an attempt whose lease is lost is
-  cancelled (the store discards its result and notes it).
+  payload.  The outcomes of one turn are stored by ONE ``complete_attempts``, split
+  when the store refuses a value (``runtime.completions``).  A heartbeat loop extends
+  the leases every lease/3; an attempt whose lease is lost is cancelled (the store
+  discards its result and notes it).
 - **driving runs**: a reaper loop turns expired leases into ``interrupted`` outcomes
   (``reap_expired``) and takes runs that need a driver (``runs_to_drive`` ->
   ``claim_run``), at most ``max_runs`` at once; each is driven by ``Engine.execute``
