@@ -17,6 +17,7 @@
     │   ├── WorkflowNotFound
     │   ├── RunLeftUnfinished    the store failed mid-run: stored unfinished, resumable
     │   ├── StoreUnreachable     its server cannot be reached now (try again later)
+    │   ├── UnstorableValue      a value it cannot hold (not JSON, not valid Unicode)
     │   └── SchemaVersionError   a database written by a newer plait
     └── StepError                why one attempt of a step failed (stored as its error)
         ├── FatalError           raised by user code: fail now, never retry
@@ -105,6 +106,13 @@ class StoreUnreachable(StoreError):
     """The store's server cannot be reached now (refused, timed out, starting or
     shutting down, out of connections): trying again later may work, where a refused
     login, a missing database or a bad URL will not."""
+
+
+class UnstorableValue(StoreError):
+    """A write refused, storing nothing, because a value in it cannot be stored: not
+    JSON (NaN, bytes, an object), or text that is not valid Unicode (a lone
+    surrogate).  Writing the same values again fails the same way: the writer splits
+    the write and fails (or cleans) what the store refused (``runtime.unstorable``)."""
 
 
 class TransitionError(StoreError):
@@ -264,17 +272,21 @@ class HTTPStatusError(StepError):
 
 
 class InterruptedAttempt(StepError):
-    """An attempt that was running when the process executing it stopped: it counts as a
-    failed attempt and retries under the step's policy (SPEC 6)."""
+    """An attempt that was running when the process executing it stopped driving the
+    run, its outcome never stored: it counts as a failed attempt and retries under the
+    step's policy."""
 
     def __init__(self, worker: str | None, *, step: str, taken_over: bool = False) -> None:
         self.worker = worker
         # taken_over: found by a worker that took the run over from its driver (the
         # attempt ran in the driver's process, and its lease on the run ran out)
-        why = "; its lease on the run ran out and another worker took the run over" \
-            if taken_over else ""
+        # the process may be alive: a store that refused its write stops its run too,
+        # so the message says what is known, that the outcome was never stored
+        why = "; it no longer drives the run (it stopped, its lease on the run ran out, " \
+            "or it let the run go) and another worker took the run over" \
+            if taken_over else " (it stopped, or the store refused its write)"
         super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
-                         f"stopped{why}", step=step)
+                         f"never stored its outcome{why}", step=step)
 
 
 class NetworkRefused(StepError):

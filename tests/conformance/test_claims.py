@@ -27,7 +27,8 @@ import pytest
 
 from plait.core.runstate import StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
-from plait.errors import RunNotFound, StaleWriteError, StoreError
+from plait.errors import RunNotFound, StaleWriteError, StoreError, UnstorableValue
+from plait.runtime.unstorable import cleaned_batch, complete_split
 from plait.store import open_store
 from plait.store.base import (
     AttemptKey,
@@ -303,6 +304,54 @@ async def test_a_bad_outcome_refuses_the_whole_completion(store: Store,
     assert await store.outcomes(run_id) == []  # nothing of either call was stored
     assert await store.extend_leases("w1", [la.token, lb.token], LEASE) == {la.token,
                                                                              lb.token}
+
+
+@pytest.mark.parametrize("bad", [{"n": float("nan")}, {"b": b"\xff"}],
+                         ids=["nan", "bytes"])
+async def test_a_completion_refused_for_a_value_is_split(store: Store, driver: Driver,
+                                                         bad: Any) -> None:
+    """A value no store can hold refuses the whole completion (UnstorableValue, nothing
+    stored); split (``complete_split``), the refused outcome alone is stored as its
+    attempt's failure, never retried, naming why, and the others as they were."""
+    run_id = await driver.run()
+    for step in "abc":
+        await driver.start(run_id, step)
+    la, lb, lc = sorted(await store.claim_attempts("w1", 3, LEASE), key=lambda x: x.step_id)
+    results = [(la.token, ok(la, 1)), (lb.token, ok(lb, bad)), (lc.token, ok(lc, 3))]
+    with pytest.raises(UnstorableValue):
+        await store.complete_attempts("w1", results)
+    assert await store.outcomes(run_id) == []
+    assert await complete_split(store, "w1", results) == [True, True, True]
+    oa, ob, oc = await store.outcomes(run_id)
+    assert [(o.step_id, o.kind, o.output) for o in (oa, oc)] == [("a", "ok", 1),
+                                                                  ("c", "ok", 3)]
+    assert (ob.step_id, ob.kind, ob.output) == ("b", "error", None)
+    assert ob.error is not None and ob.error["type"] == "UnstorableOutcome"
+    assert ob.error["retryable"] is False
+    assert str(ob.error["message"]).startswith(
+        "the outcome of attempt 1 (ok) could not be stored: ")
+
+
+async def test_a_run_batch_refused_for_a_value_is_stored_cleaned(store: Store,
+                                                                 driver: Driver) -> None:
+    run_id = await driver.run()
+    now = time.time()
+    batch = WriteBatch(run_id, steps=[
+        change("a", S.PENDING, S.QUEUED, now),
+        change("a", S.QUEUED, S.RUNNING, now, attempts=1, started_at=now),
+        change("a", S.RUNNING, S.COMPLETED, now, attempts=1,
+               output={"x": float("inf"), "ok": "é"})],
+        notes=[("a", {"usage": {"tokens": float("nan")}})])
+    with pytest.raises(UnstorableValue) as refused:
+        await store.write(batch)
+    assert await step_status(store, run_id, "a") is S.PENDING  # nothing stored
+    await store.write(cleaned_batch(batch, refused.value))
+    steps = {s.step_id: s for s in await store.get_steps(run_id)}
+    assert (steps["a"].status, steps["a"].output) == (S.COMPLETED, {"x": None, "ok": "é"})
+    assert await notes(store, run_id, "usage") == [("a", {"tokens": None})]
+    [(step, warning)] = await notes(store, run_id, "log")
+    assert step is None and warning["level"] == "WARNING"
+    assert "stored cleaned: NaN and infinities dropped" in warning["message"]
 
 
 async def test_unknown_runs_are_named(store: Store) -> None:

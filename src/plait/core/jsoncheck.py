@@ -98,6 +98,86 @@ def clean_text(text: str) -> str:
     return text
 
 
+def storable(value: object, *, max_bytes: int | None = None) -> tuple[JSON, str | None]:
+    """``value`` as every store can hold it, and what was cleaned in it (None: nothing,
+    and ``value`` is returned as given, not copied).
+
+    For what a step leaves besides its output (log records, history notes, error
+    details), where refusing would lose the record: nothing is refused.  A lone
+    surrogate becomes U+FFFD; bytes become text (UTF-8, a bad byte as U+FFFD); NaN and
+    the infinities become None; an integer past 4,300 digits, a key that is not a
+    string, or any other object becomes a short text naming it; tuples and sets become
+    lists; nesting past ``MAX_NESTING`` levels is cut; a value over ``max_bytes`` of
+    JSON text becomes a text giving its size."""
+    bound = _plain_bound(value, 0)  # the common case: one quick pass, no copy
+    if bound >= 0 and (max_bytes is None or bound <= max_bytes):
+        return value, None  # type: ignore[return-value]
+    cleaned: set[str] = set()
+    out = _clean(value, 0, cleaned) if bound < 0 else value
+    if max_bytes is not None:
+        size = len(json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+                   .encode("utf-8"))
+        if size > max_bytes:
+            cleaned.add(f"a value of {size:,} bytes of JSON cut (the limit is "
+                        f"{max_bytes:,})")
+            out = f"(a value of {size:,} bytes of JSON, over {max_bytes:,}, not kept)"
+    return out, ("; ".join(sorted(cleaned)) or None)  # type: ignore[return-value]
+
+
+_CLEANED_SURROGATE = "lone surrogates replaced by U+FFFD"
+
+
+def _clean(value: object, depth: int, cleaned: set[str]) -> JSON:
+    """``storable``'s walk (recursion bounded by MAX_NESTING)."""
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, str):
+        text = clean_text(str.__str__(value))
+        if text != value:
+            cleaned.add(_CLEANED_SURROGATE)
+        return text
+    if isinstance(value, bool | int):
+        number = int(value)
+        if number.bit_length() > _SAFE_INT_BITS and not -_INT_BOUND < number < _INT_BOUND:
+            cleaned.add(f"integers of more than {MAX_INT_DIGITS:,} digits replaced")
+            return f"(an integer of {number.bit_length():,} bits)"
+        return number
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return float(value)
+        cleaned.add("NaN and infinities dropped (stored as null)")
+        return None
+    if isinstance(value, bytes | bytearray | memoryview):
+        cleaned.add("bytes stored as text")
+        return _clean(bytes(value).decode("utf-8", "replace"), depth, cleaned)
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        if depth >= MAX_NESTING:
+            cleaned.add(f"nesting past {MAX_NESTING} levels cut")
+            return f"(nested more than {MAX_NESTING} levels deep)"
+        if isinstance(value, dict):
+            return {_clean_key(key, cleaned): _clean(item, depth + 1, cleaned)
+                    for key, item in value.items()}
+        return [_clean(item, depth + 1, cleaned) for item in value]
+    cleaned.add(f"{clean_text(type(value).__name__)} objects stored as their repr")
+    return _clean(_repr(value), depth, cleaned)
+
+
+def _clean_key(key: object, cleaned: set[str]) -> str:
+    if isinstance(key, str):
+        return _clean(key, 0, cleaned)  # type: ignore[return-value]
+    cleaned.add("keys that are not strings stored as their repr")
+    return clean_text(_repr(key))
+
+
+def _repr(value: object) -> str:
+    """``repr(value)``, cut to 200 characters; a repr that fails is named, not raised."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - any object's repr: a text naming it instead
+        return f"<{type(value).__name__} object (its repr failed)>"
+    return text if len(text) <= 200 else f"{text[:200]}..."
+
+
 def key_path(path: str, key: str) -> str:
     """``path.key``, or ``path["odd key"]`` for a key that is not a plain name (escaped,
     so a path never carries a character that cannot be printed)."""
@@ -110,7 +190,7 @@ def _convert(value: object, path: str, depth: int, size: list[int]) -> JSON:
     """The recursive walk; ``size[0]`` accumulates an upper bound of the encoded size."""
     if value is None or value is True or value is False:
         size[0] += 5
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, str):
         _check_str(value, path)
         size[0] += len(value) * _BYTES_PER_CHAR + 2

@@ -63,7 +63,7 @@ from ..steps.registry import StepCall, StepFunction
 from ..store.base import AttemptKey, Outcome, Store, Ticket
 from .binding import import_step_call
 from .context import StepLog
-from .runner import AttemptRunner, attempt_functions, item_function
+from .runner import AttemptRunner, attempt_functions, finite_seconds, item_function
 from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
 
 _log = logging.getLogger("plait.engine")
@@ -90,7 +90,7 @@ def error_info(error: JSONDict | None) -> ErrorInfo:
         type=str(error.get("type") or "Error"), message=str(error.get("message") or ""),
         names=tuple(str(n) for n in names) if isinstance(names, list) else (),
         retryable=error.get("retryable") is not False,
-        retry_after=float(retry_after) if isinstance(retry_after, int | float) else None,
+        retry_after=finite_seconds(retry_after),
         traceback=traceback if isinstance(traceback, str) else None)
 
 

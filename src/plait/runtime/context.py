@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..core.bounds import Stop
+from ..core.jsoncheck import clean_text, storable
 from ..core.model import JSON, JSONDict
 
 _log = logging.getLogger("plait.step")
@@ -20,6 +21,7 @@ _log = logging.getLogger("plait.step")
 MAX_PENDING_RECORDS = 10_000
 MAX_MESSAGE_CHARS = 8_192
 MAX_EMIT_BYTES = 1 << 20  # of one ctx.emit value as JSON text
+MAX_NOTE_BYTES = 1 << 20  # of any other history note as JSON text (usage, wait, cache)
 MAX_ATTEMPT_RECORDS = 1_000  # per attempt executed on a worker (AttemptLogs)
 
 
@@ -59,7 +61,7 @@ class StepLog:
         if len(self._records) >= MAX_PENDING_RECORDS:
             self._dropped += 1
             return
-        self._records.append((step_id, _redact_json(data, self.redact)))
+        self._records.append((step_id, note_data(data, self.redact)))
 
     def redact_json(self, value: JSON) -> JSON:
         """``value`` with every secret redacted from its text (keys and strings)."""
@@ -79,11 +81,33 @@ class StepLog:
 
 
 def log_record(attempt: int, level: int, message: str) -> JSONDict:
-    """One ``ctx.logger`` record as history keeps it (the ``log`` of a note)."""
+    """One ``ctx.logger`` record as history keeps it (the ``log`` of a note): a long
+    message is cut, and a lone surrogate in it (a file name decoded with
+    ``surrogateescape``) becomes U+FFFD, the record saying so in ``cleaned``."""
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + f"... ({len(message)} characters)"
-    return {"level": logging.getLevelName(level), "message": message, "attempt": attempt,
-            "at": time.time()}
+    record: JSONDict = {"level": str(logging.getLevelName(level)), "message": message,
+                        "attempt": attempt, "at": time.time()}
+    if not message.isascii():  # (the common case is one cheap test)
+        text = clean_text(message)
+        if text is not message:
+            record["message"], record["cleaned"] = text, "lone surrogates replaced by " \
+                "U+FFFD"
+    return record
+
+
+def note_data(data: JSONDict, redact: Callable[[str | None], str | None]) -> JSONDict:
+    """A history note as it can be stored: cleaned (``jsoncheck.storable``, at most
+    ``MAX_NOTE_BYTES``), then redacted.  What was cleaned is said in the note's value,
+    when it is an object, as ``cleaned``."""
+    value, cleaned = storable(data, max_bytes=MAX_NOTE_BYTES)
+    if not isinstance(value, dict):  # cut whole: too large
+        value = {"note": value}
+    if cleaned is not None and len(value) == 1:
+        inner = next(iter(value.values()))
+        if isinstance(inner, dict):
+            inner["cleaned"] = cleaned
+    return _redact_json(value, redact)  # type: ignore[no-any-return]
 
 
 class AttemptLogs(StepLog):
@@ -132,7 +156,7 @@ class AttemptLogs(StepLog):
     def note(self, step_id: str, data: JSONDict) -> None:
         attempt = self._current.get(step_id)
         if attempt is not None:
-            self._keep((step_id, attempt), _redact_json(data, self.redact))
+            self._keep((step_id, attempt), note_data(data, self.redact))
 
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         return []

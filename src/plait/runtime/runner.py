@@ -10,6 +10,7 @@ What the outcome means for the run is the run loop's business, not the runner's.
 from __future__ import annotations
 
 import asyncio
+import math
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -28,17 +29,47 @@ from .worksource import Outcome, OutcomeKind, Report, Reported
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
-    """What the core is told of an exception (its class names decide retry policies)."""
-    names = tuple(c.__name__ for c in type(exc).__mro__
+    """What the core is told of an exception (its class names decide retry policies),
+    every part of it storable: a lone surrogate in a text is stored as U+FFFD, a
+    ``retry_after`` that is not a finite number of seconds is dropped, a message that
+    cannot be made (``__str__`` raised) is named."""
+    kind = type(exc)
+    names = tuple(clean_text(c.__name__) for c in kind.__mro__
                   if c not in (object, BaseException, Exception))
-    retryable = bool(getattr(exc, "retryable", True)) if isinstance(exc, StepError) else True
-    retry_after = getattr(exc, "retry_after", None)
     tb = clean_text("".join(traceback.format_exception(exc, limit=-8))[-4000:])
-    # a message may quote a bad value (a lone surrogate): stored and printed as U+FFFD
-    return ErrorInfo(type=type(exc).__name__, message=clean_text(str(exc)), names=names,
-                     retryable=retryable,
-                     retry_after=retry_after if isinstance(retry_after, int | float) else None,
+    return ErrorInfo(type=names[0] if names else clean_text(kind.__name__),
+                     message=clean_text(_message_of(exc)), names=names,
+                     retryable=_retryable(exc),
+                     retry_after=finite_seconds(getattr(exc, "retry_after", None)),
                      traceback=tb)
+
+
+def finite_seconds(value: object) -> float | None:
+    """A ``retry_after`` as the core takes it: a finite number of seconds, else None
+    (NaN, infinity, a bool or anything else is dropped, never stored)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past a float's range
+        return None
+    return seconds if math.isfinite(seconds) else None
+
+
+def _message_of(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - a step's own exception class: named instead
+        return f"<{type(exc).__name__} whose message could not be made (str() raised)>"
+
+
+def _retryable(exc: BaseException) -> bool:
+    if not isinstance(exc, StepError):
+        return True
+    try:
+        return bool(getattr(exc, "retryable", True))
+    except Exception:  # noqa: BLE001 - a subclass's own property raised
+        return True
 
 
 def failed(call: StepCall, exc: Exception, fallback: bool) -> Outcome:

@@ -6,9 +6,10 @@ A worker has two roles (docs/design/workers.md):
   tickets (``claim_attempts``; never more), woken by ``NOTIFY plait_work`` on
   PostgreSQL and by a poll timer on every store; each lease runs with the same
   ``AttemptRunner`` as a local run, through a ``RunView`` built from the ticket's
-  payload.  The outcomes of one turn are stored by ONE ``complete_attempts``.  A
-  heartbeat loop extends the leases every lease/3; an attempt whose lease is lost is
-  cancelled (the store discards its result and notes it).
+  payload.  The outcomes of one turn are stored by ONE ``complete_attempts``, split
+  when the store refuses a value (``runtime.completions``).  A heartbeat loop extends
+  the leases every lease/3; an attempt whose lease is lost is cancelled (the store
+  discards its result and notes it).
 - **driving runs**: a reaper loop turns expired leases into ``interrupted`` outcomes
   (``reap_expired``) and takes runs that need a driver (``runs_to_drive`` ->
   ``claim_run``), at most ``max_runs`` at once; each is driven by ``Engine.execute``
@@ -34,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
+from ..core.jsoncheck import clean_text
 from ..core.mapping import item_step, split_item_id
 from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepRuntime
@@ -56,6 +58,7 @@ from .binding import import_step_call
 from .breakers import SharedBreaker
 from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
+from .completions import Completions
 from .context import AttemptLogs
 from .engine import Engine, default_worker_id, run_secrets
 from .netpolicy import NetworkPolicy
@@ -194,7 +197,7 @@ class _LocalSlots:
     def settled(self, count: int, stored: bool) -> None:
         self.unsettled -= count
         if stored:
-            self._worker.completed += count
+            self._worker._eager_stored += count
 
     def spawn(self, body: Coroutine[object, object, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(body)
@@ -250,9 +253,9 @@ class Worker:
         self._notifications = notifications
         self._schedules = schedules
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
-        self._tokens: set[str] = set()  # leases held until their completion is stored
+        # leases held until their completion is stored, and the outcomes to store
+        self._leases = Completions(store, self.name, lease)
         self._abandoned: dict[str, str] = {}  # token -> "lost" | "drained"
-        self._finished: list[tuple[str, Outcome]] = []
         self._journals: dict[str, AttemptLogs] = {}  # token -> where its attempt logs
         self._driving: dict[str, asyncio.Task[None]] = {}  # run id -> its driver
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
@@ -260,14 +263,17 @@ class Worker:
         self._functions: dict[tuple[str, int, int, bool], StepFunction] = {}
         self._work = asyncio.Event()  # something to claim, or a slot freed
         self._backlog = False  # tickets may be left unclaimed (_claim_loop)
-        self._done = asyncio.Event()  # an attempt ended: completions to store
         self._stop = asyncio.Event()
         self._runs = asyncio.Event()  # a run may need a driver, or stop
         self.draining = False
-        # attempts this worker executed whose outcome was stored: a ticket's in the
-        # inbox, an eager attempt's (of a run it drives) with the run's batch
-        self.completed = 0
+        self._eager_stored = 0  # eager attempts whose outcome a run's batch stored
         self._slots = _LocalSlots(self)
+
+    @property
+    def completed(self) -> int:
+        """Attempts this worker executed whose outcome was stored: a ticket's in the
+        inbox, an eager attempt's (of a run it drives) with the run's batch."""
+        return self._leases.stored + self._eager_stored
 
     # ------------------------------------------------------------- lifecycle
 
@@ -288,8 +294,8 @@ class Worker:
             self._notifications.on_run = self._runs.set
             spawn(self._notifications.run())
         spawn(self._claim_loop())
-        spawn(self._heartbeat_loop())
-        spawn(self._complete_loop())
+        spawn(self._leases.heartbeat_loop(self._lost))
+        spawn(self._leases.complete_loop())
         spawn(self._drive_loop())
         if self._schedules:
             spawn(Scheduler(self.store, clock=self.clock).run())
@@ -330,8 +336,8 @@ class Worker:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
         deadline = time.monotonic() + max(self.lease, 1.0)
-        while (self._finished or self._tokens) and time.monotonic() < deadline:
-            self._done.set()
+        while self._leases.pending and time.monotonic() < deadline:
+            self._leases.done.set()
             await asyncio.sleep(0.01)
 
     @property
@@ -364,7 +370,7 @@ class Worker:
                     self._observe_dispatch(leases)
                 for lease in leases:
                     if self.draining:  # claimed while stopping: let it go at once
-                        self._tokens.add(lease.token)
+                        self._leases.hold(lease.token)
                         self._finish(lease, self._interrupted(lease, "the worker stops"))
                         continue
                     self._start(lease)
@@ -381,7 +387,7 @@ class Worker:
 
     def _start(self, lease: Lease) -> None:
         token = lease.token
-        self._tokens.add(token)
+        self._leases.hold(token)
         task = asyncio.create_task(self._execute(lease))
         self._tasks[token] = task
 
@@ -411,8 +417,7 @@ class Worker:
             notes = journal.take(lease.step_id, lease.attempt)
             if notes:
                 outcome = dataclasses.replace(outcome, logs=notes)
-        self._finished.append((lease.token, outcome))
-        self._done.set()
+        self._leases.finish(lease.token, outcome)
 
     async def _attempt(self, lease: Lease) -> Outcome:
         reported: list[Reported] = []
@@ -427,7 +432,8 @@ class Worker:
             fn = self._function(checked, lease, index)
         except (StepLoadError, StoreError) as exc:
             return self._outcome(lease, None, error={
-                "type": "StepLoadError", "message": str(exc), "names": ["StepLoadError"],
+                "type": "StepLoadError", "message": clean_text(str(exc)),
+                "names": ["StepLoadError"],
                 "retryable": True})
         call = self._call(checked, lease, index)
         journal = call.run.step_log
@@ -562,52 +568,12 @@ class Worker:
                               "retryable": True},
                        worker=self.name, at=self.clock())
 
-    async def _complete_loop(self) -> None:
-        delay = 0.05
-        while True:
-            await self._done.wait()
-            self._done.clear()
-            if not self._finished:
-                continue
-            batch, self._finished = self._finished, []
-            try:
-                stored = await self.store.complete_attempts(self.name, batch)
-            except StoreError as exc:
-                _log.warning("worker %s: storing %d outcomes failed (%s); retrying",
-                             self.name, len(batch), exc)
-                self._finished[:0] = batch
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                self._done.set()
-                continue
-            delay = 0.05
-            for (token, outcome), ok in zip(batch, stored, strict=True):
-                self._tokens.discard(token)
-                if ok:
-                    self.completed += 1
-                else:
-                    _log.warning("worker %s: the result of attempt %d of step %r (run %s) "
-                                 "was discarded: the lease was lost", self.name,
-                                 outcome.attempt, outcome.step_id, outcome.run_id,
-                                 extra={"run_id": outcome.run_id,
-                                        "step_id": outcome.step_id, "worker": self.name})
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            tokens = list(self._tokens)
-            if not tokens:
-                continue
-            try:
-                alive = await self.store.extend_leases(self.name, tokens, self.lease)
-            except StoreError as exc:
-                _log.warning("worker %s: extending leases failed (%s)", self.name, exc)
-                continue
-            for token in tokens:
-                task = self._tasks.get(token)
-                if token not in alive and task is not None and not task.done():
-                    self._abandoned[token] = "lost"
-                    task.cancel()
+    def _lost(self, token: str) -> None:
+        """The store no longer extends this lease: its attempt, if it runs, stops."""
+        task = self._tasks.get(token)
+        if task is not None and not task.done():
+            self._abandoned[token] = "lost"
+            task.cancel()
 
     # ------------------------------------------------------------- runs
 

@@ -2,7 +2,9 @@
 
 Whatever the core changed since the last commit (steps, attempts, log records of
 ``ctx.logger``) and, when given, a change of the run itself are written as one batch:
-one transaction, on stores that have them.  Listeners (live progress, metrics) see each
+one transaction, on stores that have them.  A batch the store refuses for a value it
+cannot hold (UnstorableValue) is written again with its values cleaned
+(``runtime.unstorable``), never retried as it was.  Listeners (live progress, metrics) see each
 batch once it is stored, never before.
 """
 
@@ -14,10 +16,12 @@ from collections.abc import Callable, Sequence
 from ..core.runstate import RunState
 from ..core.states import RunStatus
 from ..core.validate import CheckedWorkflow
+from ..errors import UnstorableValue
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from .context import StepLog
 from .results import RunResult, StepResults
+from .unstorable import cleaned_batch
 from .worksource import Claims
 
 Listener = Callable[[WriteBatch], None]
@@ -83,7 +87,10 @@ class RunWriter:
     async def flush(self, run_change: RunChange | None = None) -> None:
         batch = self.batch(run_change)
         if batch is not None:
-            await self._store.write(batch)
+            try:
+                await self._store.write(batch)
+            except UnstorableValue as exc:
+                batch = await self._rewrite(batch, exc)
             if self.committed is not None:
                 self.committed()
             self._notify(batch)
@@ -94,7 +101,11 @@ class RunWriter:
         assert write_now is not None
         batch = self.batch()
         if batch is not None:
-            write_now(batch)
+            try:
+                write_now(batch)
+            except UnstorableValue as exc:
+                batch = self._cleaned(batch, exc)
+                write_now(batch)
             self._notify(batch)
 
     async def commit_run(self, change: RunChange | None) -> None:
@@ -102,12 +113,27 @@ class RunWriter:
         (``flush``'s body again: awaiting it would cost a coroutine per call.)"""
         batch = self.batch(change)
         if batch is not None:
-            await self._store.write(batch)
+            try:
+                await self._store.write(batch)
+            except UnstorableValue as exc:
+                batch = await self._rewrite(batch, exc)
             if self.committed is not None:
                 self.committed()
             self._notify(batch)
         if change is not None:
             self.apply_run_change(change)
+
+    async def _rewrite(self, batch: WriteBatch, refused: UnstorableValue) -> WriteBatch:
+        """The batch written again, cleaned (``unstorable.cleaned_batch``): refused
+        again, the store's error is raised (the run stops, resumable)."""
+        batch = self._cleaned(batch, refused)
+        await self._store.write(batch)
+        return batch
+
+    def _cleaned(self, batch: WriteBatch, refused: UnstorableValue) -> WriteBatch:
+        _log.warning("run %s: the store refused a value (%s); its changes are written "
+                     "again, cleaned", self._run_id, refused, extra={"run_id": self._run_id})
+        return cleaned_batch(batch, refused)
 
     def apply_run_change(self, change: RunChange) -> None:
         """Mirror a stored run change in the loop's copy of the run record."""

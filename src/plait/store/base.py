@@ -290,8 +290,10 @@ def reaped_error(holder: str | None, step_id: str, attempt: int) -> JSONDict:
     expired lease (every backend stores this, so a driver reads one shape)."""
     return {"type": "LeaseExpired",
             "message": f"the worker {holder} stopped heartbeating: its lease on attempt "
-                       f"{attempt} of step {step_id!r} expired; the attempt counts as "
-                       f"failed and retries under the step's retry policy",
+                       f"{attempt} of step {step_id!r} expired before it stored the "
+                       f"attempt's outcome (it stopped, stalled, or could not store the "
+                       f"outcome); the attempt counts as failed and retries under the "
+                       f"step's retry policy",
             "retryable": True}
 
 

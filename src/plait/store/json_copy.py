@@ -7,7 +7,7 @@ import json
 from typing import Any, cast
 
 from ..core.model import JSON
-from ..errors import StoreError
+from ..errors import UnstorableValue
 
 _ENCODE = json.JSONEncoder(allow_nan=False).encode
 # an int of fewer bits has fewer than 4,300 digits: JSON text carries it back
@@ -54,7 +54,7 @@ def plain_copy(value: Any, depth: int = 0) -> Any:
 
 def owned_output(value: JSON, run_id: str, step: str) -> JSON:
     """The store's own copy of a step's output, as JSON text would give it back:
-    StoreError (as the SQLite store) when it is not JSON (the run loop checks outputs
+    UnstorableValue (as the SQLite store) when it is not JSON (the run loop checks outputs
     first: this is the second line)."""
     try:
         return cast(JSON, plain_copy(value))
@@ -63,7 +63,7 @@ def owned_output(value: JSON, run_id: str, step: str) -> JSON:
     try:
         text = _ENCODE(value)
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"run {run_id!r}, step {step!r}: the output to store is not "
+        raise UnstorableValue(f"run {run_id!r}, step {step!r}: the output to store is not "
                          f"JSON ({exc})") from exc
     return cast(JSON, json.loads(text))
 
@@ -86,5 +86,5 @@ def owned_json(value: Any, what: str) -> Any:
     try:
         text = _ENCODE(value)
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} is not JSON ({exc})") from exc
+        raise UnstorableValue(f"{what} is not JSON ({exc})") from exc
     return json.loads(text)

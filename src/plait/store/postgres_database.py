@@ -17,7 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextBinaryLoader, TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import StoreError, StoreUnreachable
+from ..errors import StoreError, StoreUnreachable, UnstorableValue
 from .postgres_url import parse_url
 from .sql.postgres_schema import check_current, migrate
 
@@ -84,6 +84,9 @@ def translate(exc: psycopg.Error, where: str) -> StoreError:
         return StoreError(f"database {where}: the statement was cancelled ({detail})")
     if lost_connection(exc):
         return StoreError(f"lost the connection to PostgreSQL at {where} ({detail})")
+    if state.startswith("22"):  # a data exception: a value the server cannot hold
+        return UnstorableValue(f"database {where}: a value to store was refused "
+                               f"({detail}); nothing of it was stored")
     return StoreError(f"database {where}: {detail}")
 
 
@@ -107,7 +110,7 @@ def _connect_error(exc: psycopg.Error, where: str) -> StoreError:
 
 
 def _unicode_error(exc: UnicodeEncodeError) -> StoreError:
-    return StoreError(f"a value to store is not valid Unicode ({exc.reason}: "
+    return UnstorableValue(f"a value to store is not valid Unicode ({exc.reason}: "
                       f"{exc.object[exc.start:exc.end]!a}); nothing of it was stored")
 
 

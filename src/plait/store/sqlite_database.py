@@ -27,6 +27,7 @@ from ..errors import (
     SchemaVersionError,
     StaleWriteError,
     StoreError,
+    UnstorableValue,
     VersionConflict,
     WorkflowNotFound,
 )
@@ -129,7 +130,7 @@ def _job_error(exc: PlaitError | UnicodeEncodeError) -> PlaitError:
     caller gets it."""
     if isinstance(exc, PlaitError):
         return exc
-    error = StoreError(f"a value to store is not valid Unicode ({exc.reason}: "
+    error = UnstorableValue(f"a value to store is not valid Unicode ({exc.reason}: "
                        f"{exc.object[exc.start:exc.end]!a}); nothing of it was stored")
     error.__cause__ = exc
     return error
@@ -522,7 +523,7 @@ class Database:
                 conn.executemany(_Q["upsert_attempt"], attempts)
             conn.executemany(_Q["insert_event"], events)
         except UnicodeEncodeError as exc:  # a lone surrogate in a JSON value's text
-            raise StoreError(f"run {batch.run_id!r}: a value to store is not valid "
+            raise UnstorableValue(f"run {batch.run_id!r}: a value to store is not valid "
                              f"Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!a}"
                              f"); nothing of the batch was stored") from exc
 

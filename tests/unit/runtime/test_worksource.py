@@ -151,7 +151,7 @@ async def test_a_fake_source_drives_a_run_through_retries_and_an_interruption(
                 await engine.store.get_attempts(result.run_id)}
     assert (attempts["a", 1].status, attempts["a", 1].error) == ("failed", "ValueError: flaky")
     assert attempts["b", 1].status == "failed"
-    assert "attempt interrupted: the process running it (host-b:7) stopped" in (
+    assert "attempt interrupted: the process running it (host-b:7) never stored its outcome" in (
         attempts["b", 1].error or "")
     assert attempts["b", 2].status == "completed"
 

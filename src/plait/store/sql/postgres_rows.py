@@ -18,7 +18,7 @@ from typing import Any
 
 from ...core.jsoncheck import clean_text
 from ...core.runstate import AttemptChange
-from ...errors import StoreError
+from ...errors import StoreError, UnstorableValue
 from ..base import (
     OUTCOME_KINDS,
     AttemptKey,
@@ -58,7 +58,7 @@ def write_params(batch: WriteBatch) -> Params:
         params = _step_params(batch)
         notes = [encode(data) for _, data in batch.notes]
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"run {batch.run_id!r}: a value to store is not JSON "
+        raise UnstorableValue(f"run {batch.run_id!r}: a value to store is not JSON "
                          f"({exc})") from exc
     params.update(_event_params(batch, notes))
     params.update(_attempt_params(batch.attempts, len(batch.steps)))

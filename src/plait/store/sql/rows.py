@@ -27,7 +27,7 @@ from ...core.states import (
     check_run_transition,
     check_step_transition,
 )
-from ...errors import StaleWriteError, StoreError
+from ...errors import StaleWriteError, StoreError, UnstorableValue
 from ..base import AttemptRecord, EventRecord, RunRecord, StepRecord, WorkflowRecord, WriteBatch
 
 Row = tuple[Any, ...]
@@ -69,7 +69,7 @@ def json_text(value: JSON, what: str) -> str:
     try:
         return encode(value)
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} is not JSON ({exc})") from exc
+        raise UnstorableValue(f"{what} is not JSON ({exc})") from exc
 
 
 def json_or_null(value: JSON, what: str) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from ...errors import StoreError
+from ...errors import UnstorableValue
 from ..base import RunRecord, WriteBatch
 from .rows import TEXT, Row, collapse, encode, json_or_null, optional_text
 
@@ -35,7 +35,7 @@ def step_updates(key: int, batch: WriteBatch) -> tuple[list[Row], list[Note]]:
                           r.worker, key, last.step, text[source]))
         notes = [(time.time(), encode(data)) for _, data in batch.notes]
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"run {batch.run_id!r}: a value to store is not JSON "
+        raise UnstorableValue(f"run {batch.run_id!r}: a value to store is not JSON "
                          f"({exc})") from exc
     return steps, notes
 
