@@ -14,8 +14,13 @@ ALLOWED_MODULES_ENV = "PLAIT_ALLOWED_MODULES"
 ALLOWED_KEY_ENVS_ENV = "PLAIT_ALLOWED_KEY_ENVS"
 ALLOWED_SECRETS_ENV = "PLAIT_ALLOWED_SECRETS"
 ALLOWED_HOSTNAMES_ENV = "PLAIT_ALLOWED_HOSTNAMES"
+HEADER_TIMEOUT_ENV = "PLAIT_HEADER_TIMEOUT"
 MAX_BODY_BYTES = 1024 * 1024  # bodies over 1 MiB are refused with 413
 SESSION_TTL_S = 12 * 3600.0
+MIN_TOKEN_LENGTH = 16  # a shorter PLAIT_API_TOKEN is guessed too easily: refused
+HEADER_TIMEOUT_S = 10.0
+LOGIN_FAILURES = 5  # failed logins a client address may make ...
+LOGIN_WINDOW_S = 60.0  # ... in this many seconds before it gets 429
 
 
 def listed(env: Mapping[str, str], name: str) -> tuple[str, ...]:
@@ -35,7 +40,10 @@ class ServerSettings:
     ``allowed_hostnames``: PLAIT_ALLOWED_HOSTNAMES, host names (besides the address it
     listens on and loopback names) the server answers to, e.g. its name behind a proxy.
     ``http_policy``: where the http/llm steps of the runs the server executes may
-    connect (the UNTRUSTED profile plus PLAIT_ALLOWED_HOSTS / PLAIT_DENIED_NETWORKS)."""
+    connect (the UNTRUSTED profile plus PLAIT_ALLOWED_HOSTS / PLAIT_DENIED_NETWORKS).
+    ``header_timeout``: PLAIT_HEADER_TIMEOUT, seconds a request's headers may take to
+    arrive (``server.protocol``).  ``login_failures`` per ``login_window`` seconds: the
+    failed logins one client address may make before ``POST /api/login`` answers 429."""
 
     token: str | None = None
     webhook_secret: str | None = None
@@ -46,6 +54,9 @@ class ServerSettings:
     http_policy: NetworkPolicy = UNTRUSTED
     max_body_bytes: int = MAX_BODY_BYTES
     session_ttl: float = SESSION_TTL_S
+    header_timeout: float = HEADER_TIMEOUT_S
+    login_failures: int = LOGIN_FAILURES
+    login_window: float = LOGIN_WINDOW_S
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
@@ -56,4 +67,20 @@ class ServerSettings:
                    allowed_key_envs=listed(env, ALLOWED_KEY_ENVS_ENV),
                    allowed_secrets=listed(env, ALLOWED_SECRETS_ENV),
                    allowed_hostnames=listed(env, ALLOWED_HOSTNAMES_ENV),
-                   http_policy=NetworkPolicy.from_environment(env, base=UNTRUSTED))
+                   http_policy=NetworkPolicy.from_environment(env, base=UNTRUSTED),
+                   header_timeout=seconds(env, HEADER_TIMEOUT_ENV, HEADER_TIMEOUT_S))
+
+
+def seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """Variable ``name`` as a positive number of seconds (``default`` when unset);
+    ValueError naming the variable otherwise."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:
+        raise ValueError(f"{name} must be a number of seconds above 0, not {text!r}")
+    return value
