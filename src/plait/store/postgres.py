@@ -428,6 +428,16 @@ class PostgresStore:
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await postgres_claims.runs_to_drive(self._db, lease, limit)
 
+    # ------------------------------------------------------------------ webhook deliveries
+
+    async def claim_delivery(self, hook: str, delivery_id: str, run_id: str, at: float,
+                             forget_before: float) -> str:
+        return await postgres_cache.claim_delivery(self._db, hook, delivery_id, run_id, at,
+                                                   forget_before)
+
+    async def forget_delivery(self, hook: str, delivery_id: str, run_id: str) -> None:
+        await postgres_cache.forget_delivery(self._db, hook, delivery_id, run_id)
+
     # ------------------------------------------------------------------ step cache
 
     async def get_cached(self, workflow: str, step_id: str, key: str,
