@@ -120,3 +120,5 @@ class SessionState(BaseModel):
 
 class HookStarted(BaseModel):
     run_id: str
+    duplicate: bool = Field(default=False, description="true when this delivery id was "
+                            "received already: run_id is the run it started")

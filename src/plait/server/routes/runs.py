@@ -59,9 +59,11 @@ def parse_reference(text: str) -> tuple[str, int | None]:
     return name, int(version)
 
 
-async def start_run(rt: ServerRuntime, reference: str, input: Any) -> RunRecord:
-    """Start workflow ``reference`` (NAME or NAME@V) with ``input``: 404 unknown, 422
-    input refused or the stored definition unusable here, 503 while shutting down."""
+async def start_run(rt: ServerRuntime, reference: str, input: Any,
+                    run_id: str | None = None) -> RunRecord:
+    """Start workflow ``reference`` (NAME or NAME@V) with ``input`` (as run ``run_id``,
+    default a new id): 404 unknown, 422 input refused or the stored definition unusable
+    here, 503 while shutting down."""
     name, version = parse_reference(reference)
     try:
         checked = await rt.checked(name, version)
@@ -73,7 +75,7 @@ async def start_run(rt: ServerRuntime, reference: str, input: Any) -> RunRecord:
                        [{"location": p.location, "message": p.message}
                         for p in exc.problems]) from exc
     try:
-        return await rt.start(checked, input, version=version)
+        return await rt.start(checked, input, version=version, run_id=run_id)
     except InputError as exc:
         raise ApiError(422, "invalid_input", str(exc), {"workflow": reference}) from exc
     except Closing as exc:
