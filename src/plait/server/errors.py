@@ -1,9 +1,10 @@
-"""The API's one error shape: ``{"error": {"code", "message", "details"}}`` (SPEC 9),
+"""The API's one error shape: ``{"error": {"code", "message", "details"}}``,
 for the errors routes raise (``ApiError``), FastAPI's own (422 validation, 404 unknown
 route, 405) and anything unexpected (500, without internals)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -36,10 +37,19 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details}}
 
 
+class AsciiJSONResponse(JSONResponse):
+    """JSON escaped to ASCII: an error that quotes a client's text holding a lone
+    surrogate (valid in JSON as ``\\ud800``, not encodable as UTF-8) still renders."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
+
+
 def error_response(status: int, code: str, message: str, details: Any = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(code, message, details), status_code=status,
-                        headers=headers)
+    return AsciiJSONResponse(error_body(code, message, details), status_code=status,
+                             headers=headers)
 
 
 def not_found(what: str, key: str, message: str | None = None) -> ApiError:

@@ -110,7 +110,7 @@ class Decision(BaseModel):
 class Login(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    token: str
+    token: str = Field(max_length=4096)
 
 
 class SessionState(BaseModel):

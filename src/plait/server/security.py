@@ -53,8 +53,9 @@ OPEN_PREFIXES = ("/ui/", "/docs/assets/", HOOKS_PREFIX)
 
 
 def same(given: str, expected: str) -> bool:
-    """Constant-time string equality."""
-    return hmac.compare_digest(given.encode(), expected.encode())
+    """Constant-time string equality (of any strings: a lone surrogate is no error)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
+                               expected.encode("utf-8", "surrogatepass"))
 
 
 class Sessions:

@@ -6,6 +6,8 @@ import asyncio
 import base64
 import binascii
 import json
+import math
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -44,17 +46,22 @@ Runtime = Annotated[ServerRuntime, Depends(runtime)]
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 STATUSES = [str(s) for s in RunStatus]
+MAX_VERSION = 2**31 - 1  # what the stores keep a version in
+MAX_CURSOR_TIME = 1e12  # epoch seconds: the year 33658
+_VERSION = re.compile(r"^[0-9]{1,10}$")
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody},
                                             422: {"model": ErrorBody}}
 
 
 def parse_reference(text: str) -> tuple[str, int | None]:
+    """``NAME`` or ``NAME@V`` (V a version: 1 to ``MAX_VERSION``); 422 otherwise."""
     name, at, version = text.partition("@")
     if not at:
         return name, None
-    if not version.isdigit() or int(version) < 1:
+    if not _VERSION.match(version) or not 1 <= int(version) <= MAX_VERSION:
         raise ApiError(422, "invalid_request", f"invalid workflow reference {text!r}: "
-                       f"expected NAME or NAME@VERSION (a version is a positive integer)",
+                       f"expected NAME or NAME@VERSION (a version is an integer from 1 to "
+                       f"{MAX_VERSION})",
                        [{"location": "body.workflow", "message": "expected NAME or NAME@V"}])
     return name, int(version)
 
@@ -105,8 +112,11 @@ def decode_cursor(text: str) -> tuple[float, str]:
         if isinstance(at, bool) or not isinstance(at, int | float) \
                 or not isinstance(run_id, str):
             raise ValueError("not a cursor")
+        if not (math.isfinite(at) and 0 <= at <= MAX_CURSOR_TIME):
+            raise ValueError("not a time")
         return float(at), run_id
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+    except (ValueError, TypeError, OverflowError, binascii.Error,
+            UnicodeDecodeError) as exc:
         raise ApiError(400, "invalid_cursor", f"invalid cursor {text!r}: pass the `next` "
                        f"value of a previous page as `before`", {"before": text}) from exc
 
