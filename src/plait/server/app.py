@@ -24,6 +24,7 @@ from .routes.meta import UI_DIR
 from .runtime import EVENTS_POLL_S, ServerRuntime
 from .security import AuthMiddleware, BodyLimitMiddleware, Sessions
 from .settings import ServerSettings
+from .throttle import LoginThrottle
 
 ROUTERS: list[APIRouter] = [meta.router, docs.router, auth.router, workflows.router,
                             runs.router, events.router, hooks.router]
@@ -83,6 +84,7 @@ def create_app(db_url: str, *, host: str | None = None, token: str | None = None
     app.state.settings = chosen
     app.state.sessions = Sessions(chosen.token, chosen.session_ttl) \
         if chosen.token is not None else None
+    app.state.login_throttle = LoginThrottle(chosen.login_failures, chosen.login_window)
     errors.install(app)
     for router in [*ROUTERS, *routers]:
         app.include_router(router)
