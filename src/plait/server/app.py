@@ -53,14 +53,17 @@ def create_app(db_url: str, *, host: str | None = None, token: str | None = None
 
         base = replace(base, token=token)
     chosen = base
-    from prometheus_client import CollectorRegistry
-
-    registry = CollectorRegistry()  # this app's: two apps in one process never share one
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        from prometheus_client import CollectorRegistry
+
         from ..observe.prometheus import LiveMetrics, metrics_asgi_app
         from ..store.shared import StoreHandle
+
+        # this lifespan's: two apps in one process, or one app started twice (a test
+        # client's), never share one
+        registry = CollectorRegistry()
 
         async with StoreHandle(db_url) as held:
             rt = ServerRuntime(held.store, db_url, chosen, worker=worker, grace=grace,
@@ -78,7 +81,7 @@ def create_app(db_url: str, *, host: str | None = None, token: str | None = None
     # FastAPI's /docs and /redoc load their scripts from a CDN: docs.router serves
     # Swagger UI from this process instead
     app = FastAPI(title="plait", version=__version__, lifespan=lifespan,
-                  docs_url=None, redoc_url=None,
+                  docs_url=None, redoc_url=None, responses=errors.EVERY_ROUTE,
                   description="The REST API of plait serve. With PLAIT_API_TOKEN "
                   "set, send `Authorization: Bearer TOKEN`.")
     app.state.settings = chosen

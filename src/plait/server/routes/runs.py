@@ -168,6 +168,7 @@ async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None
         raise ApiError(400, "invalid_status", f"unknown run status {status!r}: one of "
                        f"{', '.join(STATUSES)}", {"status": status})
     count = DEFAULT_LIMIT
+    limit, before = limit or None, before or None  # an empty value is no value
     if limit is not None:
         if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIMIT:
             raise ApiError(400, "invalid_limit", f"limit must be an integer from 1 to "
