@@ -75,7 +75,7 @@ def test_a_missing_host_gets_400(app_on: Any) -> None:
 
 
 def test_the_listening_name_and_allowed_names_are_served(app_on: Any) -> None:
-    client = app_on("plait.internal", "ci.example.com", "*.corp.test")
+    client = app_on("plait.internal", "ci.example.com:8443", "*.corp.test")
     for host in ("plait.internal:8080", "ci.example.com", "a.corp.test", "b.a.corp.test"):
         assert _host(client, host).status_code == 200, host
     for host in ("corp.test", "example.com", "other.internal"):

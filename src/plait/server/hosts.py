@@ -85,7 +85,8 @@ class HostNames:
     """The names one server answers to (see the module docstring)."""
 
     def __init__(self, listen_host: str | None, allowed: Iterable[str]) -> None:
-        names = {n.strip().lower().rstrip(".") for n in allowed if n.strip()}
+        # an entry written with a port (``ci.example.com:8443``) names its host
+        names = {n.strip().lower().split(":")[0].rstrip(".") for n in allowed if n.strip()}
         listen = (listen_host or "").strip().strip("[]").lower()
         if listen and not is_address(listen):
             names.add(listen)
