@@ -134,8 +134,7 @@ def test_no_other_origin_can_frame_the_ui(server: Server, rebinding_browser: Any
     refusals: list[str] = []
     page.on("console", lambda m: refusals.append(m.text))
     try:
-        page.goto(f"http://evil.test:{port}/")
-        page.wait_for_timeout(1500)
+        page.goto(f"http://evil.test:{port}/", wait_until="load")  # the frame's load too
         frame = page.frames[1]
         assert frame.url != f"{server.base}/#/runs" or frame.locator("#app").count() == 0
         assert frame.locator("header.top").count() == 0  # the UI was not drawn

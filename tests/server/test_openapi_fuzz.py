@@ -14,7 +14,7 @@ from plait.server import create_app
 from .conftest import settings as server_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-EXAMPLES = 12  # per operation
+EXAMPLES = 8  # per operation
 
 app = create_app("memory://", grace=1.0, events_poll=0.05,
                  settings=server_settings(token=None, webhook_secret="fuzz-hook-secret"))

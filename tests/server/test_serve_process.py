@@ -77,16 +77,20 @@ def _serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("token", ["x", "fifteen-chars!!"])
-def test_a_short_token_is_refused(tmp_path: Path, token: str) -> None:
-    result = _serve(tmp_path, "--port", "1", env={"PLAIT_API_TOKEN": token})
+def test_a_short_token_is_refused(tmp_path: Path) -> None:
+    result = _serve(tmp_path, "--port", "1", env={"PLAIT_API_TOKEN": "fifteen-chars!!"})
     assert result.returncode == 2
     assert "PLAIT_API_TOKEN" in result.stderr and "16" in result.stderr
 
 
-def test_a_bad_header_timeout_is_refused(tmp_path: Path) -> None:
-    result = _serve(tmp_path, "--port", "1", env={"PLAIT_HEADER_TIMEOUT": "soon"})
-    assert result.returncode == 2 and "PLAIT_HEADER_TIMEOUT" in result.stderr
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "1e9"])
+def test_a_bad_header_timeout_is_refused(value: str) -> None:
+    from plait.server.settings import ServerSettings
+
+    with pytest.raises(ValueError, match="PLAIT_HEADER_TIMEOUT"):
+        ServerSettings.from_environment({"PLAIT_HEADER_TIMEOUT": value})
+    assert ServerSettings.from_environment({"PLAIT_HEADER_TIMEOUT": "2.5"}).header_timeout \
+        == 2.5
 
 
 def test_a_taken_port_exits_1_naming_it(tmp_path: Path) -> None:
