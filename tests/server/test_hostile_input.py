@@ -86,3 +86,15 @@ def test_a_lone_surrogate_is_refused_not_a_crash(make_client: Client, db_url: st
     bearer = {"Authorization": f"Bearer {TOKEN}", **JSON_TYPE}
     run = client.post("/api/runs", content=b'{"workflow": "\\ud800x"}', headers=bearer)
     assert error_of(run, 404, "workflow_not_found")["details"]["workflow"] == "\ud800x"
+
+
+@pytest.mark.postgres
+def test_huge_integers_on_postgres(make_client: Client, pg_database: str) -> None:
+    client = make_client(pg_database, worker=False)
+    register(client, HELLO)
+    run_id = client.post("/api/runs", json={"workflow": "hello", "input": {"n": 1}}).json()
+    for version in (2**31, 2**63, 10**30):
+        error_of(client.get("/api/workflows/hello", params={"version": version}), 404)
+    events = f"/api/runs/{run_id['run_id']}/events"
+    error_of(client.get(events, headers={"Last-Event-ID": str(2**63)}), 400)
+    error_of(client.get("/api/runs", params={"before": cursor([2**63, "x"])}), 400)
