@@ -88,15 +88,16 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(db_url: str, token: str | None) -> Iterator[Server]:
+def serve(db_url: str, token: str | None, port: int | None = None) -> Iterator[Server]:
+    """A started server on ``port`` (default: a free one)."""
     import uvicorn
 
     from plait.server.app import create_app
     from plait.server.settings import ServerSettings
 
-    port = _free_port()
+    port = port or _free_port()
     settings = ServerSettings.from_environment({"PLAIT_ALLOWED_MODULES": "browser.steps_for_ui"})
-    app = create_app(db_url, token=token, settings=settings)
+    app = create_app(db_url, host="127.0.0.1", token=token, settings=settings)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")
     server = uvicorn.Server(config)

@@ -13,6 +13,8 @@ import pytest
 from .conftest import TOKEN, Server, serve
 from .workflows import APPROVAL, FAILING, PARENT, PIPELINE
 
+# wait_for_function gets arrow functions, never bare expressions: Playwright runs an
+# expression with eval(), which the UI's Content-Security-Policy forbids (no unsafe-eval)
 SHOTS = "/tmp"
 
 
@@ -68,7 +70,7 @@ def test_bad_input_is_refused_with_the_servers_message(server: Server, page: Any
     assert "name" in error.inner_text()
     page.fill("textarea[name=input]", "{not json")
     page.click("[data-testid=start-run] button[type=submit]")
-    page.wait_for_function("document.querySelector('[data-testid=start-run] .errbox')?.textContent.includes('not valid JSON')")
+    page.wait_for_function("() => document.querySelector('[data-testid=start-run] .errbox')?.textContent.includes('not valid JSON')")
 
 
 def test_approve_a_waiting_step_and_see_the_run_complete(server: Server, page: Any) -> None:
@@ -100,7 +102,7 @@ def test_reject_fails_the_run(server: Server, page: Any) -> None:
     # a finished run offers a retry, which opens the new run's page
     page.click("[data-action=retry]")
     page.click("[data-action=retry-go]")
-    page.wait_for_function(f"!location.hash.includes('{run_id}')")
+    page.wait_for_function(f"() => !location.hash.includes('{run_id}')")
     page.wait_for_selector("[data-node=sign_off][data-status=waiting]")
     new_id = page.url.rsplit("/", 1)[-1]
     assert new_id != run_id
@@ -131,7 +133,7 @@ def test_runs_list_filters_and_live_status(server: Server, page: Any) -> None:
     page.wait_for_selector(f"[data-run='{waiting}'] [data-status=completed]", timeout=10_000)
     # filters go into the address and narrow the list
     page.select_option("select[name=workflow]", "ui-pipeline")
-    page.wait_for_function("location.hash.includes('workflow=ui-pipeline')")
+    page.wait_for_function("() => location.hash.includes('workflow=ui-pipeline')")
     page.wait_for_selector(f"[data-run='{waiting}']", state="detached")
     assert page.locator(f"[data-run='{done}']").count() == 1
     page.select_option("select[name=status]", "failed")
@@ -146,7 +148,7 @@ def test_runs_list_pages_with_the_next_cursor(server: Server, page: Any) -> None
     page.wait_for_selector("[data-run]")
     assert page.locator("[data-run]").count() == 25
     page.click("text=Load older runs")
-    page.wait_for_function("document.querySelectorAll('[data-run]').length > 25")
+    page.wait_for_function("() => document.querySelectorAll('[data-run]').length > 25")
     shown = page.eval_on_selector_all("[data-run]", "rows => rows.map(r => r.dataset.run)")
     assert set(ids) <= set(shown)
     assert len(shown) == len(set(shown))
@@ -250,7 +252,7 @@ def test_a_step_logs_live_and_a_failure_shows_its_error(server: Server, page: An
     detail = page.locator("[data-testid=step-detail]")
     # the log line arrives over the event stream while the step still runs
     page.wait_for_function(
-        "document.querySelector('[data-testid=step-detail]')?.textContent.includes('halfway there')")
+        "() => document.querySelector('[data-testid=step-detail]')?.textContent.includes('halfway there')")
     assert page.get_attribute("[data-node=work]", "data-status") in {"running", "queued"}
     page.wait_for_selector("[data-testid=run-status][data-status=failed]")
     assert page.get_attribute("[data-node=boom]", "data-status") == "failed"

@@ -42,7 +42,10 @@ Client = Callable[..., TestClient]
 
 
 def settings(**changes: Any) -> ServerSettings:
+    # TestClient sends Host: testserver, a name a real server would list in
+    # PLAIT_ALLOWED_HOSTNAMES
     base: dict[str, Any] = {"allowed_modules": ("server.steps_for_api",),
+                            "allowed_hostnames": ("testserver",),
                             "http_policy": NetworkPolicy.from_environment({}, base=UNTRUSTED)}
     base.update(changes)
     return ServerSettings(**base)

@@ -30,7 +30,7 @@ async def test_runs_complete_while_many_clients_poll(tmp_path: Any) -> None:
                      events_poll=0.05)
     transport = httpx.ASGITransport(app=app)
     async with app.router.lifespan_context(app), \
-            httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         assert (await client.post("/api/workflows", json=HELLO)).status_code == 201
         runs = [(await client.post("/api/runs", json={"workflow": "hello",
                                                       "input": {"n": n}})).json()["run_id"]
@@ -62,7 +62,7 @@ async def test_api_store_reads_at_once_are_capped() -> None:
     app = create_app("memory://", settings=settings(), grace=2.0, events_poll=0.05)
     transport = httpx.ASGITransport(app=app)
     async with app.router.lifespan_context(app), \
-            httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         assert (await client.post("/api/workflows", json=HELLO)).status_code == 201
         run_id = (await client.post("/api/runs", json={"workflow": "hello",
                                                        "input": {"n": 1}})).json()["run_id"]

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 
 def _free_port() -> int:
@@ -67,3 +68,92 @@ def test_a_public_address_needs_a_token(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert "PLAIT_API_TOKEN" in result.stderr and "0.0.0.0" in result.stderr
+
+
+def _serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+           timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "plait", "serve", "--db", "memory://",
+                           *args], cwd=tmp_path, env={**_env(), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_short_token_is_refused(tmp_path: Path) -> None:
+    result = _serve(tmp_path, "--port", "1", env={"PLAIT_API_TOKEN": "fifteen-chars!!"})
+    assert result.returncode == 2
+    assert "PLAIT_API_TOKEN" in result.stderr and "16" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "1e9"])
+def test_a_bad_header_timeout_is_refused(value: str) -> None:
+    from plait.server.settings import ServerSettings
+
+    with pytest.raises(ValueError, match="PLAIT_HEADER_TIMEOUT"):
+        ServerSettings.from_environment({"PLAIT_HEADER_TIMEOUT": value})
+    assert ServerSettings.from_environment({"PLAIT_HEADER_TIMEOUT": "2.5"}).header_timeout \
+        == 2.5
+
+
+def test_a_taken_port_exits_1_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve(tmp_path, "--port", str(port))
+    assert result.returncode == 1, result.stderr
+    assert f"port {port}" in result.stderr and "taken" in result.stderr
+
+
+def _started(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            return
+        except httpx.TransportError:
+            assert proc.poll() is None, proc.communicate()[1].decode()
+            assert time.monotonic() < deadline, "plait serve did not answer"
+            time.sleep(0.05)
+
+
+def _closed(sock: socket.socket, within: float) -> bool:
+    """Whether the server closes ``sock`` within ``within`` s while it trickles a
+    header byte every 0.1 s."""
+    deadline = time.monotonic() + within
+    sock.settimeout(0.1)
+    while time.monotonic() < deadline:
+        try:
+            sock.sendall(b"a")
+            if sock.recv(1024) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except OSError:  # reset, broken pipe: closed
+            return True
+    return False
+
+
+def test_headers_that_arrive_too_slowly_close_the_connection(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "plait", "serve", "--db", "memory://",
+                             "--port", str(port)], cwd=tmp_path,
+                            env={**_env(), "PLAIT_HEADER_TIMEOUT": "0.6"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _started(port, proc)
+        with socket.create_connection(("127.0.0.1", port)) as slow:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+            started = time.monotonic()
+            assert _closed(slow, within=5.0)
+            assert 0.4 < time.monotonic() - started < 3.0
+        with socket.create_connection(("127.0.0.1", port)) as idle:  # sends nothing
+            idle.settimeout(3.0)
+            assert idle.recv(1024) == b""
+        # a client that sends its request at once is answered, also on a kept-alive
+        # connection past the timeout
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            assert client.get("/healthz").status_code == 200
+            time.sleep(0.8)
+            assert client.get("/healthz").status_code == 200
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)

@@ -557,7 +557,8 @@ def serve(db: str, host: str, port: int, no_worker: bool, grace: float) -> None:
     Exit status:
       0  stopped by SIGTERM/SIGINT
       1  the server could not start (address in use, store unusable)
-      2  bad usage: a public --host without PLAIT_API_TOKEN
+      2  bad usage: a public --host without PLAIT_API_TOKEN, a token shorter
+         than 16 characters
     """
     from .serve import serve_command
 

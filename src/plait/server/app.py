@@ -1,4 +1,4 @@
-"""``create_app``: the FastAPI application of ``plait serve`` (SPEC 9).
+"""``create_app``: the FastAPI application of ``plait serve``.
 
 The app opens the store in its lifespan, runs a ``ServerRuntime`` there (the task
 group that executes the runs the server starts, and on PostgreSQL a worker), and drains
@@ -19,24 +19,30 @@ from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from . import errors
+from .hosts import HostMiddleware, HostNames, SecurityHeadersMiddleware
 from .routes import auth, docs, events, hooks, meta, runs, workflows
 from .routes.meta import UI_DIR
 from .runtime import EVENTS_POLL_S, ServerRuntime
 from .security import AuthMiddleware, BodyLimitMiddleware, Sessions
 from .settings import ServerSettings
+from .throttle import LoginThrottle
 
 ROUTERS: list[APIRouter] = [meta.router, docs.router, auth.router, workflows.router,
                             runs.router, events.router, hooks.router]
 DEFAULT_GRACE_S = 10.0
 
 
-def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
+def create_app(db_url: str, *, host: str | None = None, token: str | None = None,
+               worker: bool = True,
                settings: ServerSettings | None = None, grace: float = DEFAULT_GRACE_S,
                events_poll: float = EVENTS_POLL_S,
                routers: Sequence[APIRouter] = ()) -> FastAPI:
     """The API over the store at ``db_url``.
 
-    ``token``: the API token (default: ``settings.token``, i.e. PLAIT_API_TOKEN).
+    ``host``: the address or name the server listens on (``--host``): besides
+    addresses, loopback names and PLAIT_ALLOWED_HOSTNAMES, the one ``Host`` name it
+    answers to (``server.hosts``).  ``token``: the API token (default:
+    ``settings.token``, i.e. PLAIT_API_TOKEN).
     ``worker``: with a PostgreSQL store, run a worker in the server (``--no-worker``:
     False).  ``settings``: default ``ServerSettings.from_environment()``.  ``grace``:
     seconds the runs get to end on shutdown before they are left resumable.
@@ -48,14 +54,17 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
 
         base = replace(base, token=token)
     chosen = base
-    from prometheus_client import CollectorRegistry
-
-    registry = CollectorRegistry()  # this app's: two apps in one process never share one
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        from prometheus_client import CollectorRegistry
+
         from ..observe.prometheus import LiveMetrics, metrics_asgi_app
         from ..store.shared import StoreHandle
+
+        # this lifespan's: two apps in one process, or one app started twice (a test
+        # client's), never share one
+        registry = CollectorRegistry()
 
         async with StoreHandle(db_url) as held:
             rt = ServerRuntime(held.store, db_url, chosen, worker=worker, grace=grace,
@@ -68,12 +77,13 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
     # FastAPI's /docs and /redoc load their scripts from a CDN: docs.router serves
     # Swagger UI from this process instead
     app = FastAPI(title="plait", version=__version__, lifespan=lifespan,
-                  docs_url=None, redoc_url=None,
-                  description="The REST API of plait serve (SPEC 9). With PLAIT_API_TOKEN "
+                  docs_url=None, redoc_url=None, responses=errors.EVERY_ROUTE,
+                  description="The REST API of plait serve. With PLAIT_API_TOKEN "
                   "set, send `Authorization: Bearer TOKEN`.")
     app.state.settings = chosen
     app.state.sessions = Sessions(chosen.token, chosen.session_ttl) \
         if chosen.token is not None else None
+    app.state.login_throttle = LoginThrottle(chosen.login_failures, chosen.login_window)
     errors.install(app)
     for router in [*ROUTERS, *routers]:
         app.include_router(router)
@@ -82,9 +92,12 @@ def create_app(db_url: str, *, token: str | None = None, worker: bool = True,
         app.router.routes.append(Route(path, MetricsEndpoint(app), include_in_schema=False))
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
     app.mount(docs.ASSETS_PATH, docs.assets(), name="docs-assets")
-    # outermost first: the body limit, then authentication
+    # added innermost first: the security headers on every answer, then the Host
+    # check (before anything else runs), the body limit and authentication
     app.add_middleware(AuthMiddleware, token=chosen.token, sessions=app.state.sessions)
     app.add_middleware(BodyLimitMiddleware, limit=chosen.max_body_bytes)
+    app.add_middleware(HostMiddleware, names=HostNames(host, chosen.allowed_hostnames))
+    app.add_middleware(SecurityHeadersMiddleware)
     return app
 
 

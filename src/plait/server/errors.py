@@ -1,9 +1,10 @@
-"""The API's one error shape: ``{"error": {"code", "message", "details"}}`` (SPEC 9),
+"""The API's one error shape: ``{"error": {"code", "message", "details"}}``,
 for the errors routes raise (``ApiError``), FastAPI's own (422 validation, 404 unknown
 route, 405) and anything unexpected (500, without internals)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -21,6 +22,15 @@ STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: 
                 500: "internal_error", 503: "unavailable"}
 
 
+# what any route may answer before it runs: a malformed request or body, a body over the
+# limit, a host name the server does not serve (server.hosts)
+EVERY_ROUTE: dict[int | str, dict[str, Any]] = {
+    400: {"description": "malformed request (Host, body, header)"},
+    413: {"description": "request body over the limit"},
+    421: {"description": "a Host name this server does not answer to"},
+}
+
+
 class ApiError(Exception):
     """An error a route answers with: HTTP ``status``, a stable ``code``, a message for
     people and ``details`` for programs."""
@@ -36,10 +46,19 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details}}
 
 
+class AsciiJSONResponse(JSONResponse):
+    """JSON escaped to ASCII: an error that quotes a client's text holding a lone
+    surrogate (valid in JSON as ``\\ud800``, not encodable as UTF-8) still renders."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
+
+
 def error_response(status: int, code: str, message: str, details: Any = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(code, message, details), status_code=status,
-                        headers=headers)
+    return AsciiJSONResponse(error_body(code, message, details), status_code=status,
+                             headers=headers)
 
 
 def not_found(what: str, key: str, message: str | None = None) -> ApiError:
@@ -56,6 +75,17 @@ def _location(loc: tuple[Any, ...] | list[Any]) -> str:
         else:
             text += f".{part}" if text else str(part)
     return text
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method of the routes at the request's path (Starlette's 405 names only
+    the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        regex, more = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and more and regex.match(request.url.path):
+            methods.update(more)
+    return sorted(methods)
 
 
 def install(app: FastAPI) -> None:
@@ -78,10 +108,11 @@ def install(app: FastAPI) -> None:
         message = str(exc.detail)
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route {request.method} {request.url.path}"
-        elif exc.status_code == 405:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
             message = f"method {request.method} is not allowed on {request.url.path}"
-        return error_response(exc.status_code, code, message, None,
-                              getattr(exc, "headers", None))
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+        return error_response(exc.status_code, code, message, None, headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -110,7 +110,7 @@ class Decision(BaseModel):
 class Login(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    token: str
+    token: str = Field(max_length=4096)
 
 
 class SessionState(BaseModel):
@@ -120,3 +120,5 @@ class SessionState(BaseModel):
 
 class HookStarted(BaseModel):
     run_id: str
+    duplicate: bool = Field(default=False, description="true when this delivery id was "
+                            "received already: run_id is the run it started")

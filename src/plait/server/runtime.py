@@ -251,12 +251,13 @@ class ServerRuntime:
         return checked
 
     async def start(self, checked: CheckedWorkflow, input: JSON,
-                    version: int | None = None) -> RunRecord:
-        """Store a run of ``checked`` (InputError before anything is stored) and have it
-        executed: here, or by the workers (PostgreSQL)."""
+                    version: int | None = None, run_id: str | None = None) -> RunRecord:
+        """Store a run of ``checked`` (InputError before anything is stored), with id
+        ``run_id`` (default: a new one), and have it executed: here, or by the workers
+        (PostgreSQL)."""
         if self.closing.is_set():
             raise Closing("the server is shutting down")
-        run = await self.engine.submit(checked, input, version=version)
+        run = await self.engine.submit(checked, input, version=version, run_id=run_id)
         await self._execute(run.run_id, checked, new=run)
         return run
 

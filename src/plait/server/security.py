@@ -1,11 +1,15 @@
-"""Authentication (SPEC 9) and the body limit, as ASGI middleware.
+"""Authentication and the body limit, as ASGI middleware.
 
 With a token, every route but ``/healthz`` needs ``Authorization: Bearer TOKEN`` or the
 session cookie the UI gets from ``POST /api/login``:
 
 - ``plait_session`` (HttpOnly, SameSite=Strict, Path=/): ``v1.EXPIRES.CSRF.SIG``, where
   SIG is the HMAC-SHA256 of ``v1.EXPIRES.CSRF`` under a key derived from the token (the
-  token itself is never in a cookie; a new token ends every session);
+  token itself is never in a cookie; a new token ends every session).  CSRF, random per
+  login, is also the session's id: ``POST /api/logout`` revokes it until it expires, in
+  the server process that receives the logout (another process behind the same name
+  keeps accepting it until it expires: ``session_ttl``, 12 hours; change the token to
+  end every session everywhere);
 - ``plait_csrf`` (readable by JavaScript, SameSite=Strict, Path=/): the CSRF value the
   session carries.  A request authenticated by the cookie that changes state (POST, PUT,
   PATCH, DELETE) must send it back in ``X-CSRF-Token`` (403 otherwise); a request with a
@@ -52,17 +56,37 @@ HOOKS_PREFIX = "/api/hooks/"
 OPEN_PREFIXES = ("/ui/", "/docs/assets/", HOOKS_PREFIX)
 
 
+def digits(text: str, most: int) -> bool:
+    """Whether ``text`` is 1 to ``most`` ASCII digits (``str.isdigit`` takes ``²``)."""
+    return 0 < len(text) <= most and text.isascii() and text.isdigit()
+
+
 def same(given: str, expected: str) -> bool:
-    """Constant-time string equality."""
-    return hmac.compare_digest(given.encode(), expected.encode())
+    """Constant-time string equality (of any strings: a lone surrogate is no error)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
+                               expected.encode("utf-8", "surrogatepass"))
 
 
 class Sessions:
-    """Signed sessions for one token."""
+    """Signed sessions for one token, and the ones logged out (kept until they
+    expire)."""
 
     def __init__(self, token: str, ttl: float) -> None:
-        self._key = hmac.new(token.encode(), b"plait-session-v1", hashlib.sha256).digest()
+        self._key = hmac.new(token.encode("utf-8", "surrogatepass"), b"plait-session-v1",
+                             hashlib.sha256).digest()
         self.ttl = ttl
+        self._revoked: dict[str, float] = {}  # session id (its CSRF value): expiry
+
+    def revoke(self, value: str, now: float | None = None) -> bool:
+        """Refuse the session of cookie ``value`` from now on; False when it is not a
+        valid session (nothing is kept for a forged cookie)."""
+        at = time.time() if now is None else now
+        parts = value.split(".")
+        if self.csrf_of(value, at) is None:
+            return False
+        self._revoked = {sid: end for sid, end in self._revoked.items() if end >= at}
+        self._revoked[parts[2]] = float(parts[1])
+        return True
 
     def _sign(self, payload: str) -> str:
         return hmac.new(self._key, payload.encode(), hashlib.sha256).hexdigest()
@@ -77,12 +101,13 @@ class Sessions:
     def csrf_of(self, value: str, now: float | None = None) -> str | None:
         """The CSRF value of a valid, unexpired session cookie; None otherwise."""
         parts = value.split(".")
-        if len(parts) != 4 or parts[0] != "v1" or not parts[1].isdigit():
+        if len(parts) != 4 or parts[0] != "v1" or not digits(parts[1], 12):
             return None
         payload = ".".join(parts[:3])
         if not same(parts[3], self._sign(payload)):
             return None
-        if int(parts[1]) < (time.time() if now is None else now):
+        if int(parts[1]) < (time.time() if now is None else now) \
+                or parts[2] in self._revoked:
             return None
         return parts[2]
 
@@ -203,8 +228,8 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         length = header(scope, b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            if not length.isdigit():
+        if length is not None and (not digits(length, 19) or int(length) > self.limit):
+            if not digits(length, 19):
                 await send_error(send, 400, "bad_request", "invalid Content-Length")
             else:
                 await send_error(send, 413, "payload_too_large", self._too_large())

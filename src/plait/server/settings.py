@@ -17,8 +17,13 @@ ALLOWED_MODULES_ENV = "PLAIT_ALLOWED_MODULES"
 ALLOWED_KEY_ENVS_ENV = "PLAIT_ALLOWED_KEY_ENVS"
 ALLOWED_SECRETS_ENV = "PLAIT_ALLOWED_SECRETS"
 ALLOWED_HOSTNAMES_ENV = "PLAIT_ALLOWED_HOSTNAMES"
+HEADER_TIMEOUT_ENV = "PLAIT_HEADER_TIMEOUT"
 MAX_BODY_BYTES = 1024 * 1024  # bodies over 1 MiB are refused with 413
 SESSION_TTL_S = 12 * 3600.0
+MIN_TOKEN_LENGTH = 16  # a shorter PLAIT_API_TOKEN is guessed too easily: refused
+HEADER_TIMEOUT_S = 10.0
+LOGIN_FAILURES = 5  # failed logins a client address may make ...
+LOGIN_WINDOW_S = 60.0  # ... in this many seconds before it gets 429
 
 
 class SettingError(ValueError):
@@ -49,7 +54,10 @@ class ServerSettings:
     (PLAIT_MAX_STEPS, PLAIT_MAX_MAP_ITEMS, PLAIT_MAX_OUTPUT_BYTES, PLAIT_MAX_DEPTH,
     PLAIT_MAX_SUBWORKFLOW_DEPTH; default: the engine's default limits).
     ``http_policy``: where the http/llm steps of the runs the server executes may
-    connect (the UNTRUSTED profile plus PLAIT_ALLOWED_HOSTS / PLAIT_DENIED_NETWORKS)."""
+    connect (the UNTRUSTED profile plus PLAIT_ALLOWED_HOSTS / PLAIT_DENIED_NETWORKS).
+    ``header_timeout``: PLAIT_HEADER_TIMEOUT, seconds a request's headers may take to
+    arrive (``server.protocol``).  ``login_failures`` per ``login_window`` seconds: the
+    failed logins one client address may make before ``POST /api/login`` answers 429."""
 
     token: str | None = None
     webhook_secret: str | None = None
@@ -61,6 +69,9 @@ class ServerSettings:
     http_policy: NetworkPolicy = UNTRUSTED
     max_body_bytes: int = MAX_BODY_BYTES
     session_ttl: float = SESSION_TTL_S
+    header_timeout: float = HEADER_TIMEOUT_S
+    login_failures: int = LOGIN_FAILURES
+    login_window: float = LOGIN_WINDOW_S
 
     @property
     def trust(self) -> TrustPolicy:
@@ -81,7 +92,8 @@ class ServerSettings:
                    allowed_secrets=listed(env, ALLOWED_SECRETS_ENV),
                    allowed_hostnames=listed(env, ALLOWED_HOSTNAMES_ENV),
                    caps=caps_from(env),
-                   http_policy=NetworkPolicy.from_environment(env, base=UNTRUSTED))
+                   http_policy=NetworkPolicy.from_environment(env, base=UNTRUSTED),
+                   header_timeout=seconds(env, HEADER_TIMEOUT_ENV, HEADER_TIMEOUT_S))
 
 
 def caps_from(env: Mapping[str, str]) -> Limits:
@@ -101,6 +113,23 @@ def _cap(env: Mapping[str, str], key: str, default: int) -> int:
             return parse_size(text)
         except ValueError as exc:
             raise SettingError(variable, str(exc)) from None
-    if not text.isdigit() or int(text) < 1:
-        raise SettingError(variable, f"expected a whole number of at least 1, got {text!r}")
+    if not (text.isascii() and text.isdigit() and len(text) < 19) or int(text) < 1:
+        raise SettingError(variable, f"expected a whole number of at least 1 (below "
+                           f"10^18), got {text!r}")
     return int(text)
+
+
+def seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """Variable ``name`` as a positive number of seconds (``default`` when unset);
+    SettingError naming the variable otherwise."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:
+        raise SettingError(name, f"expected a number of seconds above 0 and below a "
+                           f"day, got {text!r}")
+    return value

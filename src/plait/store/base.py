@@ -605,6 +605,22 @@ class Store(Protocol):
         JSON."""
         ...
 
+    # ------------------------------------------------------------------ webhook deliveries
+
+    async def claim_delivery(self, hook: str, delivery_id: str, run_id: str, at: float,
+                             forget_before: float) -> str:
+        """Record that delivery ``delivery_id`` of hook ``hook``, received at ``at``,
+        starts run ``run_id``, once: the run id stored for it, which is ``run_id`` when
+        this call stored it and the first one's when any call, of any process, did
+        already.  Of concurrent calls for one delivery exactly one stores.  Deliveries
+        received before ``forget_before`` are deleted first."""
+        ...
+
+    async def forget_delivery(self, hook: str, delivery_id: str, run_id: str) -> None:
+        """Delete the delivery if it still names ``run_id`` (its run could not start:
+        a later delivery with that id may try again)."""
+        ...
+
     # ------------------------------------------------------------------ observability
     # (``store.observations``; docs/observability.md, docs/notifications.md)
 

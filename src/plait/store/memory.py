@@ -77,6 +77,7 @@ class MemoryStore:
         self._cache: dict[tuple[str, str, str], CachedResult] = {}
         self._keyed: dict[str, list[RunRecord]] = {}  # concurrency key -> unfinished runs
         self._notifications: dict[NotificationKey, float] = {}  # claimed: when
+        self._deliveries: dict[tuple[str, str], tuple[str, float]] = {}  # run id, at
 
     async def open(self) -> None:
         return None
@@ -449,6 +450,20 @@ class MemoryStore:
             return False
         self._breakers[key] = (owned, version + 1)
         return True
+
+    # ------------------------------------------------------------------ webhook deliveries
+
+    async def claim_delivery(self, hook: str, delivery_id: str, run_id: str, at: float,
+                             forget_before: float) -> str:
+        old = [k for k, (_, when) in self._deliveries.items() if when < forget_before]
+        for key in old:
+            del self._deliveries[key]
+        return self._deliveries.setdefault((hook, delivery_id), (run_id, at))[0]
+
+    async def forget_delivery(self, hook: str, delivery_id: str, run_id: str) -> None:
+        stored = self._deliveries.get((hook, delivery_id))
+        if stored is not None and stored[0] == run_id:
+            del self._deliveries[(hook, delivery_id)]
 
     # ------------------------------------------------------------------ step cache
 

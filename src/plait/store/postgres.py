@@ -111,6 +111,8 @@ def _check_new_run(run: RunRecord, step_ids: Sequence[str]) -> None:
         raise StoreError(f"run {run.run_id!r}: step ids are not unique")
 
 
+INT32_MAX = 2**31 - 1  # versions are PostgreSQL integers: a larger one is no version
+
 class PostgresStore:
     """The Store protocol on one PostgreSQL database (see the module docstring)."""
 
@@ -171,7 +173,10 @@ class PostgresStore:
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
         if not valid_id(name):
             raise WorkflowNotFound(name, version)
-        row = await self._db.fetchone(_Q["get_workflow"], {"name": name, "version": version})
+        row = None
+        if version is None or -INT32_MAX <= version <= INT32_MAX:  # a column's integer
+            row = await self._db.fetchone(_Q["get_workflow"], {"name": name,
+                                                               "version": version})
         if row is not None:
             return rows.workflow_record(row)
         versions = [] if version is None else \
@@ -427,6 +432,16 @@ class PostgresStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await postgres_claims.runs_to_drive(self._db, lease, limit)
+
+    # ------------------------------------------------------------------ webhook deliveries
+
+    async def claim_delivery(self, hook: str, delivery_id: str, run_id: str, at: float,
+                             forget_before: float) -> str:
+        return await postgres_cache.claim_delivery(self._db, hook, delivery_id, run_id, at,
+                                                   forget_before)
+
+    async def forget_delivery(self, hook: str, delivery_id: str, run_id: str) -> None:
+        await postgres_cache.forget_delivery(self._db, hook, delivery_id, run_id)
 
     # ------------------------------------------------------------------ step cache
 

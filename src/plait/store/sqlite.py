@@ -410,6 +410,16 @@ class SqliteStore:
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await self._run(sqlite_claims.runs_to_drive, self._db, lease, limit)
 
+    # ------------------------------------------------------------------ webhook deliveries
+
+    async def claim_delivery(self, hook: str, delivery_id: str, run_id: str, at: float,
+                             forget_before: float) -> str:
+        return await self._write(sqlite_cache.claim_delivery, hook, delivery_id, run_id,
+                                 at, forget_before)
+
+    async def forget_delivery(self, hook: str, delivery_id: str, run_id: str) -> None:
+        await self._write(sqlite_cache.forget_delivery, hook, delivery_id, run_id)
+
     # ------------------------------------------------------------------ step cache
 
     async def get_cached(self, workflow: str, step_id: str, key: str,

@@ -1,5 +1,7 @@
 """The step cache on SQLite (``Store.get_cached`` / ``put_cached``; the table is
-``migrations/sqlite/0008_step_cache.sql``, the statements ``sql/sqlite.sql``)."""
+``migrations/sqlite/0008_step_cache.sql``, the statements ``sql/sqlite.sql``), and the
+webhook deliveries (``Store.claim_delivery``; ``0009_hook_deliveries.sql``): both keep
+what was done once so that it is not done again."""
 
 from __future__ import annotations
 
@@ -26,3 +28,16 @@ def put_cached(db: Database, workflow: str, step_id: str, key: str, output: JSON
     text = rows.json_text(output, f"the cached result of step {step_id!r}")
     db.conn.execute(_Q["put_cached"], (workflow, step_id, cache_key_hash(key), text,
                                        run_id, created_at))
+
+
+def claim_delivery(db: Database, hook: str, delivery_id: str, run_id: str, at: float,
+                   forget_before: float) -> str:
+    """A write job."""
+    db.conn.execute(_Q["forget_old_deliveries"], (forget_before,))
+    row = db.conn.execute(_Q["claim_delivery"], (hook, delivery_id, run_id, at)).fetchone()
+    return str(row[0])
+
+
+def forget_delivery(db: Database, hook: str, delivery_id: str, run_id: str) -> None:
+    """A write job."""
+    db.conn.execute(_Q["forget_delivery"], (hook, delivery_id, run_id))

@@ -158,6 +158,14 @@ def write_gate(where: str) -> threading.Lock:
 # ------------------------------------------------------- the thread-confined database
 
 
+INT64_MAX = 2**63 - 1  # SQLite's integers: a larger Python int cannot be bound
+
+
+def int64(value: int, instead: int) -> int:
+    """``value``, or ``instead`` when SQLite cannot hold it (no stored row can match)."""
+    return value if -INT64_MAX <= value <= INT64_MAX else instead
+
+
 class Database:
     """The connection and every job run on it; used only from the store's thread."""
 
@@ -442,7 +450,7 @@ class Database:
         row = None
         if valid_id(name):
             row = (self.conn.execute(_Q["latest_workflow"], (name,)) if version is None
-                   else self.conn.execute(_Q["workflow_version"], (name, version))
+                   else self.conn.execute(_Q["workflow_version"], (name, int64(version, -1)))
                    ).fetchone()
         if row is None:
             versions = [] if version is None or not valid_id(name) else \
@@ -581,7 +589,8 @@ class Database:
                                                               (self.run_key(run_id),)))
 
     def get_events(self, run_id: str, after: int) -> list[EventRecord]:
-        found = self.conn.execute(_Q["get_events"], (self.run_key(run_id), after))
+        found = self.conn.execute(_Q["get_events"], (self.run_key(run_id),
+                                                    max(-INT64_MAX, min(after, INT64_MAX))))
         return [rows.event_record(run_id, row) for row in found]
 
     def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:

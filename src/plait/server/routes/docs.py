@@ -1,13 +1,17 @@
 """``/docs``: Swagger UI over ``/openapi.json``, served from this server.
 
-Nothing is loaded from the internet at run time (SPEC 9): the Swagger UI files come
-from the ``swagger-ui-bundle`` package (Apache-2.0) and are served under
-``/docs/assets/``; the page itself is written here.  FastAPI's own ``/docs`` and
-``/redoc`` (which load their scripts from a CDN) are turned off in ``create_app``.
+Nothing is loaded from the internet at run time: the Swagger UI files (version 5, which
+reads the OpenAPI 3.1 documents FastAPI writes) come from the ``swagger-ui-py`` package
+(Apache-2.0) and are served under ``/docs/assets/``; the page itself is written here.
+Its one inline script is allowed by its hash in the page's Content-Security-Policy (no
+other inline script runs).  FastAPI's own ``/docs`` and ``/redoc`` (which load their
+scripts from a CDN) are turned off in ``create_app``.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 from pathlib import Path
@@ -23,9 +27,9 @@ router = APIRouter()
 
 
 def assets_dir() -> Path:
-    from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
+    import swagger_ui  # type: ignore[import-untyped]
 
-    return Path(str(swagger_ui_path))
+    return Path(swagger_ui.__file__).parent / "static"
 
 
 def assets() -> StaticFiles:
@@ -33,8 +37,31 @@ def assets() -> StaticFiles:
     return StaticFiles(directory=assets_dir())
 
 
-def page(title: str, openapi_url: str) -> str:
-    spec = json.dumps(openapi_url)
+def init_script(openapi_url: str) -> str:
+    return f"""
+window.ui = SwaggerUIBundle({{
+  url: {json.dumps(openapi_url)},
+  dom_id: "#swagger-ui",
+  layout: "BaseLayout",
+  deepLinking: true,
+  showExtensions: true,
+  showCommonExtensions: true,
+  presets: [SwaggerUIBundle.presets.apis],
+}});
+"""
+
+
+def csp(script: str) -> str:
+    """The page's policy: this server's files, and the inline ``script`` by its hash
+    (Swagger UI sets inline styles and shows data: images)."""
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    return (f"default-src 'self'; script-src 'self' 'sha256-{digest}'; "
+            f"style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+            f"object-src 'none'; base-uri 'none'; form-action 'self'; "
+            f"frame-ancestors 'none'")
+
+
+def page(title: str, script: str) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -47,17 +74,7 @@ def page(title: str, openapi_url: str) -> str:
 <body>
 <div id="swagger-ui"></div>
 <script src="{ASSETS_PATH}/swagger-ui-bundle.js"></script>
-<script>
-window.ui = SwaggerUIBundle({{
-  url: {spec},
-  dom_id: "#swagger-ui",
-  layout: "BaseLayout",
-  deepLinking: true,
-  showExtensions: true,
-  showCommonExtensions: true,
-  presets: [SwaggerUIBundle.presets.apis],
-}});
-</script>
+<script>{script}</script>
 </body>
 </html>
 """
@@ -66,4 +83,6 @@ window.ui = SwaggerUIBundle({{
 @router.get(DOCS_PATH, include_in_schema=False)
 async def docs(request: Request) -> HTMLResponse:
     app = request.app
-    return HTMLResponse(page(f"{app.title} - API", app.openapi_url or "/openapi.json"))
+    script = init_script(app.openapi_url or "/openapi.json")
+    return HTMLResponse(page(f"{app.title} - API", script),
+                        headers={"Content-Security-Policy": csp(script)})

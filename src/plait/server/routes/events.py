@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -33,6 +34,8 @@ from .runs import get_run_or_404
 
 router = APIRouter(prefix="/api/runs", tags=["events"])
 KEEPALIVE_S = 15.0
+MAX_SEQ = 2**63 - 1  # the stores' largest sequence number
+_SEQ = re.compile(r"^[0-9]{1,19}$")
 
 
 def sse(event: EventRecord) -> str:
@@ -44,10 +47,10 @@ def sse(event: EventRecord) -> str:
 def _resume_point(last_event_id: str | None, after: int | None) -> int:
     if last_event_id is not None and last_event_id.strip():
         text = last_event_id.strip()
-        if not text.isdigit():
+        if not _SEQ.match(text) or int(text) > MAX_SEQ:
             raise ApiError(400, "invalid_last_event_id",
-                           f"Last-Event-ID must be an event's sequence number, not {text!r}",
-                           {"last_event_id": text})
+                           f"Last-Event-ID must be an event's sequence number (0 to "
+                           f"{MAX_SEQ}), not {text[:40]!r}", {"last_event_id": text[:40]})
         return int(text)
     return after or 0
 
@@ -58,7 +61,7 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int:
 async def run_events(run_id: str, request: Request,
                      rt: Annotated[ServerRuntime, Depends(runtime)],
                      last_event_id: Annotated[str | None, Header()] = None,
-                     after: Annotated[int | None, Query(ge=0)] = None) -> Response:
+                     after: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None) -> Response:
     """Stream the run's events, live until it ends."""
     run = await get_run_or_404(rt, run_id)
     start = _resume_point(last_event_id, after)

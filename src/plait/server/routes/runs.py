@@ -6,6 +6,8 @@ import asyncio
 import base64
 import binascii
 import json
+import math
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -45,24 +47,31 @@ Runtime = Annotated[ServerRuntime, Depends(runtime)]
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 STATUSES = [str(s) for s in RunStatus]
+MAX_VERSION = 2**31 - 1  # what the stores keep a version in
+MAX_CURSOR_TIME = 1e12  # epoch seconds: the year 33658
+_VERSION = re.compile(r"^[0-9]{1,10}$")
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody},
                                             422: {"model": ErrorBody}}
 
 
 def parse_reference(text: str) -> tuple[str, int | None]:
+    """``NAME`` or ``NAME@V`` (V a version: 1 to ``MAX_VERSION``); 422 otherwise."""
     name, at, version = text.partition("@")
     if not at:
         return name, None
-    if not version.isdigit() or int(version) < 1:
+    if not _VERSION.match(version) or not 1 <= int(version) <= MAX_VERSION:
         raise ApiError(422, "invalid_request", f"invalid workflow reference {text!r}: "
-                       f"expected NAME or NAME@VERSION (a version is a positive integer)",
+                       f"expected NAME or NAME@VERSION (a version is an integer from 1 to "
+                       f"{MAX_VERSION})",
                        [{"location": "body.workflow", "message": "expected NAME or NAME@V"}])
     return name, int(version)
 
 
-async def start_run(rt: ServerRuntime, reference: str, input: Any) -> RunRecord:
-    """Start workflow ``reference`` (NAME or NAME@V) with ``input``: 404 unknown, 422
-    input refused or the stored definition unusable here, 503 while shutting down."""
+async def start_run(rt: ServerRuntime, reference: str, input: Any,
+                    run_id: str | None = None) -> RunRecord:
+    """Start workflow ``reference`` (NAME or NAME@V) with ``input`` (as run ``run_id``,
+    default a new id): 404 unknown, 422 input refused or the stored definition unusable
+    here, 503 while shutting down."""
     name, version = parse_reference(reference)
     try:
         checked = await rt.checked(name, version)
@@ -74,7 +83,7 @@ async def start_run(rt: ServerRuntime, reference: str, input: Any) -> RunRecord:
                        [{"location": p.location, "message": p.message}
                         for p in exc.problems]) from exc
     try:
-        return await rt.start(checked, input, version=version)
+        return await rt.start(checked, input, version=version, run_id=run_id)
     except InputError as exc:
         raise ApiError(422, "invalid_input", str(exc), {"workflow": reference}) from exc
     except Closing as exc:
@@ -104,8 +113,11 @@ def decode_cursor(text: str) -> tuple[float, str]:
         if isinstance(at, bool) or not isinstance(at, int | float) \
                 or not isinstance(run_id, str):
             raise ValueError("not a cursor")
+        if not (math.isfinite(at) and 0 <= at <= MAX_CURSOR_TIME):
+            raise ValueError("not a time")
         return float(at), run_id
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+    except (ValueError, TypeError, OverflowError, binascii.Error,
+            UnicodeDecodeError) as exc:
         raise ApiError(400, "invalid_cursor", f"invalid cursor {text!r}: pass the `next` "
                        f"value of a previous page as `before`", {"before": text}) from exc
 
@@ -157,6 +169,7 @@ async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None
         raise ApiError(400, "invalid_status", f"unknown run status {status!r}: one of "
                        f"{', '.join(STATUSES)}", {"status": status})
     count = DEFAULT_LIMIT
+    limit, before = limit or None, before or None  # an empty value is no value
     if limit is not None:
         if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIMIT:
             raise ApiError(400, "invalid_limit", f"limit must be an integer from 1 to "

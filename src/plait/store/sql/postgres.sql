@@ -450,3 +450,24 @@ VALUES (%(workflow)s, %(step_id)s, %(key_hash)s, %(output)s::json, %(run_id)s,
 ON CONFLICT (workflow, step_id, key_hash) DO UPDATE
 SET output = excluded.output, run_id = excluded.run_id, created_at = excluded.created_at
 WHERE excluded.created_at >= step_cache.created_at;
+
+-- ------------------------------------------------------------------------------------
+-- Webhook deliveries (0010_hook_deliveries.sql).
+
+-- forget_old_deliveries --
+-- Delete the deliveries received before a time.  (before)
+DELETE FROM hook_deliveries WHERE received_at < %(before)s;
+
+-- claim_delivery --
+-- Record a delivery unless one is stored; either way, the run id stored (the no-op
+-- update locks and returns the stored row, also against a concurrent insert).
+-- (hook, delivery_id, run_id, received_at)
+INSERT INTO hook_deliveries (hook, delivery_id, run_id, received_at)
+VALUES (%(hook)s, %(delivery_id)s, %(run_id)s, %(received_at)s)
+ON CONFLICT (hook, delivery_id) DO UPDATE SET hook = excluded.hook
+RETURNING run_id;
+
+-- forget_delivery --
+-- Delete a delivery that still names the run.  (hook, delivery_id, run_id)
+DELETE FROM hook_deliveries
+WHERE hook = %(hook)s AND delivery_id = %(delivery_id)s AND run_id = %(run_id)s;

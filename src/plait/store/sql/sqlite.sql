@@ -392,3 +392,21 @@ VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (workflow, step_id, key_hash) DO UPDATE
 SET output = excluded.output, run_id = excluded.run_id, created_at = excluded.created_at
 WHERE excluded.created_at >= step_cache.created_at;
+
+-- ------------------------------------------------------------------------------------
+-- Webhook deliveries (0009_hook_deliveries.sql).
+
+-- forget_old_deliveries --
+-- Delete the deliveries received before a time.  (before)
+DELETE FROM hook_deliveries WHERE received_at < ?;
+
+-- claim_delivery --
+-- Record a delivery unless one is stored; either way, the run id stored.
+-- (hook, delivery_id, run_id, received_at)
+INSERT INTO hook_deliveries (hook, delivery_id, run_id, received_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (hook, delivery_id) DO UPDATE SET hook = excluded.hook
+RETURNING run_id;
+
+-- forget_delivery --
+-- Delete a delivery that still names the run.  (hook, delivery_id, run_id)
+DELETE FROM hook_deliveries WHERE hook = ? AND delivery_id = ? AND run_id = ?;

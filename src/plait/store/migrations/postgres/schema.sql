@@ -183,6 +183,14 @@ CREATE TABLE step_cache (
     CONSTRAINT step_cache_pkey PRIMARY KEY (workflow, step_id, key_hash)
 );
 
+CREATE TABLE hook_deliveries (
+    hook text NOT NULL,
+    delivery_id text NOT NULL,
+    run_id text NOT NULL,
+    received_at double precision NOT NULL,
+    CONSTRAINT hook_deliveries_pkey PRIMARY KEY (hook, delivery_id)
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -200,6 +208,8 @@ CREATE INDEX runs_unfinished ON public.runs USING btree (created_at, id) WHERE (
 CREATE INDEX pool_starts_by_pool ON public.pool_starts USING btree (pool, at);
 
 CREATE INDEX runs_by_concurrency_key ON public.runs USING btree (concurrency_key) WHERE ((concurrency_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'waiting'::text])));
+
+CREATE INDEX hook_deliveries_by_time ON public.hook_deliveries USING btree (received_at);
 
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
@@ -726,3 +736,4 @@ INSERT INTO plait_migrations (version, name) VALUES (6, '0006_attempt_workers_an
 INSERT INTO plait_migrations (version, name) VALUES (7, '0007_notifications.sql');
 INSERT INTO plait_migrations (version, name) VALUES (8, '0008_step_cache.sql');
 INSERT INTO plait_migrations (version, name) VALUES (9, '0009_batch_owner.sql');
+INSERT INTO plait_migrations (version, name) VALUES (10, '0010_hook_deliveries.sql');

@@ -153,6 +153,14 @@ CREATE TABLE step_cache (
     PRIMARY KEY (workflow, step_id, key_hash)
 ) WITHOUT ROWID;
 
+CREATE TABLE hook_deliveries (
+    hook        TEXT NOT NULL,
+    delivery_id TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    PRIMARY KEY (hook, delivery_id)
+) WITHOUT ROWID;
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -174,4 +182,6 @@ CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
     WHERE concurrency_key IS NOT NULL
       AND (status = 'pending' OR status = 'running' OR status = 'waiting');
 
-PRAGMA user_version = 8;
+CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
+
+PRAGMA user_version = 9;
