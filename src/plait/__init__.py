@@ -47,9 +47,10 @@ if TYPE_CHECKING:
     )
     from .runtime.context import StepContext
     from .runtime.results import RunResult, StepResult
+    from .step_options import Retry
     from .steps.registry import StepCall, StepType, register_step_type
     from .store.shared import StoreHandle, connect
-    from .workflow import Retry, Workflow
+    from .workflow import Workflow
 
 __version__ = "0.1.0"
 
@@ -107,7 +108,7 @@ _HOMES = {
     "RunResult": ".runtime.results", "StepResult": ".runtime.results",
     "StepCall": ".steps.registry", "StepType": ".steps.registry",
     "register_step_type": ".steps.registry",
-    "Retry": ".workflow", "Workflow": ".workflow",
+    "Retry": ".step_options", "Workflow": ".workflow",
     "StoreHandle": ".store.shared", "connect": ".store.shared",
 }
 
