@@ -42,7 +42,7 @@ def Retry(max_retries: int = 3, initial_delay: float = 1.0, backoff: float = 2.0
           max_delay: float = 60.0, jitter: float = 0.1,
           retry_on: Sequence[ExceptionName] = (),
           no_retry_on: Sequence[ExceptionName] = ()) -> RetryPolicy:
-    """A retry policy (SPEC 5); exceptions are given by name or as classes.  Delays
+    """A retry policy for a step; exceptions are given by name or as classes.  Delays
     are durations (seconds or '500ms', '2s'...); numbers are kept as floats so the
     fingerprint matches the same policy loaded from YAML.  DefinitionError for an entry
     that is neither an exception name nor an exception class."""
@@ -163,7 +163,8 @@ def signature_or_reason(fn: Callable[..., object]) -> Signature | str:
 def implied_dependencies(p: PendingStep, sig: Signature, i: int, ids: set[str],
              writers: Mapping[str, list[str]], props: set[str] | None,
              problems: list[Problem]) -> list[str]:
-    """Dependencies implied by the function's parameter names (SPEC 1.2)."""
+    """Dependencies implied by the function's parameter names: a step id, or an
+    output key another step declares."""
     assert p.func is not None
     given = p.config.get("with") or {}
     deps: list[str] = []

@@ -12,6 +12,7 @@ import inspect
 import keyword
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Never, TypeVar, cast, overload
 
@@ -70,7 +71,7 @@ _WORKFLOW_OPTIONS = frozenset({"concurrency", "on_failure", "timeout", "sla", "i
 
 
 class Workflow:
-    """A workflow built in Python (or loaded from YAML/JSON) — see SPEC 1.2."""
+    """A workflow built in Python (or loaded from YAML/JSON): docs/python-api.md."""
 
     def __init__(self, name: str, *, concurrency: int = DEFAULT_CONCURRENCY,
                  on_failure: OnFailure = "continue", timeout: float | None = None,
@@ -84,7 +85,7 @@ class Workflow:
                  concurrency_key: str | None = None, max_runs_per_key: int | None = None,
                  notify: Sequence[Mapping[str, Any]] | None = None,
                  **unknown: Never) -> None:
-        """Options as in a definition file (SPEC 1.1, 7); ``schedules`` are mappings
+        """Options as in a definition file; ``schedules`` are mappings
         ``{"cron": "*/5 * * * *", "timezone": "UTC", "input": {...}, "catch_up":
         "skip"}`` (or ScheduleSpec values), checked with the rest by ``validate()``."""
         if unknown:
@@ -104,6 +105,10 @@ class Workflow:
         # map steps built with ``map``: their item functions, by step id
         self._map_funcs: dict[str, Callable[..., object]] = {}
         self._has_map = False
+        # child workflows of `workflow` / `loop` steps given as Workflow objects, by the
+        # step's position: validated with this one, their definitions kept in the steps
+        self._children: dict[int, Workflow] = {}
+        self._seen: list[CheckedWorkflow | None] = []  # the children's, when checked
         self._spec: WorkflowSpec | None = None  # set when loaded from a definition
         self._checked: CheckedWorkflow | None = None
         self.source: str | None = None
@@ -190,6 +195,9 @@ class Workflow:
             field_name = key[:-1] if key.endswith("_") and key not in STEP_OPTIONS else key
             if key in STEP_OPTIONS:
                 opts[key] = value
+            elif field_name == "workflow" and isinstance(value, Workflow):
+                self._adopt(id, value)
+                config.update(workflow=value.name, definition={})  # filled by _build
             elif fields is None or field_name in fields:
                 config[field_name] = value
             else:
@@ -229,24 +237,33 @@ class Workflow:
 
     def subworkflow(self, id: str, *, workflow: str | Workflow, input: JSON = None,
                     depends_on: Sequence[str] = (), **options: Any) -> Workflow:
-        """Add a ``workflow`` step (SPEC 3): a child run of ``workflow``, a stored
+        """Add a ``workflow`` step (docs/subworkflows.md): a child run of ``workflow``, a stored
         workflow's ``name`` / ``name@version`` or a ``Workflow`` (its definition is kept
         in the step, and stored when the child runs; its python steps must be
         importable by name), given only ``input`` (templates allowed)."""
         return self.add_step(id, type="workflow", depends_on=depends_on,
-                             **_child_fields(workflow), input=input or {}, **options)
+                             workflow=workflow, input=input or {}, **options)
 
     def loop(self, id: str, *, workflow: str | Workflow, until: str,
              max_iterations: int, input: JSON = None, on_max_iterations: str = "fail",
              depends_on: Sequence[str] = (), **options: Any) -> Workflow:
-        """Add a ``loop`` step (SPEC 3): a child run of ``workflow`` per iteration until
+        """Add a ``loop`` step (docs/subworkflows.md): a child run of ``workflow`` per iteration until
         ``until`` (a template seeing ``loop.output``) is true, at most
         ``max_iterations`` times; ``input`` templates see ``loop.iteration`` and
         ``loop.previous``.  Output ``{"iterations": N, "output": last output}``."""
         return self.add_step(id, type="loop", depends_on=depends_on,
-                             **_child_fields(workflow), input=input or {}, until=until,
+                             workflow=workflow, input=input or {}, until=until,
                              max_iterations=max_iterations,
                              on_max_iterations=on_max_iterations, **options)
+
+    def _adopt(self, id: str, child: Workflow) -> None:
+        """Keep ``child`` as the workflow of the step being added (the next one)."""
+        if child is self:
+            raise DefinitionError([Problem(
+                location=f"steps[{len(self._pending)}].workflow",
+                message=f"step {id!r}: workflow {self.name!r} cannot run itself as a child",
+                hint="repeat work with a `loop` step over another workflow")])
+        self._children[len(self._pending)] = child
 
     def _mutable(self) -> None:
         if self._spec is not None:
@@ -300,7 +317,11 @@ class Workflow:
         return self._spec if self._spec is not None else self._build()
 
     def validate(self) -> CheckedWorkflow:
-        """Check everything (SPEC 2); raise DefinitionError listing every problem."""
+        """Check everything, child workflows included (their problems located at the
+        step: ``steps[3].workflow: steps[0].pool: ...``); raise DefinitionError listing
+        every problem."""
+        if self._checked is not None and self._children and self._children_changed():
+            self._checked = None  # a child changed since: check again
         if self._checked is None:
             load_plugins()
             problems: list[Problem] = []
@@ -309,7 +330,19 @@ class Workflow:
                 # a workflow built in Python has its step modules imported already
                 problems += alert_problems(spec) + retry_name_problems(spec)
                 self._checked = check(spec, source=self.source, prior=problems)
+            self._seen = [child._checked for child in self._children.values()]
         return self._checked
+
+    def _children_changed(self) -> bool:
+        """Whether a child workflow was checked anew (it changed) since this one was."""
+        now = [child._current_check() for child in self._children.values()]
+        return any(a is not b for a, b in zip(now, self._seen, strict=True))
+
+    def _current_check(self) -> CheckedWorkflow | None:
+        try:
+            return self.validate()
+        except DefinitionError:
+            return None
 
     def _build(self, problems: list[Problem] | None = None) -> WorkflowSpec:
         if self._spec is not None:
@@ -367,6 +400,9 @@ class Workflow:
         if self._has_map:
             steps = [self._with_item(s, i, sink) if s.type == "map" else s
                      for i, s in enumerate(steps)]
+        if self._children:
+            steps = [_with_child(s, self._children[i], f"steps[{i}].workflow", problems)
+                     if i in self._children else s for i, s in enumerate(steps)]
         return WorkflowSpec(name=self.name, steps=tuple(steps), pools=pools,
                             schedules=schedules, **opts)
 
@@ -443,9 +479,43 @@ async def _run_on(store: Store, checked: CheckedWorkflow, value: JSON,
         engine.close()
 
 
-def _child_fields(workflow: str | Workflow) -> dict[str, Any]:
-    """The ``workflow`` (and ``definition``) fields naming a child workflow."""
-    if isinstance(workflow, Workflow):
-        return {"workflow": workflow.name, "definition": workflow.to_dict()}
-    return {"workflow": workflow}
+# the child workflows being built, outermost first (a workflow that is its own
+# descendant is a problem, not an endless recursion)
+_BUILDING: ContextVar[tuple[int, ...]] = ContextVar("plait_building", default=())
+
+
+def _with_child(step: StepSpec, child: Workflow, where: str,
+                problems: list[Problem] | None) -> StepSpec:
+    """``step`` with the child workflow's definition in its ``definition`` field.  With
+    ``problems`` (validating) the child is validated first and each of its problems is
+    added, located at the step (``steps[3].workflow: steps[0].pool: ...``)."""
+    outer = _BUILDING.get()
+    if id(child) in outer:
+        if problems is not None:
+            problems.append(Problem(location=where, message=(
+                f"workflow {child.name!r} includes itself (through its child workflows)"),
+                hint="a workflow cannot run itself as a child; repeat work with a `loop` "
+                     "step"))
+        return step
+    token = _BUILDING.set((*outer, id(child)))
+    try:
+        definition = _child_definition(child, where, problems)
+    finally:
+        _BUILDING.reset(token)
+    return dataclasses.replace(step, config={**step.config, "definition": definition})
+
+
+def _child_definition(child: Workflow, where: str,
+                      problems: list[Problem] | None) -> JSONDict:
+    """The child's canonical definition (validated when ``problems`` is given: its
+    problems go there, relocated under ``where``)."""
+    if problems is None:
+        return child.to_dict()
+    try:
+        return child.validate().definition
+    except DefinitionError as exc:
+        problems += [Problem(location=where, hint=p.hint, message=(
+            f"{p.location}: {p.message}" if p.location else p.message))
+            for p in exc.problems]
+        return {}
 
