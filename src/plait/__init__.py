@@ -37,6 +37,8 @@ if TYPE_CHECKING:
         SchemaVersionError,
         StaleWriteError,
         StepError,
+        StepNotFound,
+        StepNotWaiting,
         StepTimeout,
         StoreError,
         StoreUnreachable,
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
         VersionConflict,
         WorkflowNotFound,
     )
+    from .runs import approve, approve_async, get_run, get_run_async, resume, resume_async
     from .runtime.context import StepContext
     from .runtime.results import RunResult, StepResult
     from .step_options import Retry
@@ -82,6 +85,8 @@ __all__ = [
     "StepCall",
     "StepContext",
     "StepError",
+    "StepNotFound",
+    "StepNotWaiting",
     "StepResult",
     "StepSpec",
     "StepStatus",
@@ -96,8 +101,14 @@ __all__ = [
     "Workflow",
     "WorkflowNotFound",
     "WorkflowSpec",
+    "approve",
+    "approve_async",
     "connect",
+    "get_run",
+    "get_run_async",
     "register_step_type",
+    "resume",
+    "resume_async",
 ]
 
 # where each public name lives (module relative to this package)
@@ -110,6 +121,8 @@ _HOMES = {
     "register_step_type": ".steps.registry",
     "Retry": ".step_options", "Workflow": ".workflow",
     "StoreHandle": ".store.shared", "connect": ".store.shared",
+    "approve": ".runs", "approve_async": ".runs", "get_run": ".runs",
+    "get_run_async": ".runs", "resume": ".runs", "resume_async": ".runs",
 }
 
 

@@ -247,8 +247,8 @@ class Workflow:
     def loop(self, id: str, *, workflow: str | Workflow, until: str,
              max_iterations: int, input: JSON = None, on_max_iterations: str = "fail",
              depends_on: Sequence[str] = (), **options: Any) -> Workflow:
-        """Add a ``loop`` step (docs/subworkflows.md): a child run of ``workflow`` per iteration until
-        ``until`` (a template seeing ``loop.output``) is true, at most
+        """Add a ``loop`` step (docs/subworkflows.md): a child run of ``workflow`` per
+        iteration until ``until`` (a template seeing ``loop.output``) is true, at most
         ``max_iterations`` times; ``input`` templates see ``loop.iteration`` and
         ``loop.previous``.  Output ``{"iterations": N, "output": last output}``."""
         return self.add_step(id, type="loop", depends_on=depends_on,
@@ -458,6 +458,10 @@ class Workflow:
 
         checked = self.validate()
         value = {} if input is None else input
+        if db is not None:
+            from .runtime.control import warn_main_steps
+
+            warn_main_steps(checked, db.url if isinstance(db, StoreHandle) else db)
         with relaxed_gc():
             if isinstance(db, StoreHandle):
                 return await _run_on(db.store, checked, value, run_id)
