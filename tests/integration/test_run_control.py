@@ -30,7 +30,7 @@ def publish(input: dict[str, object]) -> dict[str, object]:
 
 
 def ship(review: dict[str, object]) -> str:
-    return f"shipped ({review['decision'] if 'decision' in review else 'approved'})"
+    return f"shipped (approved by {review['by']})"
 
 
 def gated() -> Workflow:
@@ -79,7 +79,7 @@ async def test_approve_records_the_decision_and_the_first_one_stands(db: str) ->
         decided = await _driven_by_a_worker(db, ran.run_id)
     assert decided.status == "completed", decided.error
     assert decided.steps["review"].output["by"] == "ada"
-    assert decided.steps["ship"].output == "shipped (approved)"
+    assert decided.steps["ship"].output == "shipped (approved by ada)"
     with pytest.raises(DecisionTaken) as caught:
         await plait.approve_async(ran.run_id, "review", approved=False, db=db, by="bob")
     assert caught.value.decision["by"] == "ada"
