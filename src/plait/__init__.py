@@ -37,6 +37,8 @@ if TYPE_CHECKING:
         SchemaVersionError,
         StaleWriteError,
         StepError,
+        StepNotFound,
+        StepNotWaiting,
         StepTimeout,
         StoreError,
         StoreUnreachable,
@@ -47,11 +49,13 @@ if TYPE_CHECKING:
         VersionConflict,
         WorkflowNotFound,
     )
+    from .runs import approve, approve_async, get_run, get_run_async, resume, resume_async
     from .runtime.context import StepContext
     from .runtime.results import RunResult, StepResult
+    from .step_options import Retry
     from .steps.registry import StepCall, StepType, register_step_type
     from .store.shared import StoreHandle, connect
-    from .workflow import Retry, Workflow
+    from .workflow import Workflow
 
 __version__ = "0.1.0"
 
@@ -83,6 +87,8 @@ __all__ = [
     "StepCall",
     "StepContext",
     "StepError",
+    "StepNotFound",
+    "StepNotWaiting",
     "StepResult",
     "StepSpec",
     "StepStatus",
@@ -99,8 +105,14 @@ __all__ = [
     "Workflow",
     "WorkflowNotFound",
     "WorkflowSpec",
+    "approve",
+    "approve_async",
     "connect",
+    "get_run",
+    "get_run_async",
     "register_step_type",
+    "resume",
+    "resume_async",
 ]
 
 # where each public name lives (module relative to this package)
@@ -111,8 +123,10 @@ _HOMES = {
     "RunResult": ".runtime.results", "StepResult": ".runtime.results",
     "StepCall": ".steps.registry", "StepType": ".steps.registry",
     "register_step_type": ".steps.registry",
-    "Retry": ".workflow", "Workflow": ".workflow",
+    "Retry": ".step_options", "Workflow": ".workflow",
     "StoreHandle": ".store.shared", "connect": ".store.shared",
+    "approve": ".runs", "approve_async": ".runs", "get_run": ".runs",
+    "get_run_async": ".runs", "resume": ".runs", "resume_async": ".runs",
 }
 
 

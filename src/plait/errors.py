@@ -7,6 +7,8 @@
     ├── InputError               a run's input is not JSON or fails the input schema
     ├── RunError                 a run cannot be started, resumed or changed as asked
     │   ├── RunNotFound
+    │   ├── StepNotFound         the run has no such step (carries the closest ids)
+    │   ├── StepNotWaiting       the step is not waiting for a decision (carries its status)
     │   ├── RunBusy              another live process executes the run
     │   └── RunTakenOver         the run's driver lost it to another (its lease ran out)
     ├── StoreError               a backend failed; driver errors are wrapped once, here
@@ -88,6 +90,30 @@ class RunNotFound(RunError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"no run with id {run_id!r}")
+
+
+class StepNotFound(RunError):
+    """The run has no step ``step_id`` (``hint``: the closest step id, if any)."""
+
+    def __init__(self, run_id: str, step_id: str, hint: str | None = None) -> None:
+        self.run_id, self.step_id, self.hint = run_id, step_id, hint
+        shown = f" ({hint})" if hint else ""
+        super().__init__(f"run {run_id!r} has no step {step_id!r}{shown}")
+
+
+class StepNotWaiting(RunError):
+    """A decision was given for a step that does not wait for one: ``status`` is the
+    step's, ``run_status`` the run's (a finished run has nothing to approve)."""
+
+    def __init__(self, run_id: str, step_id: str, status: str, run_status: str) -> None:
+        self.run_id, self.step_id = run_id, step_id
+        self.status, self.run_status = status, run_status
+        if run_status in ("completed", "failed", "cancelled"):
+            message = f"run {run_id!r} is {run_status}; there is nothing to approve"
+        else:
+            message = (f"step {step_id!r} of run {run_id!r} is {status}, not waiting for "
+                       f"approval")
+        super().__init__(message)
 
 
 class RunBusy(RunError):

@@ -11,30 +11,21 @@ import dataclasses
 import inspect
 import keyword
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Never, NoReturn, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Never, TypeVar, cast, overload
 
-from .core.durations import parse_duration
 from .core.jsoncheck import find_problems
 from .core.loader import parse_inline
 from .core.model import (
     DEFAULT_CONCURRENCY,
-    DEFAULT_RETRY,
     JSON,
-    CacheSpec,
-    CircuitBreakerSpec,
-    Fallback,
     JSONDict,
     Limits,
     OnFailure,
-    PoolSpec,
-    RetryPolicy,
     ScheduleSpec,
     StepSpec,
-    Trigger,
     WorkflowSpec,
     new_step,
 )
@@ -42,14 +33,29 @@ from .core.plan import Plan, make_plan
 from .core.schedule_check import parse_schedules
 from .core.serialize import workflow_to_dict
 from .core.source import parse_text
-from .core.steptypes import type_info
-from .core.suggest import did_you_mean
 from .core.validate import CheckedWorkflow, check, gc_paused
 from .definitions import alert_problems, check_definition
 from .errors import DefinitionError, Problem
-from .runtime.binding import Signature, signature_of
+from .runtime.binding import Signature
 from .runtime.results import RunResult
 from .runtime.retry_names import retry_name_problems
+from .step_options import (
+    ITEM_OPTIONS,
+    STEP_ID,
+    STEP_OPTIONS,
+    PendingStep,
+    call_name,
+    first_paragraph,
+    implied_dependencies,
+    pool_spec,
+    refuse_unknown,
+    schedule_dict,
+    seconds,
+    signature_or_reason,
+    step_spec,
+    type_fields,
+    value_problems,
+)
 from .steps.registry import load_plugins
 
 if TYPE_CHECKING:
@@ -58,111 +64,14 @@ if TYPE_CHECKING:
 
 MAX_DEFINITION_BYTES = int(os.environ.get("PLAIT_MAX_DEFINITION_BYTES", 16 * 1024 * 1024))
 F = TypeVar("F", bound=Callable[..., Any])
-_LOCAL = re.compile(r"<locals>|<lambda>")
-
-
-ExceptionName = str | type[BaseException]
-
-
-def Retry(max_retries: int = 3, initial_delay: float = 1.0, backoff: float = 2.0,  # noqa: N802
-          max_delay: float = 60.0, jitter: float = 0.1,
-          retry_on: Sequence[ExceptionName] = (),
-          no_retry_on: Sequence[ExceptionName] = ()) -> RetryPolicy:
-    """A retry policy (SPEC 5); exceptions are given by name or as classes.  Delays
-    are durations (seconds or '500ms', '2s'...); numbers are kept as floats so the
-    fingerprint matches the same policy loaded from YAML.  DefinitionError for an entry
-    that is neither an exception name nor an exception class."""
-    return RetryPolicy(max_retries=max_retries, initial_delay=parse_duration(initial_delay),
-                       backoff=float(backoff), max_delay=parse_duration(max_delay),
-                       jitter=float(jitter),
-                       retry_on=_exception_names("retry_on", retry_on),
-                       no_retry_on=_exception_names("no_retry_on", no_retry_on))
-
-
-def _exception_names(field: str, values: object) -> tuple[str, ...]:
-    """Exception names for ``retry_on`` / ``no_retry_on``: classes become their names
-    (a class that is not a builtin is named by its dotted path, so it is found again
-    when the definition is loaded from YAML)."""
-    if isinstance(values, str | type):
-        values = [values]
-    if not isinstance(values, Sequence | set | frozenset):
-        raise DefinitionError([Problem(location=f"retry.{field}", message=(
-            f"expected a list of exception names or classes, got {values!r}"))])
-    names: list[str] = []
-    problems: list[Problem] = []
-    for j, value in enumerate(values):
-        if isinstance(value, str):
-            names.append(value)
-        elif isinstance(value, type) and issubclass(value, BaseException):
-            names.append(_class_path(value))
-        else:
-            problems.append(Problem(location=f"retry.{field}[{j}]", message=(
-                f"expected an exception name or class, got {value!r}")))
-    if problems:
-        raise DefinitionError(problems)
-    return tuple(names)
-
-
-def _class_path(cls: type[BaseException]) -> str:
-    module = cls.__module__
-    if (module in ("builtins", "plait.errors", "__main__") or "." in cls.__qualname__
-            or _LOCAL.search(cls.__qualname__)):
-        return cls.__name__  # (no path another process could import it by)
-    return f"{module}.{cls.__qualname__}"
-
-
-@dataclass(slots=True, kw_only=True)
-class _Pending:
-    """A step added in Python, before its implied dependencies are resolved."""
-
-    id: str
-    type: str
-    func: Callable[..., object] | None
-    config: dict[str, JSON]
-    depends_on: tuple[str, ...]
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-# the options of ``Workflow.map`` that belong to its inline step (each item)
-_ITEM_OPTIONS = ("retry", "timeout", "fallback", "allow_failure", "pool", "circuit_breaker")
-_STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_STEP_OPTIONS = frozenset({"when", "trigger", "retry", "timeout", "fallback", "allow_failure",
-                           "outputs", "circuit_breaker", "pool", "description", "then",
-                           "else_", "cache"})
 _WORKFLOW_OPTIONS = frozenset({"concurrency", "on_failure", "timeout", "sla", "input",
                                "reducers", "pools", "output", "version", "description",
                                "limits", "alerts", "schedules", "concurrency_key",
                                "max_runs_per_key", "notify"})
 
 
-def _type_fields(step_type: str, fn: Callable[..., object] | None) -> frozenset[str] | None:
-    """The fields ``add_step`` may be given for a step of ``step_type`` (None when the
-    type is unknown: validation reports it)."""
-    if fn is not None:
-        return frozenset({"with"})  # `call` is the function
-    info = type_info(step_type)
-    return info.fields if info is not None else None
-
-
-def _refuse_unknown(unknown: Mapping[str, object], allowed: Iterable[str], what: str,
-                    where: str) -> NoReturn:
-    """DefinitionError naming each unknown keyword argument and the closest allowed one."""
-    names = sorted(allowed)
-    raise DefinitionError([Problem(
-        location=f"{where}.{key}" if where else key,
-        message=f"unknown keyword argument {key!r} for {what}",
-        hint=did_you_mean(key, names) or f"expected one of {', '.join(names)}")
-        for key in unknown])
-
-
-def _call_name(fn: Callable[..., object]) -> str:
-    module = getattr(fn, "__module__", None) or "__main__"
-    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "function")
-    return f"{module}:{qualname}"
-
-
 class Workflow:
-    """A workflow built in Python (or loaded from YAML/JSON) — see SPEC 1.2."""
+    """A workflow built in Python (or loaded from YAML/JSON): docs/python-api.md."""
 
     def __init__(self, name: str, *, concurrency: int = DEFAULT_CONCURRENCY,
                  on_failure: OnFailure = "continue", timeout: float | None = None,
@@ -176,26 +85,30 @@ class Workflow:
                  concurrency_key: str | None = None, max_runs_per_key: int | None = None,
                  notify: Sequence[Mapping[str, Any]] | None = None,
                  **unknown: Never) -> None:
-        """Options as in a definition file (SPEC 1.1, 7); ``schedules`` are mappings
+        """Options as in a definition file; ``schedules`` are mappings
         ``{"cron": "*/5 * * * *", "timezone": "UTC", "input": {...}, "catch_up":
         "skip"}`` (or ScheduleSpec values), checked with the rest by ``validate()``."""
         if unknown:
-            _refuse_unknown(unknown, _WORKFLOW_OPTIONS, f"Workflow({name!r})", "")
+            refuse_unknown(unknown, _WORKFLOW_OPTIONS, f"Workflow({name!r})", "")
         self.name = name
         self._options: dict[str, Any] = {
             "concurrency": concurrency, "on_failure": on_failure,
-            "timeout": _seconds(timeout), "sla": _seconds(sla),
+            "timeout": seconds(timeout), "sla": seconds(sla),
             "input_schema": input, "reducers": dict(reducers or {}), "output": output,
             "version": version, "description": description, "limits": limits or Limits(),
             "alerts": tuple(alerts), "concurrency_key": concurrency_key,
             "max_runs_per_key": max_runs_per_key,
             "notify": copy.deepcopy(notify)}  # checked by validate()
-        self._schedules = [_schedule_dict(s) for s in schedules]
+        self._schedules = [schedule_dict(s) for s in schedules]
         self._pools = {k: dict(v) for k, v in (pools or {}).items()}
-        self._pending: list[_Pending] = []
+        self._pending: list[PendingStep] = []
         # map steps built with ``map``: their item functions, by step id
         self._map_funcs: dict[str, Callable[..., object]] = {}
         self._has_map = False
+        # child workflows of `workflow` / `loop` steps given as Workflow objects, by the
+        # step's position: validated with this one, their definitions kept in the steps
+        self._children: dict[int, Workflow] = {}
+        self._seen: list[CheckedWorkflow | None] = []  # the children's, when checked
         self._spec: WorkflowSpec | None = None  # set when loaded from a definition
         self._checked: CheckedWorkflow | None = None
         self.source: str | None = None
@@ -242,15 +155,15 @@ class Workflow:
                  options: dict[str, Any]) -> None:
         source = getattr(over, "__name__", None) if callable(over) else over
         deps = list(self._dep_ids(sid, depends_on))
-        if isinstance(source, str) and _STEP_ID.match(source):  # a step: its output
+        if isinstance(source, str) and STEP_ID.match(source):  # a step: its output
             deps.append(source)
             source = "{{ steps['" + source + "'].output }}"
-        item: dict[str, JSON] = {"type": "python", "call": _call_name(func)}
+        item: dict[str, JSON] = {"type": "python", "call": call_name(func)}
         params = inspect.signature(func).parameters
         given = {name: "{{ " + name + " }}" for name in ("item", "index") if name in params}
         if given:
             item["with"] = cast(JSON, given)
-        for key in _ITEM_OPTIONS:
+        for key in ITEM_OPTIONS:
             if key in options:
                 item[key] = options.pop(key)
         config: dict[str, Any] = {"over": source, "step": item}
@@ -274,28 +187,31 @@ class Workflow:
         step_type = type or "python"
         if fn is not None and step_type != "python":
             raise TypeError("add_step: give either a function or a type, not both")
-        fields = _type_fields(step_type, fn)
+        fields = type_fields(step_type, fn)
         config: dict[str, JSON] = {}
         opts: dict[str, Any] = {}
         unknown: dict[str, object] = {}
         for key, value in options.items():
-            field_name = key[:-1] if key.endswith("_") and key not in _STEP_OPTIONS else key
-            if key in _STEP_OPTIONS:
+            field_name = key[:-1] if key.endswith("_") and key not in STEP_OPTIONS else key
+            if key in STEP_OPTIONS:
                 opts[key] = value
+            elif field_name == "workflow" and isinstance(value, Workflow):
+                self._adopt(id, value)
+                config.update(workflow=value.name, definition={})  # filled by _build
             elif fields is None or field_name in fields:
                 config[field_name] = value
             else:
                 unknown[key] = value
         if unknown:
             where = f"steps[{len(self._pending)}]"
-            _refuse_unknown(unknown, {*_STEP_OPTIONS, "depends_on", "type", *(
+            refuse_unknown(unknown, {*STEP_OPTIONS, "depends_on", "type", *(
                 f"{f}_" if keyword.iskeyword(f) else f for f in fields or ())},
                 f"step {id!r}", where)
         if fn is not None:
-            config = {"call": _call_name(fn), **config}  # (`call` is not a field here)
+            config = {"call": call_name(fn), **config}  # (`call` is not a field here)
         if step_type == "map":
             self._has_map = True
-        self._pending.append(_Pending(id=id, type=step_type, func=fn, config=config,
+        self._pending.append(PendingStep(id=id, type=step_type, func=fn, config=config,
                                       depends_on=self._dep_ids(id, depends_on),
                                       options=opts))
         self._checked = None
@@ -321,24 +237,33 @@ class Workflow:
 
     def subworkflow(self, id: str, *, workflow: str | Workflow, input: JSON = None,
                     depends_on: Sequence[str] = (), **options: Any) -> Workflow:
-        """Add a ``workflow`` step (SPEC 3): a child run of ``workflow``, a stored
+        """Add a ``workflow`` step (docs/subworkflows.md): a child run of ``workflow``, a stored
         workflow's ``name`` / ``name@version`` or a ``Workflow`` (its definition is kept
         in the step, and stored when the child runs; its python steps must be
         importable by name), given only ``input`` (templates allowed)."""
         return self.add_step(id, type="workflow", depends_on=depends_on,
-                             **_child_fields(workflow), input=input or {}, **options)
+                             workflow=workflow, input=input or {}, **options)
 
     def loop(self, id: str, *, workflow: str | Workflow, until: str,
              max_iterations: int, input: JSON = None, on_max_iterations: str = "fail",
              depends_on: Sequence[str] = (), **options: Any) -> Workflow:
-        """Add a ``loop`` step (SPEC 3): a child run of ``workflow`` per iteration until
-        ``until`` (a template seeing ``loop.output``) is true, at most
+        """Add a ``loop`` step (docs/subworkflows.md): a child run of ``workflow`` per
+        iteration until ``until`` (a template seeing ``loop.output``) is true, at most
         ``max_iterations`` times; ``input`` templates see ``loop.iteration`` and
         ``loop.previous``.  Output ``{"iterations": N, "output": last output}``."""
         return self.add_step(id, type="loop", depends_on=depends_on,
-                             **_child_fields(workflow), input=input or {}, until=until,
+                             workflow=workflow, input=input or {}, until=until,
                              max_iterations=max_iterations,
                              on_max_iterations=on_max_iterations, **options)
+
+    def _adopt(self, id: str, child: Workflow) -> None:
+        """Keep ``child`` as the workflow of the step being added (the next one)."""
+        if child is self:
+            raise DefinitionError([Problem(
+                location=f"steps[{len(self._pending)}].workflow",
+                message=f"step {id!r}: workflow {self.name!r} cannot run itself as a child",
+                hint="repeat work with a `loop` step over another workflow")])
+        self._children[len(self._pending)] = child
 
     def _mutable(self) -> None:
         if self._spec is not None:
@@ -392,7 +317,11 @@ class Workflow:
         return self._spec if self._spec is not None else self._build()
 
     def validate(self) -> CheckedWorkflow:
-        """Check everything (SPEC 2); raise DefinitionError listing every problem."""
+        """Check everything, child workflows included (their problems located at the
+        step: ``steps[3].workflow: steps[0].pool: ...``); raise DefinitionError listing
+        every problem."""
+        if self._checked is not None and self._children and self._children_changed():
+            self._checked = None  # a child changed since: check again
         if self._checked is None:
             load_plugins()
             problems: list[Problem] = []
@@ -401,13 +330,25 @@ class Workflow:
                 # a workflow built in Python has its step modules imported already
                 problems += alert_problems(spec) + retry_name_problems(spec)
                 self._checked = check(spec, source=self.source, prior=problems)
+            self._seen = [child._checked for child in self._children.values()]
         return self._checked
+
+    def _children_changed(self) -> bool:
+        """Whether a child workflow was checked anew (it changed) since this one was."""
+        now = [child._current_check() for child in self._children.values()]
+        return any(a is not b for a, b in zip(now, self._seen, strict=True))
+
+    def _current_check(self) -> CheckedWorkflow | None:
+        try:
+            return self.validate()
+        except DefinitionError:
+            return None
 
     def _build(self, problems: list[Problem] | None = None) -> WorkflowSpec:
         if self._spec is not None:
             return self._spec
         sink = problems if problems is not None else []
-        pools = {name: _pool(name, body, sink) for name, body in self._pools.items()}
+        pools = {name: pool_spec(name, body, sink) for name, body in self._pools.items()}
         writers: dict[str, list[str]] = {}
         for p in self._pending:
             if p.options:
@@ -429,17 +370,17 @@ class Workflow:
             if fn is not None:
                 known = functions.get(id(fn))
                 if known is None:
-                    known = functions[id(fn)] = (_signature(fn), _doc(fn))
+                    known = functions[id(fn)] = (signature_or_reason(fn), first_paragraph(fn))
                 sig, description = known
                 if not isinstance(sig, Signature):
                     sink.append(Problem(location=f"steps[{i}]", message=f"step {p.id!r}: {sig}"))
                 elif sig.params:
                     if ids is None:
                         ids = {p.id for p in self._pending}
-                    implied = _implied(p, sig, i, ids, writers, props, sink)
+                    implied = implied_dependencies(p, sig, i, ids, writers, props, sink)
             if p.options:
-                append(_step_spec(p, implied, sink, i))
-                sink += _value_problems(steps[-1], i)
+                append(step_spec(p, implied, sink, i))
+                sink += value_problems(steps[-1], i)
                 continue
             # the common case, kept cheap for graphs built by code
             deps = p.depends_on if not implied else (*p.depends_on, *implied)
@@ -448,7 +389,7 @@ class Workflow:
             append(new_step(id=p.id, type=p.type, config=p.config, depends_on=deps,
                             description=description, func=fn))
             if p.config:
-                sink += _value_problems(steps[-1], i)
+                sink += value_problems(steps[-1], i)
         opts = self._options
         if opts.get("output") is not None:
             sink += [Problem(location=f"output{found.short_path}",
@@ -459,6 +400,9 @@ class Workflow:
         if self._has_map:
             steps = [self._with_item(s, i, sink) if s.type == "map" else s
                      for i, s in enumerate(steps)]
+        if self._children:
+            steps = [_with_child(s, self._children[i], f"steps[{i}].workflow", problems)
+                     if i in self._children else s for i, s in enumerate(steps)]
         return WorkflowSpec(name=self.name, steps=tuple(steps), pools=pools,
                             schedules=schedules, **opts)
 
@@ -514,6 +458,10 @@ class Workflow:
 
         checked = self.validate()
         value = {} if input is None else input
+        if db is not None:
+            from .runtime.control import warn_main_steps
+
+            warn_main_steps(checked, db.url if isinstance(db, StoreHandle) else db)
         with relaxed_gc():
             if isinstance(db, StoreHandle):
                 return await _run_on(db.store, checked, value, run_id)
@@ -535,145 +483,43 @@ async def _run_on(store: Store, checked: CheckedWorkflow, value: JSON,
         engine.close()
 
 
-def _child_fields(workflow: str | Workflow) -> dict[str, Any]:
-    """The ``workflow`` (and ``definition``) fields naming a child workflow."""
-    if isinstance(workflow, Workflow):
-        return {"workflow": workflow.name, "definition": workflow.to_dict()}
-    return {"workflow": workflow}
+# the child workflows being built, outermost first (a workflow that is its own
+# descendant is a problem, not an endless recursion)
+_BUILDING: ContextVar[tuple[int, ...]] = ContextVar("plait_building", default=())
 
 
-def _schedule_dict(schedule: Mapping[str, Any] | ScheduleSpec) -> object:
-    """A schedule as a definition file states it (read by ``parse_schedules``, which
-    reports anything that is not a mapping)."""
-    if isinstance(schedule, ScheduleSpec):
-        return {"cron": schedule.cron, "timezone": schedule.timezone,
-                "input": schedule.input, "catch_up": schedule.catch_up}
-    return dict(schedule) if isinstance(schedule, Mapping) else schedule
-
-
-def _pool(name: str, body: Mapping[str, Any], problems: list[Problem]) -> PoolSpec:
-    from .core.loader import parse_rate
-
-    rate = body.get("rate")
+def _with_child(step: StepSpec, child: Workflow, where: str,
+                problems: list[Problem] | None) -> StepSpec:
+    """``step`` with the child workflow's definition in its ``definition`` field.  With
+    ``problems`` (validating) the child is validated first and each of its problems is
+    added, located at the step (``steps[3].workflow: steps[0].pool: ...``)."""
+    outer = _BUILDING.get()
+    if id(child) in outer:
+        if problems is not None:
+            problems.append(Problem(location=where, message=(
+                f"workflow {child.name!r} includes itself (through its child workflows)"),
+                hint="a workflow cannot run itself as a child; repeat work with a `loop` "
+                     "step"))
+        return step
+    token = _BUILDING.set((*outer, id(child)))
     try:
-        parsed = parse_rate(rate) if rate is not None else None
-    except ValueError as exc:
-        problems.append(Problem(location=f"pools.{name}.rate", message=str(exc)))
-        parsed = None
-    return PoolSpec(name=name, concurrency=body.get("concurrency"), rate=parsed)
+        definition = _child_definition(child, where, problems)
+    finally:
+        _BUILDING.reset(token)
+    return dataclasses.replace(step, config={**step.config, "definition": definition})
 
 
-def _signature(fn: Callable[..., object]) -> Signature | str:
-    """The function's signature, or why it has none (a message)."""
+def _child_definition(child: Workflow, where: str,
+                      problems: list[Problem] | None) -> JSONDict:
+    """The child's canonical definition (validated when ``problems`` is given: its
+    problems go there, relocated under ``where``)."""
+    if problems is None:
+        return child.to_dict()
     try:
-        return signature_of(fn)
-    except (TypeError, ValueError) as exc:
-        return str(exc)
+        return child.validate().definition
+    except DefinitionError as exc:
+        problems += [Problem(location=where, hint=p.hint, message=(
+            f"{p.location}: {p.message}" if p.location else p.message))
+            for p in exc.problems]
+        return {}
 
-
-def _implied(p: _Pending, sig: Signature, i: int, ids: set[str],
-             writers: Mapping[str, list[str]], props: set[str] | None,
-             problems: list[Problem]) -> list[str]:
-    """Dependencies implied by the function's parameter names (SPEC 1.2)."""
-    assert p.func is not None
-    given = p.config.get("with") or {}
-    deps: list[str] = []
-    for name, has_default in sig.params:
-        if name in ("input", "ctx") or name in sig.wants_ctx or (
-                isinstance(given, dict) and name in given):
-            continue
-        if name in ids and name != p.id:
-            deps.append(name)
-        elif name in writers:
-            deps.extend(w for w in writers[name] if w != p.id)
-        elif props is not None and name not in props and not has_default:
-            problems.append(Problem(
-                location=f"steps[{i}]",
-                message=f"parameter {name!r} of {_call_name(p.func)} (step {p.id!r}) is not "
-                f"'input', 'ctx', a step id, a declared output key or an input property"))
-    return deps
-
-
-
-def _value_problems(step: StepSpec, i: int) -> list[Problem]:
-    """Where the JSON fields of a step built in Python are not JSON (a set, bytes, a
-    lone surrogate...): what the fingerprint and every store need (a definition file is
-    checked as a whole by check_data)."""
-    fields: list[tuple[str, object]] = [("", step.config), (".when", step.when)]
-    if step.fallback is not None:
-        fields.append((".fallback.output", step.fallback.output))
-    return [Problem(location=f"steps[{i}]{where}{found.short_path}",
-                    message=f"value {found.problem}")
-            for where, value in fields for found in find_problems(value)]
-
-def _step_spec(p: _Pending, implied: list[str], problems: list[Problem], i: int) -> StepSpec:
-    o = p.options
-    fallback = o.get("fallback")
-    if fallback is not None and not isinstance(fallback, Fallback):
-        if callable(fallback):
-            fallback = Fallback(call=_call_name(fallback), func=fallback)
-        elif isinstance(fallback, dict) and "output" in fallback:
-            fallback = Fallback(output=fallback["output"])
-        elif isinstance(fallback, dict) and "call" in fallback:
-            fallback = Fallback(call=fallback["call"])
-        else:
-            problems.append(Problem(location=f"steps[{i}].fallback", message=(
-                "expected a function, {'call': 'module:function'} or {'output': value}")))
-            fallback = None
-    breaker = o.get("circuit_breaker")
-    if isinstance(breaker, dict):
-        breaker = CircuitBreakerSpec(**{**breaker, "reset_after": _seconds(
-            breaker.get("reset_after", 60.0))})
-    retry = _retry(o.get("retry"))
-    cache = o.get("cache")
-    if cache is not None and not isinstance(cache, CacheSpec):
-        if isinstance(cache, dict) and isinstance(cache.get("key"), str) and "ttl" in cache:
-            cache = CacheSpec(key=cache["key"], ttl=_seconds(cache["ttl"]) or 0.0)
-        else:
-            problems.append(Problem(location=f"steps[{i}].cache", message=(
-                "expected {'key': '{{ ... }}', 'ttl': duration}")))
-            cache = None
-    deps = list(dict.fromkeys([*p.depends_on, *implied]))
-    return new_step(
-        id=p.id, type=p.type, config=p.config, depends_on=tuple(deps),
-        when=o.get("when"), trigger=cast(Trigger, o.get("trigger", "default")),
-        retry=retry, timeout=_seconds(o.get("timeout")),
-        fallback=fallback, allow_failure=bool(o.get("allow_failure", False)),
-        outputs=tuple(o.get("outputs", ())), circuit_breaker=breaker, pool=o.get("pool"),
-        description=o.get("description") or _doc(p.func),
-        then=tuple(o.get("then", ())), else_=tuple(o.get("else_", ())), func=p.func,
-        cache=cache)
-
-
-def _retry(value: object) -> RetryPolicy:
-    if value is None:
-        return DEFAULT_RETRY
-    if isinstance(value, RetryPolicy):
-        if all(map(_is_str, (*value.retry_on, *value.no_retry_on))):
-            return value
-        # built directly, with classes: their names, as Retry(...) gives them
-        return dataclasses.replace(
-            value, retry_on=_exception_names("retry_on", value.retry_on),
-            no_retry_on=_exception_names("no_retry_on", value.no_retry_on))
-    if isinstance(value, int) and not isinstance(value, bool):
-        return RetryPolicy(max_retries=value)
-    if isinstance(value, dict):
-        return Retry(**value)
-    raise TypeError(f"retry must be a Retry(...), a number of retries or a dict, "
-                    f"got {value!r}")
-
-
-def _is_str(value: object) -> bool:
-    return isinstance(value, str)
-
-
-def _seconds(value: object) -> float | None:
-    return None if value is None else parse_duration(value)
-
-
-def _doc(fn: Callable[..., object] | None) -> str | None:
-    """The first paragraph of a step function's own docstring (its description)."""
-    doc = getattr(fn, "__doc__", None) if fn is not None else None
-    if not isinstance(doc, str) or not doc.strip():
-        return None
-    return inspect.cleandoc(doc).split("\n\n")[0]

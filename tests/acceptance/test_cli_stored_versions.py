@@ -67,3 +67,32 @@ def test_a_missing_version_names_the_stored_ones(plait, write, tmp_path):
     assert "run it once" not in proc.stderr  # it is stored: no advice to store it
     assert "edit@2" in proc.stderr
     assert len(json.loads(plait("runs", "--json").stdout)["runs"]) == 2  # nothing stored
+
+
+def test_running_an_earlier_definition_again_reuses_its_version(plait, write):
+    """Files A and B define `p` differently: A, B, A stores two versions, and the third
+    run records version 1 (the same fingerprint is the same version)."""
+    write("a.yaml", "name: p\nsteps:\n  - {id: say, type: transform, value: one}\n")
+    write("b.yaml", "name: p\nsteps:\n  - {id: say, type: transform, value: two}\n")
+    runs = []
+    for target in ("a.yaml", "b.yaml", "a.yaml"):
+        proc = plait("run", target, "--json")
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout))
+    assert [r["version"] for r in runs] == [1, 2, 1]
+    assert runs[2]["output"] == {"say": "one"}
+    shown = [json.loads(plait("show", r["run_id"], "--json").stdout) for r in runs]
+    assert shown[0]["fingerprint"] == shown[2]["fingerprint"] != shown[1]["fingerprint"]
+    missing = plait("run", "p@3")
+    assert missing.returncode == 2
+    assert "workflow 'p' has versions 1, 2; no version 3" in missing.stderr
+
+
+def test_a_stated_version_stored_with_another_definition_is_refused(plait, write):
+    write("a.yaml", "name: p\nsteps:\n  - {id: say, type: transform, value: one}\n")
+    write("b.yaml", "name: p\nversion: 1\nsteps:\n"
+                    "  - {id: say, type: transform, value: two}\n")
+    assert plait("run", "a.yaml").returncode == 0
+    refused = plait("run", "b.yaml")
+    assert refused.returncode == 2, refused.stderr
+    assert "version 1 is stored with fingerprint" in refused.stderr

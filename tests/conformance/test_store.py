@@ -115,14 +115,36 @@ async def test_changed_fingerprint_without_version_is_the_next_version(
     assert (latest.version, latest.fingerprint) == (3, "cccccccccccc")
 
 
-async def test_returning_to_an_older_definition_is_a_new_version(
+async def test_returning_to_an_older_definition_reuses_its_version(
         store: Store, uid: UID) -> None:
-    # "same fingerprint -> same version" compares with the latest stored version.
+    # A, B, A: the same fingerprint is the same version, whichever version is the
+    # latest; nothing new is stored and the latest stays B's.
+    name = uid("wf")
+    other = {**DEFINITION, "description": "b"}
+    await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
+    await store.save_workflow(name, other, "bbbbbbbbbbbb", None)
+    back = await store.save_workflow(name, json.dumps(DEFINITION), "aaaaaaaaaaaa", None)
+    assert (back.version, back.fingerprint, back.definition) == (1, "aaaaaaaaaaaa",
+                                                                 DEFINITION)
+    assert [w.version for w in await store.list_workflows() if w.name == name] == [1, 2]
+    assert (await store.get_workflow(name)).version == 2
+    # a new definition after that is the next version, 3
+    third = await store.save_workflow(name, DEFINITION, "cccccccccccc", None)
+    assert third.version == 3
+
+
+async def test_a_stated_version_keeps_its_own_rules_after_a_reuse(
+        store: Store, uid: UID) -> None:
+    # version: N is N or a refusal naming both fingerprints, even when the
+    # definition is stored already under another version.
     name = uid("wf")
     await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
     await store.save_workflow(name, DEFINITION, "bbbbbbbbbbbb", None)
-    back = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", None)
-    assert back.version == 3
+    with pytest.raises(VersionConflict) as caught:
+        await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", 2)
+    assert (caught.value.stored, caught.value.given) == ("bbbbbbbbbbbb", "aaaaaaaaaaaa")
+    stated = await store.save_workflow(name, DEFINITION, "aaaaaaaaaaaa", 7)
+    assert stated.version == 7
 
 
 async def test_stated_version_with_same_fingerprint_is_accepted(

@@ -9,41 +9,23 @@ records the cancellation at once.
 
 from __future__ import annotations
 
-import asyncio
-import getpass
-import time
-
 from rich.text import Text
 
 from ..core.model import JSON
-from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
-from ..errors import DecisionTaken, RunError, RunNotFound
-from ..runtime.engine import Engine, owner_alive
-from ..store.base import RunRecord, Store
+from ..core.states import FINAL_RUN_STATES, RunStatus
+from ..errors import DecisionTaken, DefinitionError, RunError, RunNotFound
+from ..runtime import control
+from ..runtime.control import Handoff
+from ..runtime.control import executor as executor  # (the server imports it from here)
+from ..runtime.engine import Engine
+from ..store.base import Store
 from . import output
-from .session import Refusal, continue_run, guarded, runnable_definition
+from .loading import add_import_paths
+from .session import Refusal, continue_run, definition_problems, guarded
 from .settings import ExitCode
 from .views import RunView
 
 CANCEL_REASON = "cancelled on request (plait cancel)"
-HANDOFF_WAIT_S = 10.0  # how long approve waits for another executor to apply a decision
-HANDOFF_POLL_S = 0.1
-
-
-def current_user() -> str:
-    """Who decides, when ``--by`` is not given: the OS user."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError, ImportError):  # no user name in the environment or passwd
-        return "unknown"
-
-
-def executor(run: RunRecord, engine: Engine) -> str | None:
-    """The live process executing ``run``, other than this one, or None."""
-    owner = run.owner
-    if run.status in FINAL_RUN_STATES or owner is None or owner == engine.worker:
-        return None
-    return owner if owner_alive(owner) else None
 
 
 # ------------------------------------------------------------------ approve
@@ -55,7 +37,7 @@ async def approve_command(run_id: str, step: str, *, approved: bool, by: str | N
     here like ``plait resume`` (exit codes as run), unless another live process
     executes it: that process applies the decision and continues the run (exit 0).
     When a decision is stored already (by anyone), it stands: exit 1 naming it."""
-    who = by or current_user()
+    who = by or control.current_user()
 
     async def body(store: Store) -> ExitCode:
         engine = Engine(store)
@@ -79,51 +61,24 @@ async def approve_command(run_id: str, step: str, *, approved: bool, by: str | N
 
 
 async def _continue(engine: Engine, run_id: str, step: str, view: RunView) -> ExitCode:
-    owner = await _applied_elsewhere(engine, run_id, step)
-    if owner is None:
+    add_import_paths(None)  # python steps import from the current directory too
+    try:
+        done = await control.continue_here(
+            engine, run_id, step, lambda checked, run: continue_run(engine, checked, run,
+                                                                    view))
+    except DefinitionError as exc:
         run = await engine.store.get_run(run_id)
-        try:
-            checked = await runnable_definition(engine, run)
-        except Refusal as exc:
-            text = Text("the decision is recorded, but the run cannot continue here:\n",
-                        "yellow")
-            raise Refusal(text + _as_text(exc.message), exc.code) from exc
-        try:
-            return await continue_run(engine, checked, run, view)
-        except RunError:
-            owner = await _applied_elsewhere(engine, run_id, step)
-            if owner is None:
-                raise
+        text = Text("the decision is recorded, but the run cannot continue here:\n",
+                    "yellow")
+        raise Refusal(text + definition_problems(exc, run)) from exc
+    if not isinstance(done, Handoff):
+        return done
     result = await engine.result(run_id)
     applied = result.steps[step].status != "waiting"
-    view.handed_off(result, f"run {run_id} is executed by {owner}, which "
+    view.handed_off(result, f"run {run_id} is executed by {done.owner}, which "
                     + ("applied the decision and continues the run" if applied else
                        "applies the decision the next time it looks (within seconds)"))
     return ExitCode.OK
-
-
-async def _applied_elsewhere(engine: Engine, run_id: str, step: str) -> str | None:
-    """The live process executing the run, once it has applied the decision on
-    ``step`` (or after HANDOFF_WAIT_S); None when no process executes the run (any
-    more), so this one must continue it.
-
-    Waiting closes a race: the executor may park the run (and let it go) after the
-    decision was stored but without having looked at it; the run would then wait for a
-    decision already taken, with nobody to apply it."""
-    deadline = time.monotonic() + HANDOFF_WAIT_S
-    while True:
-        owner = executor(await engine.store.get_run(run_id), engine)
-        if owner is None:
-            return None
-        steps = await engine.store.get_steps(run_id)
-        waiting = any(s.step_id == step and s.status is StepStatus.WAITING for s in steps)
-        if not waiting or time.monotonic() >= deadline:
-            return owner
-        await asyncio.sleep(HANDOFF_POLL_S)
-
-
-def _as_text(message: str | Text) -> Text:
-    return message if isinstance(message, Text) else output.error_text(message)
 
 
 # ------------------------------------------------------------------ cancel

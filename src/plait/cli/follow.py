@@ -15,6 +15,7 @@ import asyncio
 import time
 
 from ..core.states import FINAL_RUN_STATES, RunStatus
+from ..runtime import control
 from ..runtime.engine import Engine
 from ..runtime.results import RunResult
 from ..store.base import RunRecord, Store
@@ -23,7 +24,6 @@ from .views import RunView
 
 FOLLOW_POLL_S = 0.2
 NO_WORKER_HINT_S = 10.0  # a run still pending this long: say that workers are needed
-RUN_CHANNEL = "plait_run"
 
 
 def for_workers(url: str) -> bool:
@@ -35,9 +35,7 @@ def for_workers(url: str) -> bool:
 
 async def announce(store: Store, run: RunRecord) -> None:
     """Wake the listening workers: a run needs a driver (a wake-up only)."""
-    notify = getattr(store, "notify", None)
-    if notify is not None:
-        await notify(RUN_CHANNEL, run.run_id)
+    await control.announce(store, run.run_id)
 
 
 async def until_settled(engine: Engine, run: RunRecord, view: RunView,

@@ -25,12 +25,6 @@ def add_import_paths(definition: Path | None) -> None:
         sys.path.insert(0, entry)
 
 
-def add_import_path(directory: str) -> None:
-    """Put ``directory`` on ``sys.path`` (after the entries already first)."""
-    if directory not in sys.path:
-        sys.path.insert(1, directory)
-
-
 def stored_reference(target: str) -> tuple[str, int | None] | None:
     """``(name, version)`` when ``target`` is not an existing file and reads as
     ``NAME`` or ``NAME@VERSION``; None otherwise."""

@@ -28,16 +28,16 @@ from ..errors import (
     RunNotFound,
     StoreError,
 )
+from ..runtime import control
 from ..runtime.engine import Engine
-from ..runtime.preflight import preflight
 from ..runtime.results import RunResult
-from ..store.base import RunRecord, StepRecord, Store, WriteBatch
+from ..store.base import RunRecord, StepRecord, Store
 from ..store.memory import MemoryStore
 from ..store.shared import StoreHandle
-from ..store.url import shown_url
+from ..store.url import missing_database, shown_url
 from . import output
 from .follow import announce, for_workers, until_settled
-from .loading import add_import_path, add_import_paths, load_target, stored_reference
+from .loading import add_import_paths, load_target, stored_reference
 from .settings import DB_ENV, ExitCode, exit_code_for
 from .views import RunView
 
@@ -60,19 +60,6 @@ class Refusal(Exception):
 
 
 # ------------------------------------------------------------------ stores
-
-
-def missing_database(url: str) -> Path | None:
-    """The file of a ``sqlite:`` URL when it does not exist yet, else None."""
-    if not url.startswith("sqlite:"):
-        return None
-    from ..store.sqlite_database import parse_url
-
-    try:
-        path, _ = parse_url(url)
-    except StoreError:
-        return None  # opening the store reports the bad URL
-    return None if path.exists() else path
 
 
 @asynccontextmanager
@@ -147,7 +134,7 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunView,
         try:
             run = await _submit(engine, checked, input, target)
             if not stored_reference(target):
-                await remember_source(store, run.run_id, Path(target))
+                await control.remember_source(store, run.run_id, Path(target))
             if for_workers(db):  # SPEC 7: the workers execute it, never this process
                 await announce(store, run)
                 if detach:
@@ -241,42 +228,21 @@ async def resume_command(run_id: str, *, db: str, view: RunView) -> ExitCode:
 
 async def runnable_definition(engine: Engine, run: RunRecord) -> CheckedWorkflow:
     """The stored definition ``run`` ran, with the functions of its python steps
-    importable from here (the current directory and PYTHONPATH); Refusal otherwise."""
+    importable from here (the current directory, the run's definition directory and
+    PYTHONPATH); Refusal otherwise."""
     add_import_paths(None)
-    for directory in await source_dirs(engine.store, run):
-        add_import_path(directory)
-    source = f"{run.workflow}@{run.version}"
     try:
-        checked = await engine.stored_workflow(run.workflow, run.version)
-        preflight(checked)
+        return await control.runnable_definition(engine, run)
     except DefinitionError as exc:
-        text = output.problems_text(exc, source)
-        text.append("python steps import from the definition's directory, the current "
-                    "directory and PYTHONPATH\n", "cyan")
-        raise Refusal(text) from exc
-    return checked
+        raise Refusal(definition_problems(exc, run)) from exc
 
 
-async def remember_source(store: Store, run_id: str, definition: Path) -> None:
-    """Note in the run's history where its definition file lives, so resume, approve
-    and retry import its python steps from any directory."""
-    directory = str(definition.resolve().parent)
-    await store.write(WriteBatch(run_id=run_id, notes=[(None, {"source_dir": directory})]))
-
-
-async def source_dirs(store: Store, run: RunRecord) -> list[str]:
-    """Definition directories noted for ``run`` (or the runs it was retried from)."""
-    found: list[str] = []
-    current: RunRecord | None = run
-    for _ in range(20):  # a retry chain is short; bounded all the same
-        if current is None:
-            break
-        for event in await store.get_events(current.run_id):
-            directory = event.data.get("source_dir") if event.kind == "note" else None
-            if isinstance(directory, str) and directory not in found:
-                found.append(directory)
-        current = await store.get_run(current.retry_of) if current.retry_of else None
-    return found
+def definition_problems(exc: DefinitionError, run: RunRecord) -> Text:
+    """What a stored definition whose python steps cannot be imported here says."""
+    text = output.problems_text(exc, f"{run.workflow}@{run.version}")
+    text.append("python steps import from the definition's directory, the current "
+                "directory and PYTHONPATH\n", "cyan")
+    return text
 
 
 async def continue_run(engine: Engine, checked: CheckedWorkflow, run: RunRecord,

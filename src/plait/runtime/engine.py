@@ -34,6 +34,8 @@ from ..errors import (
     RunError,
     RunLeftUnfinished,
     StaleWriteError,
+    StepNotFound,
+    StepNotWaiting,
     StoreError,
     TransitionError,
 )
@@ -411,13 +413,13 @@ class Engine:
     async def approve(self, run_id: str, step_id: str, *, approved: bool = True,
                       by: str | None = None, data: JSON = None) -> None:
         """Record a person's decision on a waiting approval step (who, when, data).
-        The first decision stored stands (SPEC 8): a later one, from this process or
-        another, raises DecisionTaken carrying it.  The run continues when its executor
+        The first decision stored stands: a later one, from this process or another,
+        raises DecisionTaken carrying it; StepNotFound / StepNotWaiting name a step
+        that is not there or does not wait.  The run continues when its executor
         sees the decision (resume it to continue here)."""
         steps = {s.step_id: s for s in await self.store.get_steps(run_id)}
         if step_id not in steps:
-            raise RunError(f"run {run_id!r} has no step {step_id!r}"
-                           + (f" ({hint})" if (hint := did_you_mean(step_id, steps)) else ""))
+            raise StepNotFound(run_id, step_id, did_you_mean(step_id, steps))
         decision: JSONDict = {"decision": "approved" if approved else "rejected",
                               "by": by or "unknown", "at": self.clock(), "data": data}
         try:
@@ -426,12 +428,8 @@ class Engine:
             raise
         except StaleWriteError as exc:  # not waiting (any more): say what it is now
             run = await self.store.get_run(run_id)
-            if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
-                raise RunError(f"run {run_id!r} is {run.status}; there is nothing to "
-                               f"approve") from exc
             step = next(s for s in await self.store.get_steps(run_id) if s.step_id == step_id)
-            raise RunError(f"step {step_id!r} of run {run_id!r} is {step.status}, not "
-                           f"waiting for approval") from exc
+            raise StepNotWaiting(run_id, step_id, str(step.status), str(run.status)) from exc
         loop = self._loops.get(run_id)
         if loop is not None:
             loop.signal_decision()

@@ -384,9 +384,11 @@ class Store(Protocol):
     async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                             version: int | None) -> WorkflowRecord:
         """Store a definition (a dict, or its JSON text when the caller has it already
-        encoded: it is stored as given).  Without ``version``: the latest version when its
-        fingerprint matches, else the next version.  With ``version``: that version,
-        refusing (VersionConflict) one stored with another fingerprint."""
+        encoded: it is stored as given).  Without ``version``: the stored version with
+        this fingerprint (the highest, should several have it), else the next version,
+        so a definition run again after another one reuses its version.  With
+        ``version``: that version, refusing (VersionConflict) one stored with another
+        fingerprint."""
         ...
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:

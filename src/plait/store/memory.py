@@ -89,8 +89,9 @@ class MemoryStore:
                             version: int | None) -> WorkflowRecord:
         versions = self._workflows.setdefault(name, [])
         if version is None:
-            if versions and versions[-1].fingerprint == fingerprint:
-                return _copy_workflow(versions[-1])
+            same = [rec for rec in versions if rec.fingerprint == fingerprint]
+            if same:  # stored already (not only as the latest): that version again
+                return _copy_workflow(same[-1])
             version = (versions[-1].version + 1) if versions else 1
         else:
             for rec in versions:

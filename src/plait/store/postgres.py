@@ -148,8 +148,7 @@ class PostgresStore:
         encoded: str | None = None
         for _ in range(SAVE_ATTEMPTS):
             # the definition is stored already: the common case, one read
-            row = await self._db.fetchone(_Q["get_workflow"],
-                                          {"name": name, "version": version})
+            row = await self._stored_row(name, fingerprint, version)
             if row is not None and row[2] == fingerprint:
                 return rows.workflow_record(row)
             if row is not None and version is not None:
@@ -169,6 +168,16 @@ class PostgresStore:
             # another process stored that version number meanwhile: read again
         raise StoreError(f"database {self.where}: workflow {name!r}: other processes kept "
                          f"storing new versions of it ({SAVE_ATTEMPTS} tries); try again")
+
+    async def _stored_row(self, name: str, fingerprint: str,
+                          version: int | None) -> Row | None:
+        """The stated version, or without one the version with this fingerprint (any
+        stored version, not only the latest: the same definition reuses its version)."""
+        if version is not None:
+            return await self._db.fetchone(_Q["get_workflow"],
+                                           {"name": name, "version": version})
+        return await self._db.fetchone(_Q["workflow_by_fingerprint"],
+                                       {"name": name, "fingerprint": fingerprint})
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
         if not valid_id(name):

@@ -415,12 +415,12 @@ class Database:
         is stored already), read without the write lock; None when it would store."""
         if not valid_id(name):
             return None
-        conn = self.conn
         if version is None:
-            row = conn.execute(_Q["latest_workflow"], (name,)).fetchone()
+            row = self.conn.execute(_Q["workflow_by_fingerprint"], (name, fingerprint))
         else:
-            row = conn.execute(_Q["workflow_version"], (name, version)).fetchone()
-        return rows.workflow_record(row) if row is not None and row[2] == fingerprint \
+            row = self.conn.execute(_Q["workflow_version"], (name, version))
+        found = row.fetchone()
+        return rows.workflow_record(found) if found is not None and found[2] == fingerprint \
             else None
 
     def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
@@ -429,9 +429,10 @@ class Database:
         _check_id("workflow name", name)
         conn = self.conn
         if version is None:
+            same = self.stored_workflow(name, fingerprint, None)
+            if same is not None:
+                return same
             row = conn.execute(_Q["latest_workflow"], (name,)).fetchone()
-            if row is not None and row[2] == fingerprint:
-                return rows.workflow_record(row)
             version = row[1] + 1 if row is not None else 1
         else:
             row = conn.execute(_Q["workflow_version"], (name, version)).fetchone()

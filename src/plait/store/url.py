@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import StoreError
 from .base import Store
 from .memory import MemoryStore
@@ -38,3 +40,17 @@ def open_store(url: str, *, read_only: bool = False) -> Store:
 def shown_url(url: str) -> str:
     """``url`` as messages may show it: a PostgreSQL password is replaced by ``***``."""
     return redact(url) if is_postgres(url) else url
+
+
+def missing_database(url: str) -> Path | None:
+    """The file of a ``sqlite:`` URL when it does not exist yet, else None (what reads
+    it holds no run, and opening it would create it)."""
+    if not url.startswith("sqlite:"):
+        return None
+    from .sqlite_database import parse_url
+
+    try:
+        path, _ = parse_url(url)
+    except StoreError:
+        return None  # opening the store reports the bad URL
+    return None if path.exists() else path

@@ -54,26 +54,33 @@ ORDER BY version DESC LIMIT 1;
 -- The stored versions of a workflow, ascending (to say which exist).  (name)
 SELECT version FROM workflows WHERE name = %(name)s ORDER BY version;
 
+-- workflow_by_fingerprint --
+-- The highest stored version of a workflow with this fingerprint (a definition
+-- stored already reuses its version).  (name, fingerprint)
+SELECT name, version, fingerprint, definition, created_at
+FROM workflows WHERE name = %(name)s AND fingerprint = %(fingerprint)s
+ORDER BY version DESC LIMIT 1;
+
 -- add_next_workflow --
--- Store a definition as the next version of its workflow unless the latest version
--- has its fingerprint already; returns the stored row either way.  No row: another
+-- Store a definition as the next version of its workflow unless a stored version has
+-- its fingerprint already; returns the stored row either way.  No row: another
 -- process stored that version number meanwhile (run it again).
 -- (name, fingerprint, definition, created_at)
-WITH latest AS (
-    SELECT version, fingerprint FROM workflows WHERE name = %(name)s
+WITH same AS (
+    SELECT name, version, fingerprint, definition, created_at FROM workflows
+    WHERE name = %(name)s AND fingerprint = %(fingerprint)s
     ORDER BY version DESC LIMIT 1),
 added AS (
     INSERT INTO workflows (name, version, fingerprint, definition, created_at)
-    SELECT %(name)s, coalesce((SELECT version FROM latest), 0) + 1, %(fingerprint)s,
-           %(definition)s::json, %(created_at)s
-    WHERE NOT EXISTS (SELECT 1 FROM latest WHERE fingerprint = %(fingerprint)s)
+    SELECT %(name)s, coalesce((SELECT max(version) FROM workflows
+                               WHERE name = %(name)s), 0) + 1,
+           %(fingerprint)s, %(definition)s::json, %(created_at)s
+    WHERE NOT EXISTS (SELECT 1 FROM same)
     ON CONFLICT (name, version) DO NOTHING
     RETURNING name, version, fingerprint, definition, created_at)
 SELECT name, version, fingerprint, definition, created_at FROM added
 UNION ALL
-SELECT name, version, fingerprint, definition, created_at FROM workflows
-WHERE name = %(name)s AND fingerprint = %(fingerprint)s
-  AND version = (SELECT version FROM latest);
+SELECT name, version, fingerprint, definition, created_at FROM same;
 
 -- add_workflow_version --
 -- Store a definition as the given version unless that version is stored; returns the

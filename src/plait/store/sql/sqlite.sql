@@ -10,6 +10,12 @@
 SELECT name, version, fingerprint, definition, created_at
 FROM workflows WHERE name = ? ORDER BY version DESC LIMIT 1;
 
+-- workflow_by_fingerprint --
+-- The highest stored version of a workflow with this fingerprint (a definition
+-- stored already reuses its version).  (name, fingerprint)
+SELECT name, version, fingerprint, definition, created_at
+FROM workflows WHERE name = ? AND fingerprint = ? ORDER BY version DESC LIMIT 1;
+
 -- workflow_version --
 -- One stored version of a workflow.  (name, version)
 SELECT name, version, fingerprint, definition, created_at
