@@ -577,8 +577,7 @@ def _descendants(graph: Graph, node: int) -> bytearray:
 def _template_reads(text: str, where: str, add: _Add) -> frozenset[str]:
     problem = expressions.syntax_problem(text)
     if problem is not None:
-        add(where, f"template syntax error at line {problem.line}, column {problem.column}: "
-            f"{problem.message}")
+        add(where, problem.describe())
         return frozenset()
     return expressions.compile_template(text).steps_read
 
