@@ -37,7 +37,13 @@ from ..store.shared import StoreHandle
 from ..store.url import shown_url
 from . import output
 from .follow import announce, for_workers, until_settled
-from .loading import add_import_path, add_import_paths, load_target, stored_reference
+from .loading import (
+    add_import_path,
+    add_import_paths,
+    load_target,
+    path_exists,
+    stored_reference,
+)
 from .settings import DB_ENV, ExitCode, exit_code_for
 from .views import RunView
 
@@ -72,7 +78,7 @@ def missing_database(url: str) -> Path | None:
         path, _ = parse_url(url)
     except StoreError:
         return None  # opening the store reports the bad URL
-    return None if path.exists() else path
+    return None if path_exists(path) else path
 
 
 @asynccontextmanager
