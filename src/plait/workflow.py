@@ -42,6 +42,7 @@ from .core.plan import Plan, make_plan
 from .core.schedule_check import parse_schedules
 from .core.serialize import workflow_to_dict
 from .core.source import parse_text
+from .core.spec_numbers import number_problems
 from .core.steptypes import type_info
 from .core.suggest import did_you_mean
 from .core.validate import CheckedWorkflow, check, gc_paused
@@ -399,7 +400,8 @@ class Workflow:
             with gc_paused(keep=True):  # one pause for building and checking
                 spec = self._build(problems)
                 # a workflow built in Python has its step modules imported already
-                problems += alert_problems(spec) + retry_name_problems(spec)
+                problems += (alert_problems(spec) + retry_name_problems(spec)
+                             + number_problems(spec))
                 self._checked = check(spec, source=self.source, prior=problems)
         return self._checked
 
