@@ -59,6 +59,7 @@ import httpx
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict
+from ..core.numbers import MAX_INT, shown
 from ..errors import FatalError, HTTPStatusError, StepError
 from ..runtime.secrets import add_redacted
 from .http import (
@@ -167,9 +168,9 @@ def _messages_problem(value: JSON, *, templates: bool = False) -> str | None:
 
 def _number_problem(name: str, value: JSON) -> str | None:
     if name == "max_tokens":
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_INT:
             return None
-        return f"expected a positive integer, got {value!r}"
+        return f"expected a whole number from 1 to {MAX_INT:,}, got {shown(value)}"
     if isinstance(value, int | float) and not isinstance(value, bool):
         return None
     return f"expected a number, got {value!r}"
