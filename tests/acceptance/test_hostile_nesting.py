@@ -4,6 +4,7 @@ a RecursionError from a parser, on the command line or through the core."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,20 @@ def yaml_text(depth: int) -> str:
 @pytest.mark.parametrize("kind", ["lists", "mappings"])
 def test_deep_json_and_yaml_flow_text_is_refused(depth: int, kind: str) -> None:
     text = json_text(depth, kind)
-    # YAML reads the JSON text as flow style (deep flow lists take PyYAML seconds to
-    # refuse: its scanner is quadratic in their depth, so the test reads mappings only)
-    for source in ("deep.json", "deep.yaml") if kind == "mappings" else ("deep.json",):
+    for source in ("deep.json", "deep.yaml"):  # YAML reads the JSON text as flow style
         with pytest.raises(DefinitionError) as info:
             parse_text(text, source=source)
         assert len(info.value.problems) == 1
         assert info.value.problems[0].message.startswith(f"the definition {TOO_DEEP}")
+
+
+def test_deep_yaml_flow_style_is_refused_at_once() -> None:
+    # PyYAML's scanner takes time quadratic in the depth of flow collections (seconds
+    # for a thousand `[`): the loader stops at the 257th
+    started = time.perf_counter()
+    with pytest.raises(DefinitionError, match="too deeply"):
+        parse_text("value: " + "[" * 5_000 + "]" * 5_000, source="deep.yaml")
+    assert time.perf_counter() - started < 1.0
 
 
 def test_deep_yaml_block_style_is_refused() -> None:
@@ -48,8 +56,8 @@ def test_deep_yaml_block_style_is_refused() -> None:
 
 
 def test_a_little_past_the_limit_is_located() -> None:
-    for text in (json_text(300, "mappings"), yaml_text(300)):
-        data = parse_text(text, source="x.yaml")
+    for text, source in ((json_text(300, "mappings"), "x.json"), (yaml_text(300), "x.yaml")):
+        data = parse_text(text, source=source)
         found = problems(data)
         assert len(found) == 1 and found[0].location.startswith("steps[0].value.a.a.a")
         assert "256 levels" in found[0].message
