@@ -98,3 +98,10 @@ def test_no_traceback_from_the_real_command(plait: Any, tmp_path: Path) -> None:
     done = plait("run", str(file))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "steps[0].url: not a valid URL" in done.stderr
+
+
+@pytest.mark.parametrize("url", ["http://[::1/", "http://h:99999/", "http://h:0/",
+                                 "http://h:x/"])
+def test_a_bad_notification_url_is_a_located_problem(url: str) -> None:
+    located({"name": "u", "notify": [{"on": ["run_failed"], "url": url}],
+             "steps": [{"id": "a", "type": "transform", "value": 1}]}, "notify[0].url")
