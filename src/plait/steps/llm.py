@@ -170,7 +170,7 @@ def _number_problem(name: str, value: JSON) -> str | None:
     if name == "max_tokens":
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_INT:
             return None
-        return f"expected a whole number from 1 to {MAX_INT:,}, got {shown(value)}"
+        return f"expected a positive integer (at most {MAX_INT:,}), got {shown(value)}"
     if isinstance(value, int | float) and not isinstance(value, bool):
         return None
     return f"expected a number, got {value!r}"

@@ -54,8 +54,8 @@ def _check_map(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     concurrency = config.get("concurrency")
     if concurrency is not None and (not isinstance(concurrency, int) or isinstance(
             concurrency, bool) or not 1 <= concurrency <= MAX_INT):
-        out.append((".concurrency", f"expected a whole number from 1 to {MAX_INT:,}, got "
-                                    f"{shown(concurrency)}"))
+        out.append((".concurrency", f"expected a positive integer (at most {MAX_INT:,}), "
+                                    f"got {shown(concurrency)}"))
     step = config.get("step")
     if step is not None and isinstance(step, dict) and step.get("type") == "map":
         out.append((".step.type", "a map's inline step may be of any type but map"))
