@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import fields
 from itertools import repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, is_, is_not
 
 from ..errors import Problem
 from .durations import parse_duration
-from .model import RetryPolicy, StepSpec, WorkflowSpec
+from .model import DEFAULT_RETRY, RetryPolicy, StepSpec, WorkflowSpec
 from .numbers import MAX_BACKOFF, MAX_JITTER, real, whole
 
 _Check = Callable[[object], object]
@@ -70,10 +70,13 @@ def _steps_to_check(steps: tuple[StepSpec, ...]) -> list[int]:
     with a bad retry policy (steps share policies, so each distinct one is judged
     once), a timeout or a circuit breaker.  A graph built by code has none of these
     on most steps, and costs three passes at C speed."""
-    retries = list(map(_RETRY_OF, steps))
-    policies = dict(zip(map(id, retries), retries, strict=True))
-    bad = {key for key, policy in policies.items() if any(_retry_problems(policy, ""))}
-    flagged = {i for i, policy in enumerate(retries) if id(policy) in bad} if bad else set()
+    flagged: set[int] = set()
+    if not all(map(is_, map(_RETRY_OF, steps), repeat(DEFAULT_RETRY))):
+        retries = list(map(_RETRY_OF, steps))
+        policies = dict(zip(map(id, retries), retries, strict=True))
+        bad = {key for key, policy in policies.items()
+               if any(_retry_problems(policy, ""))}
+        flagged.update(i for i, policy in enumerate(retries) if id(policy) in bad)
     if any(map(is_not, map(_TIMEOUT_OF, steps), repeat(None))) or any(
             map(is_not, map(_BREAKER_OF, steps), repeat(None))):
         flagged.update(i for i, step in enumerate(steps)
