@@ -110,7 +110,7 @@ def _convert(value: object, path: str, depth: int, size: list[int]) -> JSON:
     """The recursive walk; ``size[0]`` accumulates an upper bound of the encoded size."""
     if value is None or value is True or value is False:
         size[0] += 5
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, str):
         _check_str(value, path)
         size[0] += len(value) * _BYTES_PER_CHAR + 2
