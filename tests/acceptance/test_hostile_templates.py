@@ -59,6 +59,17 @@ def test_fifty_levels_are_accepted(kind: str) -> None:
     assert expressions.syntax_problem(nested(kind, MAX_NESTING - 1)) is None
 
 
+def test_long_flat_templates_are_not_deep() -> None:
+    items = ", ".join(f"-{i}" for i in range(200))
+    assert render("{{ [" + items + "] | length }}", {}) == 200
+    pairs = ", ".join(f"'k{i}': not {i}" for i in range(200))
+    assert render("{{ {" + pairs + "} | length }}", {}) == 200
+    assert render("{{ 'a'" + " ~ 'b'" * 500 + " }}", {}) == "a" + "b" * 500
+    text = "".join(f"{{% if x{i} %}}{i}{{% endif %}}" for i in range(500))
+    assert render(text, {f"x{i}": i % 2 == 1 for i in range(500)}) == "".join(
+        str(i) for i in range(1, 500, 2))
+
+
 def test_fifty_nested_brackets_render() -> None:
     value = render(nested("lists", 50), {})
     for _ in range(50):

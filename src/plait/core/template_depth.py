@@ -10,7 +10,8 @@ it is compiled: in validation, or in a run.  Every template is therefore refused
 1. while the parser reads its tokens (``guarded``): brackets, blocks
    (``{% if %}`` ... ``{% endif %}``) and prefix operators (``not``, a sign, the ``else``
    of a conditional expression), each open until the bracket or the tag
-   around it closes, so that parsing never recurses deeper than that;
+   around it closes or the next item of a list begins (``,`` or ``:``), so that
+   parsing never recurses deeper than that;
 2. on the tree it built (``check_tree``): each node with children below another
    (``a + b + c`` is two levels, ``x | f | g`` two, ``a.b.c`` two), so that compiling
    never does either.
@@ -74,6 +75,8 @@ class _Depth:
             self._name(token.value)
         elif kind in ("add", "sub") and self._sign():
             self.level += 1
+        elif kind in ("comma", "colon"):  # the next item: the last one's prefixes are done
+            self.level = self.saved[-1] + 1 if self.saved else 0
         elif kind == "assign":
             self.set_block = False
         self.previous = token
