@@ -33,6 +33,7 @@ from .core.plan import Plan, make_plan
 from .core.schedule_check import parse_schedules
 from .core.serialize import workflow_to_dict
 from .core.source import parse_text
+from .core.spec_numbers import number_problems
 from .core.validate import CheckedWorkflow, check, gc_paused
 from .definitions import alert_problems, check_definition
 from .errors import DefinitionError, Problem
@@ -328,7 +329,8 @@ class Workflow:
             with gc_paused(keep=True):  # one pause for building and checking
                 spec = self._build(problems)
                 # a workflow built in Python has its step modules imported already
-                problems += alert_problems(spec) + retry_name_problems(spec)
+                problems += (alert_problems(spec) + retry_name_problems(spec)
+                             + number_problems(spec))
                 self._checked = check(spec, source=self.source, prior=problems)
             self._seen = [child._checked for child in self._children.values()]
         return self._checked

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from ..core.model import JSON
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The largest whole number a store keeps: plait.core.numbers.MAX_INT, spelt out so that
+# parsing arguments loads no more of the core (a unit test checks that they match).
+MAX_INT = 2**31 - 1
+COUNT = click.IntRange(min=1, max=MAX_INT)  # --limit N, --concurrency N...
 
 
 class RunIdType(click.ParamType):  # type: ignore[type-arg]
@@ -38,6 +42,25 @@ class RunIdType(click.ParamType):  # type: ignore[type-arg]
 
 
 RUN_ID = RunIdType()
+
+
+def check_reference(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A ``FILE|NAME[@V]`` argument: a version no store can hold (past ``MAX_INT``)
+    is bad usage, refused before a store is opened (other targets pass)."""
+    version = value.rpartition("@")[2] if "@" in value else ""
+    if version.isascii() and version.isdigit() and not _exists(value) and (
+            len(version.lstrip("0")) > len(str(MAX_INT)) or int(version) > MAX_INT):
+        shown = version if len(version) <= 30 else f"{version[:12]}... ({len(version):,} digits)"
+        raise click.BadParameter(f"version {shown} is over {MAX_INT:,}, the largest version "
+                                 f"a store keeps", ctx, param)
+    return value
+
+
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):  # a name too long for the system
+        return False
 
 
 def read_input(text: str | None, file: str | None) -> JSON:

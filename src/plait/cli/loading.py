@@ -25,10 +25,19 @@ def add_import_paths(definition: Path | None) -> None:
         sys.path.insert(0, entry)
 
 
+def path_exists(target: str | Path) -> bool:
+    """``Path(target).exists()``, False for a name the system refuses (too long, a NUL)
+    instead of an OSError."""
+    try:
+        return Path(target).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def stored_reference(target: str) -> tuple[str, int | None] | None:
     """``(name, version)`` when ``target`` is not an existing file and reads as
     ``NAME`` or ``NAME@VERSION``; None otherwise."""
-    if Path(target).exists():
+    if path_exists(target):
         return None
     match = _STORED.match(target)
     if match is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from .. import __version__
-from .inputs import RUN_ID, parse_json_option, parse_since, read_input
+from .inputs import COUNT, RUN_ID, check_reference, parse_json_option, parse_since, read_input
 from .settings import DB_ENV, DEFAULT_DB
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def validate(files: tuple[str, ...], no_import: bool) -> None:
 
 
 @cli.command()
-@click.argument("target", metavar="FILE|NAME[@V]")
+@click.argument("target", metavar="FILE|NAME[@V]", callback=check_reference)
 @click.option("--input", "input_text", metavar="JSON", help="The run's input, as JSON.")
 @click.option("--input-file", metavar="FILE",
               help="Read the run's input (JSON) from FILE ('-' for stdin).")
@@ -201,7 +201,7 @@ def resume(run_id: str, db: str, as_json: bool, quiet: bool) -> None:
 @cli.command()
 @click.option("--workflow", metavar="W", help="Only runs of workflow W.")
 @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--limit", type=COUNT, default=20, show_default=True,
               metavar="N", help="Show at most N runs.")
 @db_option
 @json_option('Print one JSON object: {"runs": [{"run_id", "workflow", "version", '
@@ -356,7 +356,7 @@ def gantt(run_id: str, html: str | None, db: str) -> None:
 @click.option("--workflow", metavar="W", help="Only workflow W.")
 @click.option("--since", metavar="DURATION",
               help="Only runs created in the last DURATION (30s, 5m, 1h, 2d...).")
-@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--limit", type=COUNT, default=1000, show_default=True,
               metavar="N", help="Read at most the N newest runs.")
 @db_option
 @json_option('Print one JSON object: the metrics ({"since", "runs", "workflows": [...]}) '
@@ -438,7 +438,7 @@ def plan(file: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("target", metavar="FILE|NAME[@V]")
+@click.argument("target", metavar="FILE|NAME[@V]", callback=check_reference)
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid",
               show_default=True, help="Mermaid flowchart or Graphviz DOT.")
 @db_option
@@ -469,7 +469,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
 
 @cli.command()
 @db_option
-@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+@click.option("--concurrency", type=COUNT, default=4, show_default=True,
               metavar="N", help="Attempts this worker runs at once.")
 @click.option("--import", "imports", multiple=True, metavar="MODULE",
               help="Import MODULE at start (repeatable): the modules of the python steps "
@@ -484,7 +484,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
 @click.option("--grace", default="30s", show_default=True, metavar="DURATION",
               callback=_duration, help="On SIGTERM/SIGINT, how long running attempts may "
               "finish before they are let go (they retry on another worker).")
-@click.option("--max-runs", type=click.IntRange(min=1), default=100, show_default=True,
+@click.option("--max-runs", type=COUNT, default=100, show_default=True,
               metavar="N", help="Runs this worker drives (decides for) at once.")
 @click.option("--no-listen", is_flag=True,
               help="Do not LISTEN for PostgreSQL notifications: poll only.")

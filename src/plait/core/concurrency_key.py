@@ -61,9 +61,7 @@ def _template_problems(key: object) -> list[Problem]:
         return []  # one fixed key: every run of the workflow shares it
     problem = expressions.syntax_problem(key)
     if problem is not None:
-        return [Problem(location=where, message=(
-            f"template syntax error at line {problem.line}, column {problem.column}: "
-            f"{problem.message}"))]
+        return [Problem(location=where, message=problem.describe())]
     others = sorted(expressions.names_read(key) - _READABLE)
     if others:
         names = ", ".join(repr(n) for n in others)

@@ -74,6 +74,14 @@ class SyntaxProblem:
     message: str
     line: int
     column: int
+    nesting: bool = False  # nested too deeply (``template_depth``), not misspelt
+
+    def describe(self) -> str:
+        """The problem as validation reports it."""
+        if self.nesting:
+            return self.message
+        return (f"template syntax error at line {self.line}, column {self.column}: "
+                f"{self.message}")
 
 
 def is_template(text: str) -> bool:

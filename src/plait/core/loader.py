@@ -33,6 +33,7 @@ from .model import (
     WorkflowSpec,
     new_step,
 )
+from .numbers import MAX_BACKOFF, MAX_INT, MAX_JITTER, real, shown, whole
 from .reducers import reducer_hint, unknown_reducer
 from .schedule_check import parse_schedules
 from .sizes import parse_size
@@ -81,23 +82,12 @@ def _opt_duration(value: JSON) -> float | None:
 
 
 def _int(low: int) -> Callable[[JSON], int]:
-    def convert(value: JSON) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"expected a whole number, got {value!r}")
-        if value < low:
-            raise ValueError(f"must be at least {low}, got {value}")
-        return value
-    return convert
+    """A whole number from ``low`` to ``MAX_INT`` (what every store keeps)."""
+    return functools.partial(whole, low=low)
 
 
-def _number(low: float) -> Callable[[JSON], float]:
-    def convert(value: JSON) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"expected a number, got {value!r}")
-        if value < low:
-            raise ValueError(f"must be at least {low:g}, got {value}")
-        return float(value)
-    return convert
+def _number(low: float, high: float) -> Callable[[JSON], float]:
+    return functools.partial(real, low=low, high=high)
 
 
 def _bool(value: JSON) -> bool:
@@ -137,6 +127,8 @@ def parse_rate(value: JSON) -> Rate:
     period = parse_duration(f"1{per}" if per in ("s", "min", "m", "h", "d") else per)
     if count < 1 or period <= 0:
         raise ValueError(f"rate {value!r} must allow at least 1 per positive period")
+    if count > MAX_INT:
+        raise ValueError(f"rate {shown(value)}: at most {MAX_INT:,} per period")
     return Rate(count=count, period=period)
 
 
@@ -420,12 +412,12 @@ def _retry(c: _Collector, where: str, value: JSON) -> RetryPolicy:
         initial_delay=c.get(f"{where}.initial_delay",
                             value.get("initial_delay", base.initial_delay), _duration,
                             base.initial_delay),
-        backoff=c.get(f"{where}.backoff", value.get("backoff", base.backoff), _number(1.0),
-                      base.backoff),
+        backoff=c.get(f"{where}.backoff", value.get("backoff", base.backoff),
+                      _number(1.0, MAX_BACKOFF), base.backoff),
         max_delay=c.get(f"{where}.max_delay", value.get("max_delay", base.max_delay),
                         _duration, base.max_delay),
-        jitter=c.get(f"{where}.jitter", value.get("jitter", base.jitter), _number(0.0),
-                     base.jitter),
+        jitter=c.get(f"{where}.jitter", value.get("jitter", base.jitter),
+                     _number(0.0, MAX_JITTER), base.jitter),
         retry_on=c.get(f"{where}.retry_on", value.get("retry_on", []), _names, ()),
         no_retry_on=c.get(f"{where}.no_retry_on", value.get("no_retry_on", []), _names, ()),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,8 +33,20 @@ def retry_delay(policy: RetryPolicy, retry_number: int, rand: float) -> float:
 
     ``min(initial_delay * backoff**(n-1), max_delay)`` plus up to ``jitter`` of it, where
     ``rand`` in [0, 1) says how much (passed in so the core stays deterministic)."""
-    base = min(policy.initial_delay * policy.backoff ** (retry_number - 1), policy.max_delay)
+    base = min(_grown(policy.initial_delay, policy.backoff, retry_number - 1),
+               policy.max_delay)
     return base + base * policy.jitter * rand
+
+
+def _grown(initial: float, backoff: float, times: int) -> float:
+    """``initial * backoff**times``, infinite where the power overflows a float (a step
+    with many retries): ``min`` with ``max_delay`` then gives ``max_delay``."""
+    if initial == 0 or backoff == 1:
+        return initial
+    try:
+        return initial * backoff**times
+    except OverflowError:
+        return math.inf
 
 
 def should_retry(policy: RetryPolicy, attempts_made: int, error: ErrorInfo) -> bool:

@@ -14,8 +14,19 @@ from .jsoncheck import MAX_NESTING, find_problems
 MAX_EXPANDED_NODES = 1_000_000
 
 
+class _TooDeep(yaml.YAMLError):
+    """Flow collections (``[`` / ``{``) nested past MAX_NESTING levels."""
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys."""
+    """SafeLoader that refuses duplicate mapping keys, and flow collections nested past
+    MAX_NESTING levels as soon as it meets them: PyYAML's scanner takes time quadratic
+    in their depth (seconds for a thousand ``[``)."""
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's name)
+        if self.flow_level >= MAX_NESTING:
+            raise _TooDeep()
+        super().fetch_flow_collection_start(TokenClass)
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
@@ -60,13 +71,13 @@ def parse_text(text: str, *, source: str, fmt: str | None = None) -> object:
     kind = fmt or ("json" if source.endswith(".json") else "yaml")
     try:
         data = _json(text) if kind == "json" else yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - safe loader subclass
-    except yaml.YAMLError as exc:
-        raise DefinitionError([Problem(location="", message=f"YAML error: {_yaml_msg(exc)}")],
-                              source=source) from exc
-    except RecursionError:  # both parsers recurse once or more per level of nesting
+    except (_TooDeep, RecursionError):  # both parsers recurse once or more per level
         raise DefinitionError([Problem(location="", message=(
             f"the definition nests lists and mappings too deeply to read (at most "
             f"{MAX_NESTING} levels are accepted)"))], source=source) from None
+    except yaml.YAMLError as exc:
+        raise DefinitionError([Problem(location="", message=f"YAML error: {_yaml_msg(exc)}")],
+                              source=source) from exc
     except ValueError as exc:
         raise DefinitionError([Problem(location="", message=f"JSON error: {exc}")],
                               source=source) from exc

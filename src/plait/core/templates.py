@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
-from jinja2 import TemplateSyntaxError, Undefined, meta, nodes
+from jinja2 import Template, TemplateSyntaxError, Undefined, meta, nodes
 from jinja2.environment import TemplateExpression
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
@@ -25,6 +25,7 @@ from .bounds import MAX_SIZE, Stop
 from .expressions import RenderError, SyntaxProblem
 from .model import JSON
 from .sandbox import ENV, BoundExceeded
+from .template_depth import TooDeep, check_tree, guarded
 
 __all__ = ["Compiled", "SecretReads", "TemplateSyntaxError", "compile_template",
            "names_read", "render", "secrets_read", "syntax_problem"]
@@ -46,32 +47,64 @@ class Compiled:
 
 @lru_cache(maxsize=8192)
 def compile_template(source: str) -> Compiled:
-    """Compile once per distinct source; raise TemplateSyntaxError on bad syntax."""
+    """Compile once per distinct source; raise TemplateSyntaxError on bad syntax, and
+    its subclass TooDeep past ``MAX_NESTING`` levels (``template_depth``)."""
+    try:
+        return _compile(source)
+    except RecursionError:  # a caller deep in its own stack: refused all the same
+        raise TooDeep("template nested too deeply to compile", 1) from None
+
+
+def _compile(source: str) -> Compiled:
     match = _LONE.match(source)
     inner = match.group("expr") if match else None
     if inner is not None and "{{" not in inner and "}}" not in inner and "{%" not in inner:
-        ast = ENV.parse("{{" + inner + "}}")
+        ast = parse("{{" + inner + "}}")
         output = ast.body[0] if len(ast.body) == 1 else None
         expr = output.nodes[0] if isinstance(output, nodes.Output) \
             and len(output.nodes) == 1 else None
         name = expr.name if isinstance(expr, nodes.Name) else None
         return Compiled(source, True, _compile_expression(inner), _steps_read(ast),
                         _cheap(ast), name)
-    ast = ENV.parse(source)
+    ast = parse(source)
     steps, cheap = _steps_read(ast), _cheap(ast)
-    template = ENV.from_string(sandbox.bound_loops(ast))
+    template = _from_tree(sandbox.bound_loops(ast))
     return Compiled(source, False, template.generate, steps, cheap)
+
+
+def parse(source: str, state: str | None = None) -> nodes.Template:
+    """``ENV.parse(source)``, refusing a template nested deeper than ``MAX_NESTING``
+    levels (TooDeep) before the parser or the compiler recurses that deep."""
+    parser = _parser(source, state)
+    tree = parser.parse()
+    check_tree(tree)
+    return tree
+
+
+def _parser(source: str, state: str | None = None) -> Parser:
+    parser = Parser(ENV, source, state=state)
+    stream = parser.stream
+    parser.stream = TokenStream(guarded(iter(stream)), stream.name, stream.filename)
+    return parser
+
+
+def _from_tree(tree: nodes.Template) -> Template:
+    try:
+        return ENV.from_string(tree)
+    except SyntaxError as exc:  # Python's limits on the code Jinja2 generates
+        raise TooDeep(f"template nested too deeply to compile ({exc.msg})", 1) from None
 
 
 def _compile_expression(inner: str) -> Callable[..., object]:
     """``ENV.compile_expression`` with the sandbox's loop and ``~`` checks."""
-    parser = Parser(ENV, inner, state="variable")
+    parser = _parser(inner, state="variable")
     expr = parser.parse_expression()
     if not parser.stream.eos:
         raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno,
                                   None, None)
+    check_tree(expr)
     body = [nodes.Assign(nodes.Name("result", "store"), expr, lineno=1)]
-    template = ENV.from_string(sandbox.bound_loops(nodes.Template(body, lineno=1)))
+    template = _from_tree(sandbox.bound_loops(nodes.Template(body, lineno=1)))
     return TemplateExpression(template, False)
 
 
@@ -124,7 +157,7 @@ def _steps_read(ast: nodes.Template) -> frozenset[str]:
 def names_read(source: str) -> frozenset[str]:
     """The context names ``source`` reads (``input``, ``state``, ``steps``...), not
     counting names it assigns itself; TemplateSyntaxError on bad syntax."""
-    return frozenset(meta.find_undeclared_variables(ENV.parse(source)))
+    return frozenset(meta.find_undeclared_variables(parse(source)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +223,9 @@ def syntax_problem(source: str) -> SyntaxProblem | None:
     """The first syntax error of ``source`` with its line and column, or None."""
     try:
         compile_template(source)
+    except TooDeep as exc:  # the parser is not run again to find a column
+        return SyntaxProblem(message=exc.message or str(exc), line=exc.lineno or 1,
+                             column=1, nesting=True)
     except TemplateSyntaxError as exc:
         line = exc.lineno or 1
         return SyntaxProblem(message=exc.message or str(exc), line=line,
@@ -237,7 +273,8 @@ def _parser_column(source: str, line: int) -> int | None:
             yield token
 
     parser = Parser(ENV, source)
-    parser.stream = TokenStream(counted(iter(ENV.lexer.tokenize(source))), None, None)
+    parser.stream = TokenStream(guarded(counted(iter(ENV.lexer.tokenize(source)))), None,
+                                None)
     try:
         parser.parse()
     except TemplateSyntaxError:

@@ -19,6 +19,7 @@ from ..errors import DefinitionError, Problem
 from . import expressions
 from .concurrency_key import key_problems
 from .graph import Graph, condensed, find_cycles, graph_and_depths, heights
+from .input_schema import input_problems, schema_problems
 from .loader import STEP_ID, WORKFLOW_NAME
 from .model import JSON, REDUCERS, JSONDict, StepSpec, WorkflowSpec
 from .reducers import reducer_hint, unknown_reducer
@@ -244,17 +245,8 @@ def _steps_with_fields_to_check(spec: WorkflowSpec, types: _Types,
 
 
 def _check_schema(spec: WorkflowSpec, add: _Add) -> None:
-    if spec.input_schema is None:
-        return
-    # imported here: only definitions with an input schema pay for jsonschema
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        Draft202012Validator.check_schema(spec.input_schema)
-    except SchemaError as exc:
-        path = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in exc.path)
-        add(f"input{path}", f"not a valid JSON Schema: {exc.message}")
+    for problem in schema_problems(spec.input_schema):
+        add(problem.location, problem.message)
 
 
 def _check_reducers(spec: WorkflowSpec, add: _Add) -> None:
@@ -577,8 +569,7 @@ def _descendants(graph: Graph, node: int) -> bytearray:
 def _template_reads(text: str, where: str, add: _Add) -> frozenset[str]:
     problem = expressions.syntax_problem(text)
     if problem is not None:
-        add(where, f"template syntax error at line {problem.line}, column {problem.column}: "
-            f"{problem.message}")
+        add(where, problem.describe())
         return frozenset()
     return expressions.compile_template(text).steps_read
 
@@ -646,14 +637,4 @@ def _guards(spec: WorkflowSpec, graph: Graph) -> tuple[tuple[tuple[int, bool], .
 
 def validate_input(checked: CheckedWorkflow, value: JSON) -> list[str]:
     """Messages for each way ``value`` fails the input schema (empty when it passes)."""
-    schema = checked.spec.input_schema
-    if schema is None:
-        return []
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(schema)
-    out: list[str] = []
-    for err in sorted(validator.iter_errors(value), key=lambda e: list(e.path)):
-        path = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in err.path)
-        out.append(f"input{path}: {err.message}")
-    return out
+    return input_problems(checked.spec.input_schema, value)

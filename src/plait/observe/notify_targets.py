@@ -117,8 +117,12 @@ def _events(value: JSON, where: str, problems: list[Problem]) -> list[str]:
 def _good_url(url: JSON) -> bool:
     if not isinstance(url, str):
         return False
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError past 65535
+    except ValueError:  # an IPv6 bracket left open, a port that is not a number
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and port != 0
 
 
 def _good_call(call: JSON) -> bool:

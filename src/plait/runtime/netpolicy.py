@@ -170,6 +170,20 @@ def normal_host(host: str) -> str:
     return host.strip().strip("[]").lower().rstrip(".")
 
 
+def host_problem(host: str) -> str | None:
+    """Why ``host`` (as sent: ASCII, IDNA-encoded) can name no address, or None: a DNS
+    name has labels of 1 to 63 characters, 253 characters in all (Python's resolver
+    refuses others with a UnicodeError).  Address literals pass."""
+    name = host.strip("[]").removesuffix(".")
+    if ":" in name or not name:  # an IPv6 address (or the root, reported elsewhere)
+        return None
+    if len(name) > 253:
+        return f"the host name has {len(name)} characters, over 253"
+    if any(not 1 <= len(label) <= 63 for label in name.split(".")):
+        return "the host name has an empty label or one over 63 characters"
+    return None
+
+
 def embedded_ipv4(ip: IPAddress) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address carries (see the module docstring)."""
     if not isinstance(ip, ipaddress.IPv6Address):

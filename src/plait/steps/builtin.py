@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, cast
 from ..core import expressions
 from ..core.durations import parse_duration
 from ..core.model import JSON, StepSpec
-from ..errors import FatalError, StepError
+from ..core.numbers import MAX_EPOCH, real, shown
+from ..errors import FatalError
 from ..runtime.binding import (
     ParamPlan,
     compile_plan,
@@ -183,8 +184,17 @@ def _delay_target(call: StepCall) -> float:
 
 
 def _parse_until(value: JSON, step_id: str) -> float:
+    try:
+        return until_seconds(value)
+    except ValueError as exc:
+        raise FatalError(f"step {step_id!r}: `until` {exc}", step=step_id) from None
+
+
+def until_seconds(value: JSON) -> float:
+    """The epoch seconds of a delay's ``until``: an ISO-8601 time or epoch seconds, from
+    1970 to the end of year 9999 (``MAX_EPOCH``); ValueError otherwise."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        return real(value, 0, MAX_EPOCH)
     if isinstance(value, str):
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -193,22 +203,21 @@ def _parse_until(value: JSON, step_id: str) -> float:
         else:
             if moment.tzinfo is None:
                 moment = moment.astimezone()
-            return moment.timestamp()
-    raise StepError(f"step {step_id!r}: `until` must be an ISO-8601 time or epoch seconds, "
-                    f"got {value!r}", step=step_id)
+            return real(moment.timestamp(), 0, MAX_EPOCH)
+    raise ValueError(f"must be an ISO-8601 time or epoch seconds, got {shown(value)}")
 
 
 def _check_delay(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     if ("duration" in config) == ("until" in config):
         return [("", "a delay step needs exactly one of `duration` or `until`")]
-    duration = config.get("duration")
-    if isinstance(duration, str) and expressions.is_template(duration):
+    field = "duration" if "duration" in config else "until"
+    value = config[field]
+    if isinstance(value, str) and expressions.is_template(value):
         return []
-    if duration is not None:
-        try:
-            parse_duration(duration)
-        except ValueError as exc:
-            return [(".duration", str(exc))]
+    try:
+        (parse_duration if field == "duration" else until_seconds)(value)
+    except ValueError as exc:
+        return [(f".{field}", str(exc))]
     return []
 
 

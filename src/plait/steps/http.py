@@ -59,6 +59,7 @@ import httpx
 from ..core import expressions
 from ..core.model import JSON, JSONDict
 from ..errors import FatalError, HTTPStatusError, StepError
+from ..runtime.netpolicy import host_problem
 from .netclient import guarded_client
 from .registry import StepCall
 from .types import HTTP_FIELDS
@@ -134,21 +135,30 @@ def _url(value: JSON, step: str) -> httpx.URL:
         raise _fatal(step, f"`url` must render to a string, got {type(value).__name__}")
     problem = _url_problem(value)
     if problem is not None:
-        raise _fatal(step, f"`url`: {problem}")
+        raise _fatal(step, f"`url` {shown_url(value)}: {problem}")
     return httpx.URL(value)
 
 
 def _url_problem(text: str) -> str | None:
+    """What makes ``text`` a URL no request can be sent to, or None."""
     try:
         url = httpx.URL(text)
-    except httpx.InvalidURL as exc:
+        host, port = url.host, url.port  # the host is IDNA-decoded here (IDNAError)
+    except (httpx.InvalidURL, ValueError) as exc:  # IDNAError is a UnicodeError
         return f"not a valid URL: {exc}"
     if url.scheme not in SCHEMES:
         return (f"scheme {url.scheme!r} is not allowed (only http and https)" if url.scheme
                 else "expected an absolute http:// or https:// URL")
-    if not url.host:
+    if not host:
         return "the URL has no host"
-    return None
+    if port is not None and not 1 <= port <= 65535:
+        return f"port {port} is not from 1 to 65535"
+    return host_problem(url.raw_host.decode("ascii", "replace"))
+
+
+def shown_url(text: str) -> str:
+    """``text`` quoted for a message, cut after 200 characters."""
+    return repr(text if len(text) <= 200 else text[:200] + "...")
 
 
 def _headers(value: JSON, step: str) -> dict[str, str | None]:

@@ -59,6 +59,7 @@ import httpx
 
 from ..core import expressions
 from ..core.model import JSON, JSONDict
+from ..core.numbers import MAX_INT, shown
 from ..core.trust import key_env_problem
 from ..errors import FatalError, HTTPStatusError, StepError
 from ..runtime.secrets import add_redacted
@@ -70,6 +71,7 @@ from .http import (
     _shown,
     _url_problem,
     retry_after_seconds,
+    shown_url,
 )
 from .netclient import guarded_client
 from .registry import StepCall
@@ -107,7 +109,7 @@ def _prepare(call: StepCall) -> _Request:
     base = base.rstrip("/")
     problem = _url_problem(base)
     if problem is not None:
-        raise _fatal(step, f"`base_url`: {problem}")
+        raise _fatal(step, f"`base_url` {shown_url(base)}: {problem}")
     model = field("model")
     if not isinstance(model, str) or not model:
         raise _fatal(step, f"`model` must render to a non-empty text, got {model!r}")
@@ -167,9 +169,9 @@ def _messages_problem(value: JSON, *, templates: bool = False) -> str | None:
 
 def _number_problem(name: str, value: JSON) -> str | None:
     if name == "max_tokens":
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_INT:
             return None
-        return f"expected a positive integer, got {value!r}"
+        return f"expected a positive integer (at most {MAX_INT:,}), got {shown(value)}"
     if isinstance(value, int | float) and not isinstance(value, bool):
         return None
     return f"expected a number, got {value!r}"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from ..core import expressions
 from ..core.model import JSON
+from ..core.numbers import MAX_INT, shown
 from ..errors import FatalError
 from .registry import StepCall, StepType, register_step_type
 
@@ -51,9 +52,10 @@ def _check_map(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
                                  or (isinstance(over, str) and expressions.is_template(over))):
         out.append((".over", f"expected a template yielding a list, got {over!r}"))
     concurrency = config.get("concurrency")
-    if concurrency is not None and (not isinstance(concurrency, int)
-                                    or isinstance(concurrency, bool) or concurrency < 1):
-        out.append((".concurrency", f"expected a positive integer, got {concurrency!r}"))
+    if concurrency is not None and (not isinstance(concurrency, int) or isinstance(
+            concurrency, bool) or not 1 <= concurrency <= MAX_INT):
+        out.append((".concurrency", f"expected a positive integer (at most {MAX_INT:,}), "
+                                    f"got {shown(concurrency)}"))
     step = config.get("step")
     if step is not None and isinstance(step, dict) and step.get("type") == "map":
         out.append((".step.type", "a map's inline step may be of any type but map"))

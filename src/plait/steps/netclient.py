@@ -103,7 +103,7 @@ async def resolve(host: str, port: int, timeout: float | None) -> list[str]:
             infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except TimeoutError:
         raise httpcore.ConnectTimeout(f"resolving {host!r} timed out") from None
-    except OSError as exc:
+    except (OSError, UnicodeError) as exc:  # UnicodeError: a name IDNA cannot encode
         raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:

@@ -53,4 +53,8 @@ def missing_database(url: str) -> Path | None:
         path, _ = parse_url(url)
     except StoreError:
         return None  # opening the store reports the bad URL
-    return None if path.exists() else path
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name the system refuses (too long, a NUL)
+        exists = False
+    return None if exists else path
