@@ -22,7 +22,7 @@ from plait.core.model import Limits, RetryPolicy
 from plait.core.numbers import MAX_DURATION, MAX_EPOCH, MAX_INT
 from plait.core.retry import retry_delay
 from plait.core.sizes import parse_size
-from plait.workflow import Retry
+from plait import Retry
 
 VALID: dict[str, Any] = {
     "name": "numbers", "version": 1, "concurrency": 2, "timeout": "1m", "sla": "1m",
