@@ -16,13 +16,12 @@ from hostile import invoke, located, problems, refused, validate_and_run, write_
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plait import DefinitionError, Workflow
+from plait import DefinitionError, Retry, Workflow
 from plait.core.durations import parse_duration
 from plait.core.model import Limits, RetryPolicy
 from plait.core.numbers import MAX_DURATION, MAX_EPOCH, MAX_INT
 from plait.core.retry import retry_delay
 from plait.core.sizes import parse_size
-from plait import Retry
 
 VALID: dict[str, Any] = {
     "name": "numbers", "version": 1, "concurrency": 2, "timeout": "1m", "sla": "1m",
