@@ -85,7 +85,9 @@ def test_an_approval_shows_its_prompt_and_content_and_the_wait_folds(
     assert page.locator(".vlist.steps [data-step=review] .pill").inner_text() == "waiting"
     # the timeline folds the wait; the work around it keeps most of the width
     page.wait_for_selector("[data-testid=gantt] .bar.folded[data-step=review]")
-    assert "waited" in page.locator("[data-testid=gantt] .bar.folded").inner_text()
+    folded = page.locator("[data-testid=gantt] .bar.folded")
+    assert "review waited" in folded.get_attribute("title")
+    assert folded.inner_text().endswith(" s")  # its duration, written on it
     assert _work_bar_width(page, "unit_tests") > 60
     page.screenshot(path=str(IMAGES / "run-waiting.png"), full_page=True)
 

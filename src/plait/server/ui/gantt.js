@@ -33,7 +33,11 @@ export function gantt({ onSelect }) {
     const cls = `bar${seg.wait ? " wait" : ""}${folded ? " folded" : ""}`;
     const el = h("div", { class: cls, "data-step": id, "data-status": seg.status,
       style: `left:${left}%;width:${Math.max(right - left, 0.15)}%;background-color:${COLORS[seg.status] || COLORS.pending}` });
-    if (folded) el.append(h("span", { class: "dur" }, `waited ${fmtDuration((seg.end - seg.start) / 1000)}`));
+    if (folded) {
+      const took = fmtDuration((seg.end - seg.start) / 1000);
+      el.title = `${id} waited ${took}`;
+      el.append(h("span", { class: "dur" }, took));
+    }
     return el;
   }
   const el = h("div", { class: "gantt", "data-testid": "gantt" }, axis, list.el);
