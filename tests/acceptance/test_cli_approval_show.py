@@ -1,5 +1,6 @@
-"""``plait show`` of a run waiting for approval: the rendered prompt and the content
-under review (``show:``), in text and in ``--json``'s ``waiting`` entry."""
+"""``plait show`` (and ``plait run --json``) of a run waiting for approval: the
+rendered prompt and the content under review (``show:``), in text and in ``--json``'s
+``waiting`` entry."""
 
 from __future__ import annotations
 
@@ -28,7 +29,11 @@ def test_show_prints_what_a_waiting_approval_asks(plait, write):
     db = "sqlite:///runs.db"
     first = plait("run", "flow.yaml", "--db", db, "--input", '{"version": "2.4"}', "--json")
     assert first.returncode == 3, first.stderr
-    run_id = json.loads(first.stdout)["run_id"]
+    ran = json.loads(first.stdout)
+    run_id = ran["run_id"]
+    # plait run --json says what the run waits for too
+    assert ran["steps"]["review"]["waiting"]["prompt"] == "Publish plait 2.4?"
+    assert ran["steps"]["notes"]["waiting"] is None
 
     shown = plait("show", run_id, "--db", db, "--json")
     assert shown.returncode == 0, shown.stderr

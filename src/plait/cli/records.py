@@ -20,6 +20,7 @@ from ..core.model import JSON, JSONDict
 from ..core.states import FINAL_RUN_STATES, FINAL_STEP_STATES
 from ..runtime.results import RunResult, StepResult, iso
 from ..store.base import AttemptRecord, EventRecord, RunRecord, StepRecord
+from .notes import wait_notes, waiting_json, waits_of
 from .output import MAX_NOTE, json_head, output_json, status_style, step_note
 from .style import format_seconds
 
@@ -203,43 +204,20 @@ def add_child_runs(value: JSONDict, children: Mapping[str, Sequence[RunRecord]])
             entry["child_run_ids"] = [r.run_id for r in runs]
 
 
-WAIT_FIELDS = ("prompt", "show", "event", "until", "child_run_id")
 MAX_SHOW_LINES = 40  # of a waiting step's `show` in `plait show` (all of it: --json)
-
-
-def wait_notes(events: Sequence[EventRecord]) -> dict[str, JSONDict]:
-    """Step -> what it asked when it last started waiting (its latest ``wait`` note)."""
-    out: dict[str, JSONDict] = {}
-    for event in events:
-        wait = event.data.get("wait") if event.kind == "note" else None
-        if event.step_id is not None and isinstance(wait, dict):
-            out[event.step_id] = wait
-    return out
-
-
-def waiting_json(note: JSONDict | None) -> JSONDict:
-    """A waiting step's ``waiting`` entry: its kind and every field, null where it
-    does not apply (an approval: ``prompt`` and ``show``)."""
-    note = note or {}
-    kind = note.get("kind")
-    out: JSONDict = {"kind": kind if isinstance(kind, str) else "approval"}
-    out.update({name: note.get(name) for name in WAIT_FIELDS})
-    return out
 
 
 def add_waiting(value: JSONDict, events: Sequence[EventRecord]) -> None:
     """``plait show --json`` and the API's run document: every step entry gains
-    ``"waiting"``, what the step waits for while it is ``waiting`` (else null: a map
-    step is stored ``waiting`` while its items run, and waits for nobody)."""
+    ``"waiting"``, what the step waits for while it is ``waiting`` (else null)."""
     steps = value.get("steps")
     if not isinstance(steps, dict):
         return
-    notes = wait_notes(events)
-    maps = {sid.rpartition("[")[0] for sid in steps if sid.endswith("]")}
+    waits = waits_of({sid: e.get("status") for sid, e in steps.items()
+                      if isinstance(e, dict)}, events)
     for step_id, entry in steps.items():
         if isinstance(entry, dict):
-            waits = entry.get("status") == "waiting" and step_id not in maps
-            entry["waiting"] = waiting_json(notes.get(step_id)) if waits else None
+            entry["waiting"] = waits.get(step_id)
 
 
 def waiting_sections(steps: Sequence[StepRecord],
