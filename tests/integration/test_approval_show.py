@@ -12,6 +12,7 @@ import pytest
 from plait import StepContext, Workflow
 from plait.cli.records import add_waiting, show_json, waiting_sections
 from plait.core.model import Limits
+from plait.errors import DefinitionError
 from plait.runtime.engine import Engine
 from plait.store import MemoryStore
 
@@ -118,3 +119,15 @@ async def test_a_python_step_shows_what_it_asks_for() -> None:
     assert (waiting["kind"], waiting["prompt"], waiting["show"]) == \
         ("approval", "Send it?", {"to": ["ops"], "n": 2})
     engine.close()
+
+
+def test_show_is_validated_with_the_step() -> None:
+    definition = {"name": "bad-show", "steps": [
+        {"id": "a", "type": "transform", "value": 1},
+        {"id": "review", "type": "approval", "depends_on": ["a"], "prompt": 7,
+         "show": {"x": "{{ steps.later.output }}", "y": "{{ oops( }}"}},
+        {"id": "later", "type": "transform", "depends_on": ["review"], "value": 2}]}
+    with pytest.raises(DefinitionError) as caught:
+        Workflow.from_dict(definition).validate()
+    assert {p.location for p in caught.value.problems} == {
+        "steps[1].prompt", "steps[1].show.x", "steps[1].show.y"}
