@@ -10,7 +10,8 @@ import pytest
 RUN_KEYS = {"run_id", "workflow", "version", "status", "output", "error", "duration_s",
             "steps"}
 STEP_KEYS = {"status", "attempts", "output", "error", "started_at", "finished_at",
-             "skip_reason", "fallback_used", "cached"}  # cached: plait's addition
+             "skip_reason", "fallback_used", "cached",  # cached: plait's addition
+             "waiting"}  # null unless the step waits (an approval's prompt and show)
 
 FLOW = """
     name: adder

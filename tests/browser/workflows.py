@@ -81,3 +81,39 @@ def wide_map(n: int) -> dict[str, Any]:
             "input": {"type": "object", "properties": {"xs": {"type": "array"}}},
             "steps": [{"id": "m", "type": "map", "over": "{{ input.xs }}",
                        "step": {"type": "transform", "value": "{{ item }}"}}]}
+
+
+REVIEW: dict[str, Any] = {
+    "name": "ui-review",
+    "description": "Builds a release, drafts its notes, waits for a person to approve them",
+    "input": {"type": "object", "required": ["version"]},
+    "steps": [
+        {"id": "checkout", "type": "python", "call": "browser.steps_for_ui:report",
+         "with": {"seconds": 0.3}},
+        {"id": "lint", "type": "python", "call": "browser.steps_for_ui:report",
+         "with": {"seconds": 0.2}, "depends_on": ["checkout"]},
+        {"id": "unit_tests", "type": "python", "call": "browser.steps_for_ui:report",
+         "with": {"seconds": 0.4}, "depends_on": ["checkout"]},
+        {"id": "build", "type": "python", "call": "browser.steps_for_ui:report",
+         "with": {"seconds": 0.3}, "depends_on": ["lint", "unit_tests"]},
+        {"id": "notes", "type": "transform", "depends_on": ["build"],
+         "value": {"title": "plait {{ input.version }}",
+                   "changes": ["Approvals show what to decide", "The graph fits its box",
+                               "<b>markup stays text</b>"],
+                   "risk": "low"}},
+        {"id": "review", "type": "approval", "depends_on": ["notes"],
+         "prompt": "Publish the release notes of {{ input.version }} to customers?",
+         "show": "{{ steps.notes.output }}"},
+        {"id": "publish", "type": "python", "call": "browser.steps_for_ui:report",
+         "with": {"seconds": 0.3}, "depends_on": ["review"]},
+        {"id": "announce", "type": "transform", "depends_on": ["publish"],
+         "value": "released {{ input.version }}"},
+    ],
+}
+
+MAP_RUNNING: dict[str, Any] = {
+    "name": "ui-map-running",
+    "description": "A map whose items take a few seconds",
+    "steps": [{"id": "fan", "type": "map", "over": "{{ [1, 2, 3] }}",
+               "step": {"type": "delay", "duration": "4s"}}],
+}

@@ -175,13 +175,18 @@ async def test_an_approval_step_that_waits_notifies(receiver: Receiver) -> None:
     store = MemoryStore()
     wf = Workflow("gated", notify=[{"on": ["approval_waiting"], "url": receiver.url}])
     wf.add_step("build", lambda: 1)
-    wf.add_step("gate", type="approval", prompt="ship?", depends_on=["build"])
+    wf.add_step("gate", type="approval", prompt="ship build {{ steps.build.output }}?",
+                show={"build": "{{ steps.build.output }}", "to": "prod"},
+                depends_on=["build"])
     result = await run_with(Engine(store), wf)
     assert result.status == "waiting"
     (body,) = receiver.bodies
     assert body["event"] == "approval_waiting"
     assert body["step"] == "gate"
-    assert "waiting for approval of step gate" in body["text"]
+    # what the person is asked, rendered as stored: prompt and the content under review
+    assert body["prompt"] == "ship build 1?"
+    assert body["show"] == {"build": 1, "to": "prod"}
+    assert body["text"].endswith("waiting for approval of step gate: ship build 1?")
     (note,) = await _notes(store, result.run_id)
     assert note["step"] == "gate"
 

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 
 from plait.cli.inspection import child_runs
-from plait.cli.records import LogRecord, add_child_runs, show_json
+from plait.cli.records import LogRecord, add_child_runs, add_waiting, show_json
 from plait.core.states import RunStatus, StepStatus
 from plait.server.run_pages import STEPS_PER_PAGE, run_page
 from plait.store.base import AttemptRecord, RunRecord, StepRecord
@@ -40,9 +40,11 @@ def _unpaged(client: TestClient, run_id: str) -> bytes:
 
     async def read() -> bytes:
         run = await store.get_run(run_id)
+        events = await store.get_events(run_id)
         value = show_json(run, await store.get_steps(run_id), await store.get_attempts(
-            run_id), LogRecord.from_events(await store.get_events(run_id)))
+            run_id), LogRecord.from_events(events))
         add_child_runs(value, await child_runs(store, run))
+        add_waiting(value, events)
         return bytes(JSONResponse(value).body)
 
     assert client.portal is not None

@@ -91,6 +91,7 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         if as_json:
             value = notes.add_history(records.show_json(run, steps, attempts, logs), events)
             records.add_child_runs(value, children)
+            records.add_waiting(value, events)
             output.print_json(value, sys.stdout)
             return ExitCode.OK
         now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
@@ -108,8 +109,8 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
                                 records.child_rows(children), title="child runs")
         if attempts:
             console.print()
-            records.print_table(console, records.ATTEMPT_HEADERS,
-                                records.attempt_rows(attempts, now), status_column=2,
+            rows = records.attempt_rows(attempts, now, records.parked_steps(steps))
+            records.print_table(console, records.ATTEMPT_HEADERS, rows, status_column=2,
                                 title="attempts")
         for step_id, lines in records.log_sections(logs):
             console.print()
@@ -119,6 +120,10 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
             console.print()
             console.print(Text(f"emitted by {step_id}", "bold" if console.is_terminal
                                else ""))
+            console.print("\n".join(lines), markup=False, highlight=False)
+        for title, lines in records.waiting_sections(steps, events):
+            console.print()
+            console.print(Text(title, "bold yellow" if console.is_terminal else ""))
             console.print("\n".join(lines), markup=False, highlight=False)
         hint = output.waiting_hint(RunResult.from_records(run, steps))
         if hint:

@@ -232,6 +232,8 @@ def runs(workflow: str | None, status: str | None, limit: int, db: str,
 def show(run_id: str, db: str, as_json: bool) -> None:
     """Show a run: its status, each step (status, attempts, duration, error or skip
     reason, fallback used) and each attempt (start, end, duration, worker, error).
+    A step waiting for approval is followed by what it asks: its prompt and the
+    content under review (its `show:`); in --json, the step's "waiting" entry.
 
     Times are UTC. Errors are cut to their first line; --json has all of them.
     Exit status: 0, or 2 when there is no such run.

@@ -1,11 +1,13 @@
 """What ``plait show`` adds from a run's history notes: the token usage each ``llm``
-attempt recorded (``{"usage": {...}}``), shown with its attempt, and the steps completed
-from the step cache (``{"cache": {"hit": true}}``)."""
+attempt recorded (``{"usage": {...}}``), shown with its attempt, the steps completed
+from the step cache (``{"cache": {"hit": true}}``), and what a waiting step asks (its
+``wait`` note: an approval's rendered prompt and the content under review; also read by
+``plait run --json`` when the run waits)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..core.model import JSON, JSONDict
 from ..runtime.results import iso
@@ -87,3 +89,39 @@ def add_history(shown: JSONDict, events: Sequence[EventRecord]) -> JSONDict:
             if isinstance(entry, dict):
                 entry["cached"] = step_id in hits
     return shown
+
+
+WAIT_FIELDS = ("prompt", "show", "event", "until", "child_run_id")
+
+
+def wait_notes(events: Sequence[EventRecord]) -> dict[str, JSONDict]:
+    """Step -> what it asked when it last started waiting (its latest ``wait`` note)."""
+    out: dict[str, JSONDict] = {}
+    for event in events:
+        wait = event.data.get("wait") if event.kind == "note" else None
+        if event.step_id is not None and isinstance(wait, dict):
+            out[event.step_id] = wait
+    return out
+
+
+def waiting_json(note: JSONDict | None) -> JSONDict:
+    """A waiting step's ``waiting`` entry: its kind and every field, null where it
+    does not apply (an approval: ``prompt`` and ``show``)."""
+    note = note or {}
+    kind = note.get("kind")
+    out: JSONDict = {"kind": kind if isinstance(kind, str) else "approval"}
+    out.update({name: note.get(name) for name in WAIT_FIELDS})
+    return out
+
+
+def waits_of(statuses: Mapping[str, object],
+             events: Sequence[EventRecord]) -> dict[str, JSONDict]:
+    """Step -> its ``waiting`` entry, for the steps (id -> status) that wait: map steps
+    excepted (stored ``waiting`` while their items run, they wait for nobody)."""
+    maps = {sid.rpartition("[")[0] for sid in statuses if sid.endswith("]")}
+    waiting = [sid for sid, status in statuses.items()
+               if status == "waiting" and sid not in maps]
+    if not waiting:
+        return {}
+    notes = wait_notes(events)
+    return {sid: waiting_json(notes.get(sid)) for sid in waiting}

@@ -169,7 +169,9 @@ def status_line(result: RunResult) -> str:
 
 def waiting_hint(result: RunResult) -> str | None:
     """How to go on when steps wait for a person, or None."""
-    waiting = [sid for sid, step in result.steps.items() if step.status == "waiting"]
+    maps = {sid.rpartition("[")[0] for sid in result.steps if sid.endswith("]")}
+    waiting = [sid for sid, step in result.steps.items()
+               if step.status == "waiting" and sid not in maps]  # a map waits for items
     if not waiting:
         return None
     commands = "; ".join(f"plait approve {result.run_id} {sid} [--reject]" for sid in waiting)

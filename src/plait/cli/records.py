@@ -7,6 +7,7 @@ of the CLI; text shows UTC too, and says so in its headings.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,10 +16,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..core.model import JSONDict
+from ..core.model import JSON, JSONDict
 from ..core.states import FINAL_RUN_STATES, FINAL_STEP_STATES
 from ..runtime.results import RunResult, StepResult, iso
 from ..store.base import AttemptRecord, EventRecord, RunRecord, StepRecord
+from .notes import wait_notes, waiting_json, waits_of
 from .output import MAX_NOTE, json_head, output_json, status_style, step_note
 from .style import format_seconds
 
@@ -170,11 +172,12 @@ def show_json(run: RunRecord, steps: Sequence[StepRecord],
     ``finished_at``, ``attempts`` (in start order) and ``logs`` (the records steps
     logged through ``ctx.logger``, in order)."""
     value = RunResult.from_records(run, list(steps)).to_json()
+    parked = parked_steps(steps)
     value.update({"retry_of": run.retry_of, "parent_run_id": run.parent_run_id,
                   "fingerprint": run.fingerprint, "input": run.input,
                   "created_at": iso(run.created_at), "started_at": iso(run.started_at),
                   "finished_at": iso(run.finished_at),
-                  "attempts": [attempt_json(a) for a in attempts],
+                  "attempts": [attempt_json(a, parked) for a in attempts],
                   "logs": [log.to_json() for log in logs]})
     return value
 
@@ -201,10 +204,66 @@ def add_child_runs(value: JSONDict, children: Mapping[str, Sequence[RunRecord]])
             entry["child_run_ids"] = [r.run_id for r in runs]
 
 
-def attempt_json(a: AttemptRecord) -> JSONDict:
+MAX_SHOW_LINES = 40  # of a waiting step's `show` in `plait show` (all of it: --json)
+
+
+def add_waiting(value: JSONDict, events: Sequence[EventRecord]) -> None:
+    """``plait show --json`` and the API's run document: every step entry gains
+    ``"waiting"``, what the step waits for while it is ``waiting`` (else null)."""
+    steps = value.get("steps")
+    if not isinstance(steps, dict):
+        return
+    waits = waits_of({sid: e.get("status") for sid, e in steps.items()
+                      if isinstance(e, dict)}, events)
+    for step_id, entry in steps.items():
+        if isinstance(entry, dict):
+            entry["waiting"] = waits.get(step_id)
+
+
+def waiting_sections(steps: Sequence[StepRecord],
+                     events: Sequence[EventRecord]) -> list[tuple[str, list[str]]]:
+    """``plait show``: per waiting step, what the person is asked (prompt, then the
+    content under review as indented JSON, cut at ``MAX_SHOW_LINES``)."""
+    notes, parked = wait_notes(events), parked_steps(steps)
+    out = []
+    for s in steps:
+        if s.step_id not in parked:
+            continue
+        entry = waiting_json(notes.get(s.step_id))
+        lines = [f"prompt  {entry['prompt']}" if entry["prompt"] else "prompt  (none)"]
+        if entry["show"] is not None:
+            lines += ["show", *_show_lines(entry["show"])]
+        out.append((f"waiting for approval: {s.step_id}", lines))
+    return out
+
+
+def _show_lines(show: JSON) -> list[str]:
+    text = show if isinstance(show, str) else json.dumps(show, indent=2, ensure_ascii=False)
+    lines = text.splitlines() or [""]
+    cut = [f"  {line}" for line in lines[:MAX_SHOW_LINES]]
+    if len(lines) > MAX_SHOW_LINES:
+        cut.append(f"  … ({len(lines) - MAX_SHOW_LINES} more lines: use --json for all)")
+    return cut
+
+
+def parked_steps(steps: Sequence[StepRecord]) -> frozenset[str]:
+    """The steps that wait for something outside the run (a person): ``waiting`` steps
+    but map steps, which are stored ``waiting`` while their items run."""
+    maps = {s.step_id.rpartition("[")[0] for s in steps if s.step_id.endswith("]")}
+    return frozenset(s.step_id for s in steps
+                     if s.status == "waiting" and s.step_id not in maps)
+
+
+def attempt_status(a: AttemptRecord, parked: frozenset[str] = frozenset()) -> str:
+    """An attempt's status as shown: the open attempt of a parked step (an approval
+    step's) is ``waiting``, as its step is, not ``running``."""
+    return "waiting" if a.finished_at is None and a.step_id in parked else a.status
+
+
+def attempt_json(a: AttemptRecord, parked: frozenset[str] = frozenset()) -> JSONDict:
     took = None if a.finished_at is None else round(a.finished_at - a.started_at, 6)
     return {"step": a.step_id, "attempt": a.attempt, "fallback": a.fallback,
-            "status": a.status, "started_at": iso(a.started_at),
+            "status": attempt_status(a, parked), "started_at": iso(a.started_at),
             "finished_at": iso(a.finished_at), "duration_s": took, "worker": a.worker,
             "error": a.error}
 
@@ -270,14 +329,15 @@ def step_rows(steps: Sequence[StepRecord]) -> list[list[str]]:
     return rows
 
 
-def attempt_rows(attempts: Sequence[AttemptRecord], now: float) -> list[list[str]]:
+def attempt_rows(attempts: Sequence[AttemptRecord], now: float,
+                 parked: frozenset[str] = frozenset()) -> list[list[str]]:
     rows = []
     for a in attempts:
         took = (a.finished_at if a.finished_at is not None else now) - a.started_at
         shown = format_seconds(took) + ("" if a.finished_at is not None else "+")
         rows.append([a.step_id, f"{a.attempt} (fallback)" if a.fallback else str(a.attempt),
-                     a.status, utc(a.started_at, millis=True), utc(a.finished_at, millis=True),
-                     shown, a.worker or "-", first_line(a.error)])
+                     attempt_status(a, parked), utc(a.started_at, millis=True),
+                     utc(a.finished_at, millis=True), shown, a.worker or "-", first_line(a.error)])
     return rows
 
 

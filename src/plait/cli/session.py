@@ -164,6 +164,17 @@ async def _follow(engine: Engine, run: RunRecord, view: RunView, db: str) -> Exi
     """Show a run the workers execute once it settles (Ctrl-C: as a local run)."""
     result = await execute_interruptibly(
         engine, run.run_id, lambda: until_settled(engine, run, view, db), view.interrupted)
+    return await shown(engine, view, result)
+
+
+async def shown(engine: Engine, view: RunView, result: RunResult) -> ExitCode:
+    """Show the run's outcome; the exit code for it.  A run that waits shows what each
+    waiting step asks (``waiting`` in --json: an approval's prompt and content)."""
+    if result.status == "waiting":
+        from .notes import waits_of
+
+        events = await engine.store.get_events(result.run_id)
+        result.waits = waits_of({sid: s.status for sid, s in result.steps.items()}, events)
     view.finish(result)
     return exit_code_for(result.status)
 
@@ -188,8 +199,7 @@ async def _execute_new(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
     except PlaitError as exc:
         raise Refusal(f"run {run.run_id} of {target} stopped: {exc}",
                       ExitCode.FAILED) from exc
-    view.finish(result)
-    return exit_code_for(result.status)
+    return await shown(engine, view, result)
 
 
 # ------------------------------------------------------------------ plait resume
@@ -210,8 +220,7 @@ async def resume_command(run_id: str, *, db: str, view: RunView) -> ExitCode:
                 view.notices().print(Text(f"run {run_id} already ended ({run.status}); "
                                           f"there is nothing to resume", "yellow"))
                 result = await engine.result(run_id)
-                view.finish(result)
-                return exit_code_for(result.status)
+                return await shown(engine, view, result)
             if for_workers(db):  # a worker takes it over: this process follows it
                 await announce(store, run)
                 return await _follow(engine, run, view, db)
@@ -258,8 +267,7 @@ async def continue_run(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
         raise
     except PlaitError as exc:
         raise Refusal(f"run {run.run_id} stopped: {exc}", ExitCode.FAILED) from exc
-    view.finish(result)
-    return exit_code_for(result.status)
+    return await shown(engine, view, result)
 
 
 # ------------------------------------------------------------------ plait retry

@@ -15,6 +15,8 @@ Payload (JSON)::
     {"event": "run_failed" | "sla_breached" | "approval_waiting" | "alert",
      "run_id": str | null, "workflow": str, "version": int | null,
      "step": str,            # approval_waiting (the step), alert (a step rule's step)
+     "prompt": str | null,   # approval_waiting: the rendered prompt (redacted)
+     "show": JSON,           # approval_waiting: the content under review (redacted)
      "status": str,          # the run's status when the event happened ("firing": alert)
      "error": str,           # run_failed
      "text": str,            # a one-line summary (Slack's incoming webhooks show it)
@@ -84,9 +86,10 @@ def _short(run_id: str) -> str:
 
 
 def payload(event: str, run: RunRecord, *, at: float, step: str | None = None,
-            step_error: str | None = None) -> JSONDict:
+            step_error: str | None = None, waiting: JSONDict | None = None) -> JSONDict:
     """The JSON sent for an event of ``run`` (see the module docstring).  For
-    ``run_failed``, ``step`` and ``step_error``: the first step that failed."""
+    ``run_failed``, ``step`` and ``step_error``: the first step that failed.  For
+    ``approval_waiting``, ``waiting``: what the step asks (its ``wait`` note)."""
     name = f"{run.workflow}@{run.version}"
     where = f"run {_short(run.run_id)} of {name}"
     if event == "run_failed":
@@ -94,7 +97,9 @@ def payload(event: str, run: RunRecord, *, at: float, step: str | None = None,
                else run.error)
         text = f"plait: {where} failed" + (f": {_one_line(why)}" if why else "")
     elif event == "approval_waiting":
-        text = f"plait: {where} is waiting for approval of step {step}"
+        prompt = (waiting or {}).get("prompt")
+        text = f"plait: {where} is waiting for approval of step {step}" + (
+            f": {_one_line(prompt)}" if isinstance(prompt, str) and prompt else "")
     elif event == "sla_breached":
         start = run.started_at if run.started_at is not None else run.created_at
         end = run.finished_at if run.finished_at is not None else at
@@ -111,6 +116,9 @@ def payload(event: str, run: RunRecord, *, at: float, step: str | None = None,
         out["error"] = run.error
     if step_error is not None:
         out["step_error"] = step_error
+    if event == "approval_waiting":
+        out["prompt"] = (waiting or {}).get("prompt")
+        out["show"] = (waiting or {}).get("show")
     return out
 
 
@@ -164,13 +172,15 @@ class Notifier:
         return _RunNotices(self, run, targets)
 
     async def notify(self, event: str, run: RunRecord, targets: Sequence[Target], *,
-                     step: str | None = None, step_error: str | None = None) -> None:
+                     step: str | None = None, step_error: str | None = None,
+                     waiting: JSONDict | None = None) -> None:
         """Deliver ``event`` of ``run`` to each of ``targets`` that asks for it, once
         (see the module docstring).  Never raises."""
         wanted = [t for t in targets if event in t.events]
         if not wanted:
             return
-        body = payload(event, run, at=self.clock(), step=step, step_error=step_error)
+        body = payload(event, run, at=self.clock(), step=step, step_error=step_error,
+                       waiting=waiting)
         keyed = None if event == "run_failed" else step  # a run fails once
         await asyncio.gather(*(self._deliver(t, NotificationKey(
             run_id=run.run_id, event=event, step=keyed or "", target=t.key), body,
@@ -272,6 +282,15 @@ def _callable(call: str, trust: TrustPolicy) -> bool:
     return True
 
 
+def _asked(batch: WriteBatch, step: str) -> JSONDict | None:
+    """What ``step`` asks, from the ``wait`` note stored with it starting to wait."""
+    for note_step, data in reversed(batch.notes):
+        wait = data.get("wait")
+        if note_step == step and isinstance(wait, dict):
+            return wait
+    return None
+
+
 class _RunNotices:
     """One run's watch: its events, and the deliveries they started (awaited when the
     engine stops driving the run)."""
@@ -290,9 +309,10 @@ class _RunNotices:
             self._sla_timer = asyncio.get_running_loop().call_later(due, self._sla_due)
 
     def _spawn(self, event: str, step: str | None = None,
-               step_error: str | None = None) -> None:
+               step_error: str | None = None, waiting: JSONDict | None = None) -> None:
         task = asyncio.get_running_loop().create_task(self._notifier.notify(
-            event, self._run, self._targets, step=step, step_error=step_error))
+            event, self._run, self._targets, step=step, step_error=step_error,
+            waiting=waiting))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -305,7 +325,8 @@ class _RunNotices:
     def batch(self, batch: WriteBatch) -> None:
         for change in batch.steps:
             if change.target is StepStatus.WAITING and change.source is not StepStatus.WAITING:
-                self._spawn("approval_waiting", change.step)
+                self._spawn("approval_waiting", change.step,
+                            waiting=_asked(batch, change.step))
             elif change.target is StepStatus.FAILED and self._failed is None:
                 self._failed = (change.step, change.row.error)
         run_change = batch.run

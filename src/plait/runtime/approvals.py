@@ -11,6 +11,12 @@ attempt ends with ``ApprovalRequested``, the step is parked here as a *code wait
 (``park_code``), and an approval puts the step back in the queue with the decision
 in the run's journal (``StepLog.decisions``), where its next attempt finds it; a
 rejection fails it as it fails an approval step.
+
+What the approver is asked is stored when the step starts waiting, as a history note
+``{"wait": {"kind": "approval", "prompt", "show", "attempt"}}`` of the step: its
+``prompt`` and ``show`` rendered once (so every process shows the same text), bounded
+like an output and redacted like every note.  ``plait show``, the run document of the
+API, the UI and the ``approval_waiting`` notification read it back (``waiting_entry``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from ..core.model import JSONDict
+from ..core import expressions
+from ..core.jsoncheck import NotJSON, checked_json
+from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
 from ..errors import DecisionTaken
@@ -73,6 +81,36 @@ class Approvals:
             self._timers.add(deadline, "approval_timeout", i)
         self.parked[i] = deadline
 
+    def _announce(self, i: int) -> bool:
+        """Render step ``i``'s ``prompt`` and ``show`` and note them; False (the step
+        failed, its attempt closed) when they do not render or are too big."""
+        step, now = self._state.steps[i], self._clock()
+        try:
+            asked = checked_json(self._render(i),
+                                 max_bytes=self._state.spec.limits.max_output_bytes)
+        except (expressions.RenderError, NotJSON) as exc:
+            why = exc.describe("what the approval shows") if isinstance(exc, NotJSON) \
+                else str(exc)
+            reason = f"step {step.id!r}: {why}"
+            self._state.end_attempt(i, "failed", now, reason)
+            self._state.fail(i, reason, now)
+            return False
+        assert isinstance(asked, dict)
+        asked["attempt"] = self._state.rows[i].attempts
+        self._journal.note(step.id, {"wait": asked})
+        return True
+
+    def _render(self, i: int) -> JSONDict:
+        config, names = self._state.steps[i].config, self._state.context(i)
+        out: JSONDict = {"kind": "approval"}
+        for field in ("prompt", "show"):
+            raw: JSON = config.get(field)
+            try:
+                out[field] = expressions.render_value(raw, names)
+            except expressions.RenderError as exc:
+                raise expressions.RenderError(f"`{field}`: {exc}") from exc
+        return out
+
     def _restore_deadline(self, i: int, request: JSONDict, at: float) -> None:
         """A resumed code wait's deadline, from the note its request left."""
         on_timeout = request.get("on_timeout")
@@ -83,9 +121,13 @@ class Approvals:
             self.parked[i] = at + timeout
             self._timers.add(at + timeout, "approval_timeout", i)
 
-    def park(self, i: int) -> None:
-        """Step ``i`` waits; its deadline (the step's timeout) is a timer."""
-        step, row = self._checked.spec.steps[i], self._state.rows[i]
+    def park(self, i: int, *, resumed: bool = False) -> None:
+        """Step ``i`` waits; its deadline (the step's timeout) is a timer.  A step that
+        starts waiting (not ``resumed``) first stores what it asks (``_announce``); a
+        prompt or ``show`` that does not render fails it instead."""
+        if not resumed and not self._announce(i):
+            return
+        step, row = self._state.steps[i], self._state.rows[i]
         deadline = None
         if step.timeout is not None:
             deadline = (row.started_at or self._clock()) + step.timeout

@@ -372,7 +372,7 @@ class StepContext:
 
     # ------------------------------------------------------------ waiting, streaming
 
-    async def wait_for_approval(self, prompt: str | None = None, *,
+    async def wait_for_approval(self, prompt: str | None = None, *, show: JSON = None,
                                 timeout: float | str | None = None,
                                 on_timeout: str = "reject") -> JSONDict:
         """Wait durably for a person, as an ``approval`` step does (docs/waiting.md).
@@ -384,14 +384,17 @@ class StepContext:
         again FROM THE START and this call returns ``{"approved": True, "by", "at",
         "data"}``, so code before the call runs twice: keep side effects after it, or
         make them idempotent.  Rejected: the step fails (never retried), like an
-        approval step.  A step waits at most once."""
-        return self.wait_for_approval_sync(prompt, timeout=timeout, on_timeout=on_timeout)
+        approval step.  A step waits at most once.  ``show`` (JSON, at most 1 MiB): the
+        content under review, shown with ``prompt`` wherever the decision is made."""
+        return self.wait_for_approval_sync(prompt, show=show, timeout=timeout,
+                                           on_timeout=on_timeout)
 
-    def wait_for_approval_sync(self, prompt: str | None = None, *,
+    def wait_for_approval_sync(self, prompt: str | None = None, *, show: JSON = None,
                                timeout: float | str | None = None,
                                on_timeout: str = "reject") -> JSONDict:
         """``wait_for_approval`` for sync steps (same semantics)."""
         from ..core.durations import parse_duration
+        from ..core.jsoncheck import ensure_json
         from ..errors import ApprovalRequested, FatalError
 
         step = self._step_id
@@ -416,7 +419,8 @@ class StepContext:
             return {"approved": True, "by": decision.get("by"), "at": decision.get("at"),
                     "data": decision.get("data")}
         if journal is not None:
-            request: JSONDict = {"prompt": prompt, "timeout": seconds,
+            request: JSONDict = {"kind": "approval", "prompt": prompt, "show": ensure_json(
+                show, step=step, max_bytes=MAX_EMIT_BYTES), "timeout": seconds,
                                  "on_timeout": on_timeout, "attempt": self._attempt}
             journal.wait_requests[step] = request
             journal.note(step, {"wait": request})

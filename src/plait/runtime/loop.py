@@ -287,7 +287,7 @@ class RunLoop:
         state.interrupted.clear()
         for i in state.waiting_steps():
             if self._types[i].parks:
-                self.approvals.park(i)
+                self.approvals.park(i, resumed=True)
             else:  # a Python step in ctx.wait_for_approval
                 self.approvals.park_code(i, now, resumed=True)
         if self.approvals.parked:

@@ -124,6 +124,9 @@ class RunResult:
     finished_at: float | None
     steps: Mapping[str, StepResult] = field(default_factory=dict)
     retry_of: str | None = None
+    # step -> what it waits for (``waiting`` of its --json entry), read from the run's
+    # history by the CLI when the run waits; a step not in it has ``waiting: null``
+    waits: Mapping[str, JSONDict] = field(default_factory=dict)
 
     @classmethod
     def from_records(cls, run: RunRecord, steps: list[StepRecord],
@@ -154,4 +157,5 @@ class RunResult:
         return {"run_id": self.run_id, "workflow": self.workflow, "version": self.version,
                 "status": self.status, "output": self.output, "error": self.error,
                 "duration_s": self.duration_s,
-                "steps": {sid: s.to_json() for sid, s in self.steps.items()}}
+                "steps": {sid: {**s.to_json(), "waiting": self.waits.get(sid)}
+                          for sid, s in self.steps.items()}}

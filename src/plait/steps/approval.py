@@ -1,10 +1,16 @@
-"""The ``approval`` step: the run waits for a person (SPEC 3).
+"""The ``approval`` step: the run waits for a person (docs/waiting.md).
 
 The run loop parks an approval step in ``waiting`` (no task, no concurrency slot).  A
 decision (``plait approve RUN STEP [--reject] [--data JSON]``, the API or the UI) is
 stored as a note in the run's history: who, when, approved or rejected, and optional
 data.  Approved: the step completes with ``{"approved": true, "by", "at", "data"}``.
 Rejected: the step fails (never retried) and its dependants are upstream_failed.
+
+``prompt`` (a template yielding text) says what to decide; ``show`` (any JSON with
+templates, rendered like a transform's ``value``) is the content under review.  Both are
+rendered once, when the step starts waiting, and stored with it
+(``runtime.approvals``), so ``plait show``, the API, the UI and the
+``approval_waiting`` notification all show the same text.
 
 ``timeout`` (the step's usual field) bounds the wait, counted from when the step started
 waiting; then ``on_timeout`` decides: ``reject`` (default) or ``approve``.  The deadline
@@ -41,5 +47,5 @@ def _check(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
 
 def register_approval() -> None:
     register_step_type(StepType(name="approval", run=run_approval,
-                                fields=frozenset({"prompt", "on_timeout"}), check=_check,
+                                fields=frozenset({"prompt", "show", "on_timeout"}), check=_check,
                                 literal_fields=frozenset({"on_timeout"}), parks=True))

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from ...cli.inspection import child_runs
-from ...cli.records import LogRecord, add_child_runs, duration
+from ...cli.records import LogRecord, add_child_runs, add_waiting, duration
 from ...core.states import FINAL_RUN_STATES, RunStatus
 from ...errors import (
     DecisionTaken,
@@ -195,8 +195,10 @@ async def get_run_or_404(rt: ServerRuntime, run_id: str) -> RunRecord:
 
 RUN_DOCUMENT = (
     "The run as `plait run --json` shows it, plus `attempts` (in start order), `input`, "
-    "`logs`, the run's times, and `child_run_id`/`child_run_ids` on the entries of "
-    "`workflow` and `loop` steps.\n\n"
+    "`logs`, the run's times, `child_run_id`/`child_run_ids` on the entries of "
+    "`workflow` and `loop` steps, and `waiting` on every step entry: null, or while the "
+    "step waits `{\"kind\", \"prompt\", \"show\", \"event\", \"until\", "
+    "\"child_run_id\"}` (an approval's rendered prompt and the content under review).\n\n"
     f"A run of more than {STEPS_PER_PAGE:,} steps is read in pages: each page is that "
     f"document with the next {STEPS_PER_PAGE:,} step entries (the definition's order, "
     "map items by index), only their attempts and logs, and `steps_next`: the cursor of "
@@ -225,6 +227,7 @@ async def get_run(run_id: str, rt: Runtime,
     value = run_page(run, steps, attempts, LogRecord.from_events(events), after)
     # as plait show --json: a workflow/loop step's entry names its child run(s)
     add_child_runs(value, await rt.read(child_runs(store, run)))
+    add_waiting(value, events)  # what a waiting step asks (prompt, show)
     # encoded once, as plain JSON: no response model to validate it against again
     return JSONResponse(value)
 

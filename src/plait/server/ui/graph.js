@@ -2,9 +2,11 @@
 // from the roots, rows ordered by their parents' rows), edges from depends_on and from a
 // condition's then/else.  Map items (`fetch[3]`) are one node with a progress count; a
 // definition too big to draw step by step collapses its wide layers into one cluster node
-// each, so a 10,000-step graph is a few dozen SVG elements.
+// each, so a 10,000-step graph is a few dozen SVG elements.  The drawing fits its box when
+// shown (and when the box is resized, until the user zooms); zoom with the buttons or
+// Ctrl+wheel, pan by dragging (graph.el holds the box, the SVG and the buttons).
 
-import { s, COLORS, TINTS, fmtCount } from "./util.js";
+import { h, s, COLORS, TINTS, ICONS, fmtCount } from "./util.js";
 
 const W = 156, H = 46, COL = 52, ROW = 14, PAD = 18;
 export const MAX_NODES = 240;   // above this, wide layers are clustered
@@ -116,12 +118,15 @@ export function renderGraph(definition, opts) {
     n.x = PAD + n.layer * (W + COL);
     n.y = PAD + offset + rowOf.get(n.key) * (H + ROW);
   }
-  // shrinks to fit its box, down to 70%; beyond that it scrolls
-  const svg = s("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
-    style: `min-width:${Math.round(width * 0.7)}px`,
-    "aria-label": "workflow graph" });
+  const svg = s("svg", { class: "graph", viewBox: `0 0 ${width} ${height}`, role: "img",
+    preserveAspectRatio: "xMidYMid meet", "aria-label": "workflow graph" });
   svg.append(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7,
-    markerHeight: 7, orient: "auto-start-reverse" }, s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#adb5bd" }))));
+    markerHeight: 7, orient: "auto-start-reverse" }, s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#adb5bd" })),
+  // upstream_failed nodes are hatched (failed ones are plain red): told apart without colour
+  s("pattern", { id: "hatch", width: 8, height: 8, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" },
+    s("rect", { width: 8, height: 8, fill: TINTS.upstream_failed }),
+    s("line", { x1: 0, y1: 0, x2: 0, y2: 8, stroke: COLORS.upstream_failed, "stroke-width": 3, "stroke-opacity": 0.22 }))));
+  const view = viewer(svg, width, height);
   const seen = new Set();
   const edgeLayer = s("g", {});
   for (const e of edges) {
@@ -143,15 +148,16 @@ export function renderGraph(definition, opts) {
     const label = n.cluster ? `${fmtCount(n.members.length)} steps` : clip(n.key, 18);
     const name = s("text", { x: n.x + 14, y: n.y + 19 }, label);
     const sub = s("text", { class: "sub", x: n.x + 14, y: n.y + 35 }, "");
+    const icon = s("text", { class: "icon", x: n.x + W - 10, y: n.y + 19, "text-anchor": "end" }, "");
     const bar = s("g", {});
     const g = s("g", { class: "node", "data-node": n.key, "data-status": "pending", tabindex: 0,
-      onclick: () => opts.onSelect && opts.onSelect(n.cluster ? { cluster: n.members } : { step: n.key }) },
-    title, box, stripe, name, sub, bar);
+      onclick: () => !view.dragged() && opts.onSelect && opts.onSelect(n.cluster ? { cluster: n.members } : { step: n.key }) },
+    title, box, stripe, name, sub, icon, bar);
     svg.append(g);
-    parts.set(n.key, { n, g, box, stripe, sub, bar, type: n.cluster ? "" : (steps.find((st) => st.id === n.key)?.type || "") });
+    parts.set(n.key, { n, g, box, stripe, sub, icon, bar, type: n.cluster ? "" : (steps.find((st) => st.id === n.key)?.type || "") });
   }
   function update(state) {
-    for (const { n, g, box, stripe, sub, bar, type } of parts.values()) {
+    for (const { n, g, box, stripe, sub, icon, bar, type } of parts.values()) {
       let status, text, counts = null;
       if (n.cluster) {
         counts = {};
@@ -166,7 +172,9 @@ export function renderGraph(definition, opts) {
         if (info.cached) text += " · cached";
       }
       g.setAttribute("data-status", status);
-      box.setAttribute("fill", TINTS[status] || "#fff");
+      box.setAttribute("fill", status === "upstream_failed" ? "url(#hatch)" : TINTS[status] || "#fff");
+      icon.textContent = ICONS[status] || "";
+      icon.style.fill = COLORS[status] || "#ced4da";   // over the stylesheet's text colour
       box.setAttribute("stroke", status === "pending" ? "#ced4da" : COLORS[status]);
       stripe.setAttribute("fill", COLORS[status] || "#ced4da");
       sub.textContent = text;
@@ -187,7 +195,69 @@ export function renderGraph(definition, opts) {
   function select(key) {
     for (const { g } of parts.values()) g.classList.toggle("sel", g.dataset.node === key);
   }
-  return { svg, update, select, clustered, nodeCount: nodes.length, rep };
+  return { svg, el: view.el, fit: view.fit, update, select, clustered, nodeCount: nodes.length, rep };
+}
+
+const MIN_BOX = 150, MAX_BOX = 520;   // px: the box's height follows the drawing's shape
+const ZOOM = 1.25;
+
+// The box around the SVG, its zoom buttons, and the viewBox they move.  fit() shows the
+// whole drawing (never magnified); zooming or panning stops refitting on resize.
+function viewer(svg, width, height) {
+  let vb = { x: 0, y: 0, w: width, h: height };
+  let auto = true, moved = false, lastWidth = 0;
+  const set = () => svg.setAttribute("viewBox", `${vb.x} ${vb.y} ${vb.w} ${vb.h}`);
+  const btn = (action, label, title, fn) => h("button", { type: "button", class: "btn ghost small", "data-action": action, title, "aria-label": title, onclick: fn }, label);
+  const el = h("div", { class: "graphbox", "data-testid": "graph" }, svg,
+    h("div", { class: "zoom" },
+      btn("zoom-in", "+", "Zoom in", () => zoom(1 / ZOOM)),
+      btn("zoom-out", "−", "Zoom out", () => zoom(ZOOM)),
+      btn("zoom-fit", "Fit", "Fit the graph in view", () => fit())));
+  function fit() {
+    auto = true;
+    const bw = el.clientWidth || width;
+    el.style.height = `${Math.round(Math.min(MAX_BOX, Math.max(MIN_BOX, height * Math.min(1, bw / width))))}px`;
+    const bh = el.clientHeight || height;
+    // at most 1:1, centred: a small graph is not blown up
+    const scale = Math.min(1, bw / width, bh / height);
+    const w = bw / scale, hh = bh / scale;
+    vb = { x: (width - w) / 2, y: (height - hh) / 2, w, h: hh };
+    set();
+  }
+  // factor > 1 zooms out; (cx, cy): the point that stays put, in drawing units
+  function zoom(factor, cx = vb.x + vb.w / 2, cy = vb.y + vb.h / 2) {
+    auto = false;
+    const w = Math.min(Math.max(vb.w * factor, 40), Math.max(width, el.clientWidth) * 8);
+    const f = w / vb.w;
+    vb = { x: cx - (cx - vb.x) * f, y: cy - (cy - vb.y) * f, w, h: vb.h * f };
+    set();
+  }
+  const unitsPerPx = () => Math.max(vb.w / (svg.clientWidth || 1), vb.h / (svg.clientHeight || 1));
+  svg.addEventListener("wheel", (e) => {
+    if (!e.ctrlKey && !e.metaKey) return;   // a plain wheel scrolls the page
+    e.preventDefault();
+    const r = svg.getBoundingClientRect(), u = unitsPerPx();
+    const cx = vb.x + vb.w / 2 + (e.clientX - r.left - r.width / 2) * u;
+    const cy = vb.y + vb.h / 2 + (e.clientY - r.top - r.height / 2) * u;
+    zoom(e.deltaY > 0 ? ZOOM : 1 / ZOOM, cx, cy);
+  }, { passive: false });
+  let drag = null;
+  svg.addEventListener("pointerdown", (e) => { if (e.button === 0) { drag = { x: e.clientX, y: e.clientY, vx: vb.x, vy: vb.y }; moved = false; } });
+  svg.addEventListener("pointermove", (e) => {
+    if (!drag || !(e.buttons & 1)) { drag = null; return; }
+    const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+    if (!moved && Math.hypot(dx, dy) < 4) return;
+    moved = true;
+    auto = false;
+    const u = unitsPerPx();
+    vb = { ...vb, x: drag.vx - dx * u, y: drag.vy - dy * u };
+    set();
+  });
+  svg.addEventListener("pointerup", () => { drag = null; });
+  new ResizeObserver(() => {
+    if (el.clientWidth && el.clientWidth !== lastWidth) { lastWidth = el.clientWidth; if (auto) fit(); }
+  }).observe(el);
+  return { el, fit, dragged: () => moved };
 }
 
 function clip(text, n) { return text.length > n ? `${text.slice(0, n - 1)}…` : text; }

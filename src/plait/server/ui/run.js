@@ -5,7 +5,7 @@
 // a (throttled) re-read of the run.
 
 import { h, pill, fmtTime, fmtDuration, jsonView, toast, parseJSONInput, FINAL_RUN, FINAL_STEP,
-  STATES, COLORS, fmtCount, parseTime, runDuration } from "./util.js";
+  STATES, fmtCount, parseTime, runDuration, legend } from "./util.js";
 import { get, post, lastResponseBytes } from "./api.js";
 import { renderGraph, stepList, baseStep, aggregate } from "./graph.js";
 import { gantt as makeGantt } from "./gantt.js";
@@ -50,7 +50,7 @@ export async function runPage(root, params, { go, onLeave, runId }) {
   const tableInfo = h("span", { class: "muted" });
   const table = virtualList({ rowHeight: 36, maxHeight: 432, className: "steps", renderRow: (id, el) => {
     const st = run.steps[id] || {};
-    const status = overlay.get(id) || st.status || "pending";
+    const status = statusOf(id);
     if (id === selected) el.classList.add("sel");
     el.dataset.step = id;
     const dur = durationOf(st);
@@ -62,7 +62,7 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     el.addEventListener("click", () => select(id));
   } });
   const side = h("div", { class: "card side", "data-testid": "step-detail" });
-  const legend = h("div", { class: "legend" }, STATES.map((st) => h("span", {}, h("i", { style: `background:${COLORS[st]}` }), st.replace("_", " "))));
+  const legendEl = legend();
   root.append(
     h("div", { class: "card" },
       h("div", { class: "head" }, title, statusEl, liveEl, h("span", { class: "spacer" }), actions),
@@ -71,8 +71,8 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     h("div", { class: "layout" },
       h("div", {},
         h("div", { class: "card" }, h("h2", {}, "Graph"),
-          defSteps.size ? h("div", { class: "graphbox" }, graph.svg) : h("div", { class: "empty" }, "The definition of this run is not registered."),
-          legend),
+          defSteps.size ? graph.el : h("div", { class: "empty" }, "The definition of this run is not registered."),
+          legendEl),
         h("div", { class: "card" }, h("h2", {}, "Timeline"), gantt.el),
         h("div", { class: "card" },
           h("div", { class: "head" }, h("h2", { style: "margin:0" }, "Steps"), tableInfo, h("span", { class: "spacer" }), search, stSel),
@@ -94,15 +94,25 @@ export async function runPage(root, params, { go, onLeave, runId }) {
       if (base !== null) (mapItems.get(base) || mapItems.set(base, []).get(base)).push(id);
     }
   };
-  const statusOf = (id) => overlay.get(id) || run.steps?.[id]?.status || "pending";
+  const stored = (id) => overlay.get(id) || run.steps?.[id]?.status || "pending";
+  const countsOf = (items) => {
+    const counts = {};
+    for (const item of items) { const s1 = stored(item); counts[s1] = (counts[s1] || 0) + 1; }
+    return counts;
+  };
+  // a map step is stored `waiting` while its items run: it shows what its items do
+  const statusOf = (id) => {
+    const status = stored(id);
+    const items = status === "waiting" || status === "pending" ? mapItems.get(id) : null;
+    return items && items.length ? aggregate(countsOf(items)) : status;
+  };
   const graphState = (id) => {
     const st = run.steps?.[id];
     const items = mapItems.get(id);
     if (items && items.length) {
-      const counts = {};
-      let done = 0;
-      for (const item of items) { const s1 = statusOf(item); counts[s1] = (counts[s1] || 0) + 1; if (FINAL_STEP.has(s1)) done++; }
-      return { status: overlay.get(id) || st?.status || aggregate(counts), done, total: items.length, counts, cached: st?.cached };
+      const counts = countsOf(items);
+      const done = items.reduce((n, item) => n + (FINAL_STEP.has(stored(item)) ? 1 : 0), 0);
+      return { status: statusOf(id), done, total: items.length, counts, cached: st?.cached };
     }
     return { status: statusOf(id), cached: st?.cached };
   };
@@ -134,13 +144,35 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     fact("Run", h("span", { class: "mono" }, run.run_id));
     fact("Started", fmtTime(run.created_at ?? run.started_at));
     fact("Duration", runDuration(run));
-    fact("Steps", `${fmtCount(counts.completed || 0)} / ${fmtCount(stepIds.length)} completed${counts.failed ? ` · ${fmtCount(counts.failed)} failed` : ""}`);
+    fact("Steps", `${fmtCount(counts.completed || 0)} / ${fmtCount(stepIds.length)} completed${counts.failed ? ` · ${fmtCount(counts.failed)} failed` : ""}${counts.upstream_failed ? ` · ${fmtCount(counts.upstream_failed)} upstream failed` : ""}`);
     if (run.retry_of) fact("Retry of", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.retry_of)}` }, run.retry_of));
     if (run.parent_run_id) fact("Parent run", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.parent_run_id)}` }, run.parent_run_id));
-    runErr.hidden = !run.error;
-    runErr.textContent = run.error ? (typeof run.error === "string" ? run.error : JSON.stringify(run.error, null, 2)) : "";
+    drawRunError();
     drawActions();
     drawBanner();
+  }
+  // a failed run names the step that failed first and that step's error
+  function drawRunError() {
+    const culprit = run.status === "failed" ? firstFailed() : null;
+    runErr.hidden = !run.error && !culprit;
+    runErr.textContent = "";
+    const said = run.error ? errorText(run.error) : "";
+    // the run's own error when it says more than the step's (a timeout, a cancel)
+    if (said && !(culprit && said.includes(culprit))) runErr.append(h("div", {}, said));
+    if (!culprit) return;
+    runErr.append(h("div", { class: "culprit", "data-testid": "failed-step" }, "Step ",
+      h("a", { href: "#", class: "mono", "data-step": culprit, onclick: (e) => { e.preventDefault(); select(culprit); } }, culprit), " failed:"),
+    h("div", { "data-testid": "failed-error" }, clipLines(errorText(run.steps[culprit].error), 8)));
+  }
+  function firstFailed() {
+    let best = null, at = Infinity;
+    for (const id of stepIds) {
+      const st = run.steps[id];
+      if (st?.status !== "failed" || !st.error) continue;
+      const t = parseTime(st.finished_at) ?? Infinity;
+      if (best === null || t < at) { best = id; at = t; }
+    }
+    return best;
   }
   let actionsKey = "";
   function drawActions() {
@@ -181,22 +213,39 @@ export async function runPage(root, params, { go, onLeave, runId }) {
   let bannerKey = "";
   function drawBanner() {
     const waiting = stepIds.filter((id) => statusOf(id) === "waiting" && isApproval(id));
-    const key = waiting.join("\n");
+    const key = JSON.stringify(waiting.slice(0, 5).map((id) => [id, run.steps[id]?.waiting ?? null]).concat(waiting.length));
     if (key === bannerKey) return;
     bannerKey = key;
     banner.hidden = !waiting.length;
     banner.textContent = "";
     if (!waiting.length) return;
-    banner.append(h("strong", {}, waiting.length === 1 ? "Waiting for approval:" : `${waiting.length} steps waiting for approval:`));
+    banner.append(h("strong", {}, waiting.length === 1 ? "Waiting for approval" : `${waiting.length} steps waiting for approval`));
     for (const id of waiting.slice(0, 5)) {
-      banner.append(h("span", { class: "mono" }, id), approveButtons(id, null));
+      banner.append(h("div", { class: "ask", "data-step": id },
+        h("div", { class: "row" }, h("span", { class: "mono" }, id), h("span", { class: "spacer" }), approveButtons(id, null)),
+        asked(id)));
     }
     if (waiting.length > 5) banner.append(h("span", {}, `and ${waiting.length - 5} more (filter the table by "waiting")`));
   }
+  // what the step asks: its rendered prompt and the content under review (the
+  // definition's author wrote them: text nodes only, never HTML)
+  function asked(id) {
+    const w = run.steps[id]?.waiting;
+    if (!w) return null;
+    const show = w.show === null || w.show === undefined ? null
+      : typeof w.show === "string" ? h("pre", { class: "json show", "data-testid": "approval-show" }, w.show)
+        : h("div", { class: "show", "data-testid": "approval-show" }, jsonView(w.show));
+    return [w.prompt ? h("p", { class: "prompt", "data-testid": "approval-prompt" }, w.prompt) : null, show];
+  }
   const isApproval = (id) => {
+    const w = run.steps[id]?.waiting;
+    if (w) return w.kind === "approval";
+    if (mapItems.has(id)) return false;   // a map step waits for its items
     const def = defSteps.get(id) || defSteps.get(baseStep(id) || "");
-    return !def || def.type === "approval" || run.steps[id]?.approval !== undefined;
+    return !def || def.type === "approval" || def.type === "python";
   };
+  // the steps whose attempts are waits as a whole (the timeline folds long ones)
+  const waitsWhole = (id) => (defSteps.get(id) || defSteps.get(baseStep(id) || ""))?.type === "approval";
   function approveButtons(id, dataBox) {
     const act = async (approved, btn) => {
       let data = null;
@@ -265,7 +314,8 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     side.append(kv);
     if (status === "waiting" && isApproval(selected)) {
       const dataBox = h("textarea", { "aria-label": "approval data", placeholder: "Optional data for the step (JSON)", style: "min-height:56px" });
-      side.append(h("h3", {}, "Approval"), dataBox, h("div", { style: "margin-top:8px" }, approveButtons(selected, dataBox)));
+      side.append(h("h3", {}, "Approval"), h("div", { class: "ask", "data-testid": "approval-panel" }, asked(selected)), dataBox,
+        h("div", { style: "margin-top:8px" }, approveButtons(selected, dataBox)));
     }
     if (st?.error) side.append(h("h3", {}, "Error"), h("div", { class: "errbox" }, typeof st.error === "string" ? st.error : JSON.stringify(st.error, null, 2)));
     const partial = emits.get(selected);
@@ -310,7 +360,7 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     index();
     drawHeader();
     graph.update(graphState);
-    gantt.update(run);
+    gantt.update(run, waitsWhole);
     redrawTable();
     drawSide();
     stats.renderMs = performance.now() - t;
@@ -424,6 +474,13 @@ async function fetchRun(runId, stats) {
   stats.bytes = bytes;
   stats.pages = pages;
   return run;
+}
+
+const errorText = (err) => (typeof err === "string" ? err : JSON.stringify(err, null, 2));
+function clipLines(text, n) {
+  const lines = String(text).split("\n");
+  const cut = lines.length > n ? `${lines.slice(0, n).join("\n")}\n… (open the step for all of it)` : String(text);
+  return cut.length > 1200 ? `${cut.slice(0, 1200)}…` : cut;
 }
 
 function durationOf(st) {

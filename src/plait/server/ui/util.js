@@ -43,15 +43,24 @@ export const FINAL_RUN = new Set(["completed", "failed", "cancelled"]);
 export const FINAL_STEP = new Set(["completed", "failed", "skipped", "upstream_failed", "cancelled"]);
 export const COLORS = {
   pending: "#8895a3", queued: "#4c6ef5", running: "#1c7ed6", waiting: "#e8890c",
-  completed: "#2b8a3e", failed: "#d9302c", skipped: "#adb5bd", upstream_failed: "#b5245c",
+  completed: "#2b8a3e", failed: "#d9302c", skipped: "#adb5bd", upstream_failed: "#862e9c",
   cancelled: "#5f6b77",
 };
 // node fills: a light tint of the state colour, so dark text stays readable
 export const TINTS = {
   pending: "#ffffff", queued: "#edf2ff", running: "#e7f5ff", waiting: "#fff4e6",
-  completed: "#ebfbee", failed: "#fff5f5", skipped: "#f8f9fa", upstream_failed: "#fff0f6",
+  completed: "#ebfbee", failed: "#fff5f5", skipped: "#f8f9fa", upstream_failed: "#f8f0fc",
   cancelled: "#f1f3f5",
 };
+// a mark beside the colour, so failed (the step's own error) and upstream_failed (a parent
+// failed; the step never ran) differ at a glance, in the graph, the pills and the legend
+export const ICONS = { failed: "✕", upstream_failed: "⊘" };
+
+// the legend under a graph: each state's colour (upstream_failed hatched) and its mark
+export function legend() {
+  return h("div", { class: "legend", "data-testid": "legend" }, STATES.map((st) => h("span", { "data-status": st },
+    h("i", { class: `sw sw-${st}` }), ICONS[st] ? h("b", { class: `mark st-mark-${st}` }, ICONS[st]) : null, st.replace("_", " "))));
+}
 
 export function pill(status) {
   const st = STATES.includes(status) ? status : "pending";

@@ -52,7 +52,7 @@ export async function workflowsPage(root, params, { go, name }) {
       h("div", { class: "head" }, h("h1", {}, wf.name), verSelect, h("span", { class: "spacer" }),
         h("span", { class: "muted mono", title: "fingerprint" }, String(wf.fingerprint || "").slice(0, 16))),
       def.description ? h("p", { class: "muted" }, def.description) : null,
-      h("div", { class: "graphbox" }, graph.svg),
+      graph.el,
       h("div", { class: "note" }, `${fmtCount(nSteps)} steps${graph.clustered ? " · wide layers are drawn as one cluster each" : ""}`)),
     h("div", { class: "card" }, h("h2", {}, "Start a run"), form),
     h("div", { class: "card" }, h("h2", {}, "Definition"), jsonView(def)));
