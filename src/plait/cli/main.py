@@ -374,7 +374,10 @@ def gantt(run_id: str, html: str | None, db: str) -> None:
 def metrics(workflow: str | None, since: str | None, limit: int, db: str, as_json: bool,
             check: bool, alerts_file: str | None, prometheus: bool) -> None:
     """Success rate, duration percentiles (p50/p95/p99) and retries, per workflow and
-    per step.
+    per step (a map's items as one row, `ID[*]`).
+
+    Durations come twice: wall time, and compute time (the time steps worked: waits for
+    a person, a delay or a child run left out; docs/observability.md).
 
     Alert rules (such as `success_rate < 0.9`, `p95 > 30s`, `step fetch: failures >= 3`)
     come from the `alerts:` of the stored definitions and from --alerts FILE; firings
