@@ -21,6 +21,7 @@ def test_child_runs_are_listed_only_when_asked_for(server: Server, page: Any) ->
     page.wait_for_function("location.hash.includes('children=1')")
     row = page.wait_for_selector(f"[data-run='{child_id}'] [data-parent='{run_id}']")
     assert "child of" in row.inner_text()
+    page.screenshot(path="/tmp/ui-runs-children.png", full_page=True)
     assert page.locator(f"[data-run='{run_id}'] [data-parent]").count() == 0
     page.click(f"[data-run='{child_id}'] [data-parent] a")
     page.wait_for_function(f"location.hash === '#/runs/{run_id}'")
