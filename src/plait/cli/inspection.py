@@ -26,11 +26,12 @@ from .settings import ExitCode
 
 
 async def runs_command(*, db: str, workflow: str | None, status: str | None, limit: int,
-                       as_json: bool) -> ExitCode:
-    """``plait runs``: newest first, with how many steps of each ended."""
+                       as_json: bool, children: bool = False) -> ExitCode:
+    """``plait runs``: newest first, with how many steps of each ended; top-level runs
+    only unless ``children`` (``--all``)."""
 
     async def body(store: Store) -> ExitCode:
-        wanted = RunFilter(workflow=workflow, limit=limit,
+        wanted = RunFilter(workflow=workflow, limit=limit, top_level=not children,
                            status=RunStatus(status) if status else None)
         summaries = [records.RunSummary.of(run, await store.get_steps(run.run_id))
                      for run in await store.list_runs(wanted)]

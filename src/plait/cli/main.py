@@ -203,22 +203,26 @@ def resume(run_id: str, db: str, as_json: bool, quiet: bool) -> None:
 @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
 @click.option("--limit", type=COUNT, default=20, show_default=True,
               metavar="N", help="Show at most N runs.")
+@click.option("--all", "every", is_flag=True,
+              help="Child runs (of `workflow` and `loop` steps) too, each under its "
+                   "parent when both are listed.")
 @db_option
 @json_option('Print one JSON object: {"runs": [{"run_id", "workflow", "version", '
              '"fingerprint", "status", "error", "created_at", "started_at", "finished_at", '
              '"duration_s", "steps_done", "steps_total", "retry_of", "parent_run_id"}]} '
              "(times ISO-8601 UTC; duration_s null until the run ends).")
-def runs(workflow: str | None, status: str | None, limit: int, db: str,
+def runs(workflow: str | None, status: str | None, limit: int, every: bool, db: str,
          as_json: bool) -> None:
-    """List runs, newest first.
+    """List top-level runs, newest first (--all: child runs too).
 
     Columns: run id, workflow@version, status, start time (UTC), duration (the time so
-    far, marked +, for a run still going) and steps ended/total.
+    far, marked +, for a run still going) and steps ended/total.  Child runs of a run
+    are listed by `plait show RUN_ID`.
     """
     from .inspection import runs_command
 
     finish(runs_command(db=db, workflow=workflow, status=status, limit=limit,
-                        as_json=as_json))
+                        as_json=as_json, children=every))
 
 
 @cli.command()
@@ -372,7 +376,10 @@ def gantt(run_id: str, html: str | None, db: str) -> None:
 def metrics(workflow: str | None, since: str | None, limit: int, db: str, as_json: bool,
             check: bool, alerts_file: str | None, prometheus: bool) -> None:
     """Success rate, duration percentiles (p50/p95/p99) and retries, per workflow and
-    per step.
+    per step (a map's items as one row, `ID[*]`).
+
+    Durations come twice: wall time, and compute time (the time steps worked: waits for
+    a person, a delay or a child run left out; docs/observability.md).
 
     Alert rules (such as `success_rate < 0.9`, `p95 > 30s`, `step fetch: failures >= 3`)
     come from the `alerts:` of the stored definitions and from --alerts FILE; firings

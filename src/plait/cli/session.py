@@ -340,12 +340,14 @@ async def watch(engine: Engine, checked: CheckedWorkflow, run: RunRecord, view: 
     Ctrl-C handling."""
     with view.progress(checked, run, steps) as listener:
         if listener is not None:
-            engine.listeners.append(listener)
+            engine.listeners.append(listener.apply)
+            engine.observers.add(listener)
         try:
             return await execute_interruptibly(engine, run.run_id, work, view.interrupted)
         finally:
             if listener is not None:
-                engine.listeners.remove(listener)
+                engine.listeners.remove(listener.apply)
+                engine.observers.remove(listener)
 
 
 async def execute_interruptibly(engine: Engine, run_id: str, work: Work,

@@ -123,19 +123,22 @@ def decode_cursor(text: str) -> tuple[float, str]:
 
 
 async def runs_page(rt: ServerRuntime, workflow: str | None, status: RunStatus | None,
-                    limit: int, before: str | None) -> tuple[list[RunRecord], str | None]:
+                    limit: int, before: str | None,
+                    children: bool = False) -> tuple[list[RunRecord], str | None]:
     """One page, newest first, after the cursor ``before`` (the last run of the previous
     page): the store lists runs created at or before its time (ties in creation order),
-    and those up to the cursor's run are skipped."""
+    and those up to the cursor's run are skipped.  Top-level runs only, unless
+    ``children``."""
     if before is None:
         rows = await rt.store.list_runs(RunFilter(workflow=workflow, status=status,
-                                                  limit=limit + 1))
+                                                  limit=limit + 1, top_level=not children))
     else:
         at, last = decode_cursor(before)
         fetch = limit + 17
         while True:
             rows = await rt.store.list_runs(RunFilter(workflow=workflow, status=status,
-                                                      before=at, limit=fetch))
+                                                      before=at, limit=fetch,
+                                                      top_level=not children))
             index = next((i for i, r in enumerate(rows) if r.run_id == last), None)
             if index is not None:
                 rows = rows[index + 1:]
@@ -156,13 +159,18 @@ def summary_json(run: RunRecord) -> dict[str, Any]:
     return {"run_id": run.run_id, "workflow": run.workflow, "version": run.version,
             "status": str(run.status), "created_at": iso(run.created_at),
             "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
-            "duration_s": duration(run), "error": run.error, "retry_of": run.retry_of}
+            "duration_s": duration(run), "error": run.error, "retry_of": run.retry_of,
+            "parent_run_id": run.parent_run_id}
 
 
 @router.get("", response_model=RunPage, responses={400: {"model": ErrorBody}})
 async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None = None,
                     limit: Annotated[str | None, Query(description="1-500, default 50")]
-                    = None, before: str | None = None) -> JSONResponse:
+                    = None, before: str | None = None,
+                    children: Annotated[bool, Query(
+                        description="child runs too (of `workflow` and `loop` steps); "
+                                    "default: top-level runs only")] = False,
+                    ) -> JSONResponse:
     """Runs, newest first; ``next`` is the cursor of the following page (pass it as
     ``before``), null on the last page."""
     if status is not None and status not in STATUSES:
@@ -177,7 +185,8 @@ async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None
         count = int(limit)
     async with rt.reads:  # one list query at a time
         page, cursor = await runs_page(rt, workflow or None,
-                                       RunStatus(status) if status else None, count, before)
+                                       RunStatus(status) if status else None, count, before,
+                                       children)
     # the body as RunPage documents it, encoded once (a RunPage model would be built,
     # then validated and serialized again by FastAPI: most of a page's cost)
     return JSONResponse({"runs": [summary_json(r) for r in page], "next": cursor})
