@@ -26,8 +26,9 @@ from typing import TypeVar, cast
 from ..core.model import JSON, JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import RunError
+from ..errors import DefinitionError, RunError
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
+from . import continuation
 from .engine import Engine, owner_alive
 from .notify import RUN
 from .preflight import preflight
@@ -142,6 +143,19 @@ async def continue_here(engine: Engine, run_id: str, step: str,
         return Handoff(owner)
 
 
+async def continue_noted(engine: Engine, run_id: str, step: str,
+                         execute: Callable[[CheckedWorkflow, RunRecord], Awaitable[T]],
+                         ) -> T | Handoff:
+    """``continue_here``; when the run's python steps cannot be imported here
+    (DefinitionError, raised), the failure is recorded in the run's history first
+    (``continuation``): ``plait show`` and the API then say how to go on."""
+    try:
+        return await continue_here(engine, run_id, step, execute)
+    except DefinitionError as exc:
+        await continuation.note_failure(engine.store, run_id, step, str(exc))
+        raise
+
+
 async def applied_elsewhere(engine: Engine, run_id: str, step: str) -> str | None:
     """The live process executing the run, once it has applied the decision on
     ``step`` (or after HANDOFF_WAIT_S); None when no process executes the run (any
@@ -198,8 +212,8 @@ async def decide(engine: Engine, run_id: str, step: str, *, approved: bool,
     if for_workers:
         await hand_to_workers(engine, run_id)
         return await engine.result(run_id)
-    done = await continue_here(engine, run_id, step,
-                               lambda checked, run: engine.resume(run.run_id, checked))
+    done = await continue_noted(engine, run_id, step,
+                                lambda checked, run: engine.resume(run.run_id, checked))
     return done if isinstance(done, RunResult) else await engine.result(run_id)
 
 
