@@ -93,7 +93,7 @@ async def _to_workers(engine: Engine, run_id: str, step: str, view: RunView, db:
                       detach: bool) -> ExitCode:
     """PostgreSQL: the parked run is made claimable and the workers woken; then follow
     it (exit codes as run), or return at once."""
-    await control.hand_to_workers(engine, run_id)
+    await control.hand_to_workers(engine, run_id, step)
     if detach:
         view.submitted(await engine.store.get_run(run_id))
         return ExitCode.OK

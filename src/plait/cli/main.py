@@ -558,11 +558,19 @@ def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
 @click.option("--grace", default="10s", show_default=True, metavar="DURATION",
               callback=_duration, help="On SIGTERM/SIGINT, how long running runs may "
               "go on before they are left unfinished (resumable).")
-def serve(db: str, host: str, port: int, no_worker: bool, grace: float) -> None:
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="Import MODULE at start (repeatable), as `plait worker --import`: the "
+              "modules of the python steps the server runs (still subject to "
+              "PLAIT_ALLOWED_MODULES). A module that cannot be imported stops the "
+              "command (exit 2).")
+def serve(db: str, host: str, port: int, no_worker: bool, grace: float,
+          imports: tuple[str, ...]) -> None:
     """Serve the REST API (OpenAPI at /docs) and the web UI (SPEC 9).
 
     The server executes the runs it starts (with PostgreSQL it is also a worker,
-    unless --no-worker). With PLAIT_API_TOKEN set, every route but /healthz needs
+    unless --no-worker). The python steps of a run stored by `plait run FILE` import
+    from that file's directory, the current directory and PYTHONPATH. With
+    PLAIT_API_TOKEN set, every route but /healthz needs
     `Authorization: Bearer TOKEN` (the UI logs in once and keeps a cookie); bound to
     anything but loopback the server refuses to start without it. Definitions
     registered over the API are untrusted: see docs/server.md.
@@ -575,11 +583,12 @@ def serve(db: str, host: str, port: int, no_worker: bool, grace: float) -> None:
       0  stopped by SIGTERM/SIGINT
       1  the server could not start (address in use, store unusable)
       2  bad usage: a public --host without PLAIT_API_TOKEN, a token shorter
-         than 16 characters
+         than 16 characters, an --import module that cannot be imported
     """
     from .serve import serve_command
 
-    finish(serve_command(db=db, host=host, port=port, worker=not no_worker, grace=grace))
+    finish(serve_command(db=db, host=host, port=port, worker=not no_worker, grace=grace,
+                         imports=imports))
 
 
 @cli.command()
