@@ -35,7 +35,8 @@ def _start(client: TestClient, workflow: str, input: Any) -> str:
 
 
 def _unpaged(client: TestClient, run_id: str) -> bytes:
-    """The document as the route encoded it before pages: every step in one."""
+    """The document as the route encoded it before pages: every step in one (and the
+    run's ``continuation``)."""
     store = client.app.state.runtime.store  # type: ignore[attr-defined]
 
     async def read() -> bytes:
@@ -43,6 +44,7 @@ def _unpaged(client: TestClient, run_id: str) -> bytes:
         value = show_json(run, await store.get_steps(run_id), await store.get_attempts(
             run_id), LogRecord.from_events(await store.get_events(run_id)))
         add_child_runs(value, await child_runs(store, run))
+        value["continuation"] = None  # no decision left unapplied (runtime.continuation)
         return bytes(JSONResponse(value).body)
 
     assert client.portal is not None
