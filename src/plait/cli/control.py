@@ -19,8 +19,7 @@ from ..core.model import JSON
 from ..core.states import FINAL_RUN_STATES, RunStatus
 from ..errors import DecisionTaken, DefinitionError, RunError, RunNotFound
 from ..runtime import continuation, control
-from ..runtime.control import Handoff
-from ..runtime.control import executor as executor  # (the server imports it from here)
+from ..runtime.control import Handoff, executor
 from ..runtime.engine import Engine
 from ..store.base import Store
 from . import output
