@@ -15,6 +15,7 @@ from rich.text import Text
 
 from ..core.states import FINAL_RUN_STATES, RunStatus
 from ..errors import DefinitionError, PlaitError, RunNotFound, StoreError
+from ..runtime import continuation
 from ..runtime.children import child_run_id
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
@@ -89,10 +90,12 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         events = await store.get_events(run_id)
         logs = records.LogRecord.from_events(events)
         children = await child_runs(store, run)
+        stuck = continuation.stuck(run, steps, events, now=time.time())
         if as_json:
             value = notes.add_history(records.show_json(run, steps, attempts, logs), events)
             records.add_child_runs(value, children)
             records.add_waiting(value, events)
+            value["continuation"] = stuck
             output.print_json(value, sys.stdout)
             return ExitCode.OK
         now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
@@ -126,7 +129,9 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
             console.print()
             console.print(Text(title, "bold yellow" if console.is_terminal else ""))
             console.print("\n".join(lines), markup=False, highlight=False)
-        hint = output.waiting_hint(RunResult.from_records(run, steps))
+        # a decision that could not be applied: say why and what continues the run
+        hint = continuation.stuck_text(stuck) if stuck is not None else \
+            output.waiting_hint(RunResult.from_records(run, steps))
         if hint:
             console.print()
             console.print(Text(hint, "yellow"))

@@ -8,6 +8,7 @@ import binascii
 import json
 import math
 import re
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -15,6 +16,7 @@ from fastapi.responses import JSONResponse
 
 from ...cli.inspection import child_runs
 from ...cli.records import LogRecord, add_child_runs, add_waiting, duration
+from ...core.model import JSONDict
 from ...core.states import FINAL_RUN_STATES, RunStatus
 from ...errors import (
     DecisionTaken,
@@ -24,6 +26,7 @@ from ...errors import (
     RunNotFound,
     WorkflowNotFound,
 )
+from ...runtime import continuation
 from ...runtime.results import iso
 from ...store.base import RunFilter, RunRecord
 from ..errors import ApiError, not_found
@@ -207,7 +210,10 @@ RUN_DOCUMENT = (
     "`logs`, the run's times, `child_run_id`/`child_run_ids` on the entries of "
     "`workflow` and `loop` steps, and `waiting` on every step entry: null, or while the "
     "step waits `{\"kind\", \"prompt\", \"show\", \"event\", \"until\", "
-    "\"child_run_id\"}` (an approval's rendered prompt and the content under review).\n\n"
+    "\"child_run_id\"}` (an approval's rendered prompt and the content under review), "
+    "and `continuation`: null, or `{\"step\", \"error\", "
+    "\"command\", \"decided_at\", \"failed_at\"}` while a recorded decision could not be "
+    "applied (the run is stuck until `command`, `plait resume RUN_ID`, continues it).\n\n"
     f"A run of more than {STEPS_PER_PAGE:,} steps is read in pages: each page is that "
     f"document with the next {STEPS_PER_PAGE:,} step entries (the definition's order, "
     "map items by index), only their attempts and logs, and `steps_next`: the cursor of "
@@ -234,6 +240,8 @@ async def get_run(run_id: str, rt: Runtime,
         rt.read(store.get_steps(run_id)), rt.read(store.get_attempts(run_id)),
         rt.read(store.get_events(run_id)))
     value = run_page(run, steps, attempts, LogRecord.from_events(events), after)
+    # a decision recorded that nobody could apply: why, and what continues the run
+    value["continuation"] = continuation.stuck(run, steps, events, now=time.time())
     # as plait show --json: a workflow/loop step's entry names its child run(s)
     add_child_runs(value, await rt.read(child_runs(store, run)))
     add_waiting(value, events)  # what a waiting step asks (prompt, show)
@@ -285,6 +293,13 @@ async def retry_run(run_id: str, rt: Runtime, body: RetryBody | None = None) -> 
     return RetryCreated(run_id=new.run_id)
 
 
+async def _stuck(rt: ServerRuntime, run_id: str) -> JSONDict | None:
+    """The run's ``continuation`` entry (a decision nobody could apply), or None."""
+    run = await rt.store.get_run(run_id)
+    steps, events = await rt.store.get_steps(run_id), await rt.store.get_events(run_id)
+    return continuation.stuck(run, steps, events, now=time.time())
+
+
 @router.post("/{run_id}/steps/{step}/approve", response_model=Decision,
              responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
 async def approve_step(run_id: str, step: str, rt: Runtime,
@@ -300,8 +315,10 @@ async def approve_step(run_id: str, step: str, rt: Runtime,
         await rt.approve(run_id, step, approved=body.approved, by=body.by or "api",
                          data=body.data)
     except DecisionTaken as exc:
-        raise ApiError(409, "already_decided", str(exc),
-                       {"decision": exc.decision}) from exc
+        stuck = await _stuck(rt, run_id)
+        message = str(exc) + ("" if stuck is None else "; " + continuation.stuck_text(stuck))
+        raise ApiError(409, "already_decided", message,
+                       {"decision": exc.decision, "continuation": stuck}) from exc
     except RunError as exc:
         raise ApiError(409, "not_waiting", str(exc),
                        {"status": str(steps[step].status)}) from exc
