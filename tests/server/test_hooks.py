@@ -76,7 +76,7 @@ def test_the_signature_of_one_hook_does_not_start_another(make_client: Client) -
     assert runs_of(client, "other") == []
 
 
-@pytest.mark.parametrize("shift", [-301, 301, -10_000])
+@pytest.mark.parametrize("shift", [-320, 320, -10_000])  # 300 s tolerance; whole seconds
 def test_a_stale_or_future_timestamp_is_refused(make_client: Client, shift: int) -> None:
     client = make_client(webhook_secret=SECRET)
     register(client, HELLO)
