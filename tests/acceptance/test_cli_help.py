@@ -10,13 +10,14 @@ from plait.cli.main import cli
 
 COMMANDS = {
     "resume": ["RUN_ID", "--db", "--json", "PLAIT_DB", "3  the run is waiting"],
-    "runs": ["--workflow", "--status", "--limit", '"steps_done"', "UTC"],
+    "runs": ["--workflow", "--status", "--limit", "--all", '"steps_done"', "UTC"],
     "show": ["RUN_ID", '"attempts"', '"retry_of"', "UTC"],
     "cancel": ["RUN_ID", "0  cancellation requested", "1  the run already completed"],
     "approve": ["RUN_ID STEP", "--reject", "--data", "--by", "1  the run failed"],
     "retry": ["--from", "--input", "retry_of", "0  the run completed"],
     "gantt": ["--html", "critical path"],
-    "metrics": ["--since", "--check", "--alerts", "1  --check and at least one alert"],
+    "metrics": ["--since", "--check", "--alerts", "1  --check and at least one alert",
+                "compute time"],
     "sla": ["--json", "--check", '"breaches"'],
     "run": ["--detach", ".plait/logs/RUN_ID.log", '"pid"'],
 }

@@ -336,8 +336,9 @@ def test_killing_the_following_process_loses_nothing(cli: Cli, spawn, waiter,
 
 
 def test_a_server_that_does_not_answer(cli: Cli) -> None:
-    proc = cli("runs", "--db", "postgresql://ada:s3cret@127.0.0.1:1/nothing")
-    assert proc.returncode == 2
+    proc = cli("runs", "--db", "postgresql://ada:s3cret@127.0.0.1:1/nothing",
+               PLAIT_CONNECT_WAIT="0")
+    assert proc.returncode == 4  # store unreachable, not a usage error
     assert "cannot connect to PostgreSQL at postgresql://ada:***@127.0.0.1:1/nothing" \
         in proc.stderr
     assert "s3cret" not in proc.stderr and "Traceback" not in proc.stderr

@@ -42,7 +42,7 @@ def test_progress_counts_running_retrying_and_failed_steps():
     ]))
     snap = model.snapshot()
     assert (snap.total, snap.done, snap.completed, snap.failed, snap.not_run) == (5, 3, 1, 1, 1)
-    assert [s for s, _, _ in snap.running] == ["b"]
+    assert [r.label for r in snap.running] == ["b"]
     assert [s for s, _, _ in snap.retrying] == ["c"]
     assert snap.failures == (("d", "KeyError: 'x'\ntraceback"),)
     text = render(ProgressView("flow v1", model))

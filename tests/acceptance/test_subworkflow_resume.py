@@ -107,8 +107,9 @@ steps:
     assert shown["steps"]["sub"]["child_run_id"] == children[0].run_id
     text = plait("show", children[0].run_id, "--db", db).stdout
     assert f"parent run  {parent_id}" in text
-    listed = plait("runs", "--db", db).stdout.splitlines()
+    listed = plait("runs", "--all", "--db", db).stdout.splitlines()
     assert listed[1].startswith(parent_id) and "└ child@" in listed[2]
+    assert "child@" not in plait("runs", "--db", db).stdout  # top-level runs only
 
 
 def test_a_loop_killed_mid_way_resumes_at_its_iteration(tmp_path: Path,

@@ -135,6 +135,8 @@ def test_runs_list_filters_and_live_status(server: Server, page: Any) -> None:
     page.select_option("select[name=workflow]", "ui-pipeline")
     page.wait_for_function("() => location.hash.includes('workflow=ui-pipeline')")
     page.wait_for_selector(f"[data-run='{waiting}']", state="detached")
+    # the list is drawn anew: wait for its row before counting it
+    page.wait_for_selector(f"[data-run='{done}']")
     assert page.locator(f"[data-run='{done}']").count() == 1
     page.select_option("select[name=status]", "failed")
     page.wait_for_selector(f"[data-run='{done}']", state="detached")

@@ -23,3 +23,26 @@ def test_a_workflow_step_names_its_child_run_and_the_child_its_parent(make_clien
     assert child["parent_run_id"] == run_id
     assert child["workflow"] == "inner"
     assert child["steps"]["one"]["output"] == 42
+
+
+def test_the_runs_list_shows_top_level_runs_unless_children_are_asked_for(make_client,
+                                                                          db_url):
+    client = make_client(db_url)
+    register(client, {"name": "leaf", "steps": [{"id": "one", "type": "transform",
+                                                   "value": 1}]})
+    register(client, {"name": "root", "steps": [
+        {"id": "call", "type": "workflow", "workflow": "leaf", "input": {}}]})
+    run_id = client.post("/api/runs", json={"workflow": "root", "input": {}}).json()["run_id"]
+    wait_status(client, run_id, ("completed",))
+    child_id = client.get(f"/api/runs/{run_id}").json()["steps"]["call"]["child_run_id"]
+
+    page = client.get("/api/runs", params={"limit": 1}).json()
+    assert [r["run_id"] for r in page["runs"]] == [run_id] and page["next"] is None
+    assert page["runs"][0]["parent_run_id"] is None
+    assert client.get("/api/runs", params={"workflow": "leaf"}).json()["runs"] == []
+
+    first = client.get("/api/runs", params={"children": "true", "limit": 1}).json()
+    assert [(r["run_id"], r["parent_run_id"]) for r in first["runs"]] == [(child_id, run_id)]
+    rest = client.get("/api/runs", params={"children": "true", "limit": 1,
+                                           "before": first["next"]}).json()
+    assert [r["run_id"] for r in rest["runs"]] == [run_id] and rest["next"] is None

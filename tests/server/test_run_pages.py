@@ -36,7 +36,8 @@ def _start(client: TestClient, workflow: str, input: Any) -> str:
 
 
 def _unpaged(client: TestClient, run_id: str) -> bytes:
-    """The document as the route encoded it before pages: every step in one."""
+    """The document as the route encoded it before pages: every step in one (and the
+    run's ``continuation``)."""
     store = client.app.state.runtime.store  # type: ignore[attr-defined]
 
     async def read() -> bytes:
@@ -46,6 +47,7 @@ def _unpaged(client: TestClient, run_id: str) -> bytes:
         value = show_json(run, steps, await store.get_attempts(run_id),
                           LogRecord.from_events(events))
         add_child_runs(value, await child_runs(store, run))
+        value["continuation"] = None  # no decision left unapplied (runtime.continuation)
         add_waiting(value, events)
         add_llm(value, events, await roll_up(store, run, events,
                                              [s.step_id for s in steps]))

@@ -74,10 +74,11 @@ async def show_graph(target: str, *, fmt: str, db: str) -> ExitCode:
         err.print(output.problems_text(exc, target), end="")
         return ExitCode.USAGE
     except StoreError as exc:
+        from ..errors import StoreUnreachable
         from ..store.url import shown_url
 
         err.print(output.error_text(f"store {shown_url(db)}: {exc}"))
-        return ExitCode.USAGE
+        return ExitCode.UNREACHABLE if isinstance(exc, StoreUnreachable) else ExitCode.USAGE
     from ..observe.graph import dot, mermaid
 
     text = dot(checked) if fmt == "dot" else mermaid(checked)

@@ -3,26 +3,30 @@
 Both record what was asked in the store first (a decision, a cancel request); the
 process executing the run acts on it.  When no process executes the run (it waits for
 a person, was detached but not started yet, or its process died), this process does:
-``approve`` continues the run in the foreground like ``plait resume``; ``cancel``
-records the cancellation at once.
+``approve`` continues the run in the foreground like ``plait resume`` (on PostgreSQL it
+hands the run to the workers and follows it); ``cancel`` records the cancellation at
+once.  A decision that could not be applied is noted in the run's history
+(``runtime.continuation``).
 """
 
 from __future__ import annotations
+
+import time
 
 from rich.text import Text
 
 from ..core.model import JSON
 from ..core.states import FINAL_RUN_STATES, RunStatus
 from ..errors import DecisionTaken, DefinitionError, RunError, RunNotFound
-from ..runtime import control
-from ..runtime.control import Handoff
-from ..runtime.control import executor as executor  # (the server imports it from here)
+from ..runtime import continuation, control
+from ..runtime.control import Handoff, executor
 from ..runtime.engine import Engine
 from ..store.base import Store
 from . import output
+from .follow import for_workers, until_applied
 from .loading import add_import_paths
 from .session import Refusal, continue_run, definition_problems, guarded
-from .settings import ExitCode
+from .settings import ExitCode, exit_code_for
 from .views import RunView
 
 CANCEL_REASON = "cancelled on request (plait cancel)"
@@ -32,27 +36,28 @@ CANCEL_REASON = "cancelled on request (plait cancel)"
 
 
 async def approve_command(run_id: str, step: str, *, approved: bool, by: str | None,
-                          data: JSON, db: str, view: RunView) -> ExitCode:
-    """``plait approve``: record the decision (who, when, data), then continue the run
-    here like ``plait resume`` (exit codes as run), unless another live process
-    executes it: that process applies the decision and continues the run (exit 0).
-    When a decision is stored already (by anyone), it stands: exit 1 naming it."""
+                          data: JSON, db: str, view: RunView,
+                          detach: bool = False) -> ExitCode:
+    """``plait approve``: record the decision (who, when, data), then see it applied.
+    SQLite, memory: the run continues here like ``plait resume`` (exit codes as run;
+    ``detach``: in a background ``plait resume``), unless another live process executes
+    it: that process applies the decision (exit 0).  PostgreSQL: the workers continue
+    it (``control.hand_to_workers``) and this process follows it like ``plait run``
+    (``detach``: returns at once).  When a decision is stored already (by anyone), it
+    stands: exit 1 naming it."""
     who = by or control.current_user()
 
     async def body(store: Store) -> ExitCode:
         engine = Engine(store)
         try:
-            try:
-                await engine.approve(run_id, step, approved=approved, by=who, data=data)
-            except RunNotFound:
-                raise
-            except DecisionTaken as exc:  # SPEC 8: the first decision stands
-                raise Refusal(str(exc), ExitCode.FAILED) from exc
-            except RunError as exc:
-                raise Refusal(f"nothing recorded: {exc}") from exc
+            await _record(engine, run_id, step, approved=approved, who=who, data=data)
             verb = "approved" if approved else "rejected"
             view.notices().print(Text(f"step {step} of run {run_id} {verb} by {who}",
                                       "green" if approved else "yellow"))
+            if for_workers(db):
+                return await _to_workers(engine, run_id, step, view, db, detach)
+            if detach and executor(await store.get_run(run_id), engine) is None:
+                return await _in_background(engine, run_id, view, db)
             return await _continue(engine, run_id, step, view)
         finally:
             engine.close()
@@ -60,16 +65,68 @@ async def approve_command(run_id: str, step: str, *, approved: bool, by: str | N
     return await guarded(db, body, err=view.err)
 
 
+async def _record(engine: Engine, run_id: str, step: str, *, approved: bool, who: str,
+                  data: JSON) -> None:
+    """Store the decision; Refusal when it cannot be (exit 1 when one stands already,
+    with how to go on when the run is stuck, else 2)."""
+    try:
+        await engine.approve(run_id, step, approved=approved, by=who, data=data)
+    except RunNotFound:
+        raise
+    except DecisionTaken as exc:  # the first decision stands
+        raise Refusal(str(exc) + await _stuck_hint(engine.store, run_id),
+                      ExitCode.FAILED) from exc
+    except RunError as exc:
+        raise Refusal(f"nothing recorded: {exc}") from exc
+
+
+async def _stuck_hint(store: Store, run_id: str) -> str:
+    """A second line for a refused decision when the standing one was never applied."""
+    run = await store.get_run(run_id)
+    entry = continuation.stuck(run, await store.get_steps(run_id),
+                               await store.get_events(run_id), now=time.time())
+    return "" if entry is None else "\n" + continuation.stuck_text(entry)
+
+
+async def _to_workers(engine: Engine, run_id: str, step: str, view: RunView, db: str,
+                      detach: bool) -> ExitCode:
+    """PostgreSQL: the parked run is made claimable and the workers woken; then follow
+    it (exit codes as run), or return at once."""
+    await control.hand_to_workers(engine, run_id, step)
+    if detach:
+        view.submitted(await engine.store.get_run(run_id))
+        return ExitCode.OK
+    result = await until_applied(engine, run_id, step, view, db)
+    view.finish(result)
+    return exit_code_for(result.status)
+
+
+async def _in_background(engine: Engine, run_id: str, view: RunView, db: str) -> ExitCode:
+    """SQLite ``--detach``: a background ``plait resume`` applies the decision."""
+    from .detach import start_resume
+
+    run = await engine.store.get_run(run_id)
+    try:
+        started = start_resume(run, db, None)
+    except OSError as exc:
+        raise Refusal(f"the decision is recorded, but no background process could be "
+                      f"started ({exc}); continue the run with "
+                      f"`{continuation.resume_command(run_id)}`", ExitCode.FAILED) from exc
+    view.detached(run, started)
+    return ExitCode.OK
+
+
 async def _continue(engine: Engine, run_id: str, step: str, view: RunView) -> ExitCode:
     add_import_paths(None)  # python steps import from the current directory too
     try:
-        done = await control.continue_here(
+        done = await control.continue_noted(
             engine, run_id, step, lambda checked, run: continue_run(engine, checked, run,
                                                                     view))
     except DefinitionError as exc:
         run = await engine.store.get_run(run_id)
-        text = Text("the decision is recorded, but the run cannot continue here:\n",
-                    "yellow")
+        text = Text(f"decision recorded, could not continue here; continue it with: "
+                    f"{continuation.resume_command(run_id)} (where its python steps "
+                    f"import)\n", "yellow")
         raise Refusal(text + definition_problems(exc, run)) from exc
     if not isinstance(done, Handoff):
         return done

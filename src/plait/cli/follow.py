@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..core.states import FINAL_RUN_STATES, RunStatus
+from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..runtime import control
 from ..runtime.engine import Engine
 from ..runtime.results import RunResult
@@ -60,3 +60,34 @@ async def until_settled(engine: Engine, run: RunRecord, view: RunView,
                 f"`plait worker --db {shown_url(db)}` (Ctrl-C cancels the run)",
                 highlight=False, markup=False)
         await asyncio.sleep(FOLLOW_POLL_S)
+
+
+async def until_applied(engine: Engine, run_id: str, step: str, view: RunView,
+                        db: str) -> RunResult:
+    """``plait approve`` on PostgreSQL: the run once the workers applied the decision on
+    ``step`` and it ended or waits for another decision, read every ``FOLLOW_POLL_S``
+    (with a notice when no worker took it up after ``NO_WORKER_HINT_S``).  Ctrl-C stops
+    following only: the workers go on."""
+    view.notices().print(f"the workers of {shown_url(db)} continue run {run_id}",
+                         highlight=False, markup=False)
+    hinted = False
+    started = time.monotonic()
+    try:
+        while True:
+            run = await engine.store.get_run(run_id)
+            steps = await engine.store.get_steps(run_id)
+            waits = any(s.step_id == step and s.status is StepStatus.WAITING for s in steps)
+            if run.status in FINAL_RUN_STATES or (run.status is RunStatus.WAITING
+                                                  and not waits):
+                return await engine.result(run_id)
+            if waits and not hinted and time.monotonic() - started >= NO_WORKER_HINT_S:
+                hinted = True
+                view.notices().print(
+                    f"run {run_id} waits for a worker to apply the decision: start one "
+                    f"with `plait worker --db {shown_url(db)}`", highlight=False,
+                    markup=False)
+            await asyncio.sleep(FOLLOW_POLL_S)
+    except asyncio.CancelledError:  # Ctrl-C: said, then raised on
+        view.notices().print(f"stopped following run {run_id}; the workers go on with "
+                             f"it (plait show {run_id})", highlight=False, markup=False)
+        raise

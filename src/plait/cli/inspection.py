@@ -16,6 +16,7 @@ from rich.text import Text
 from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus
 from ..errors import DefinitionError, PlaitError, RunNotFound, StoreError
+from ..runtime import continuation
 from ..runtime.children import child_run_id
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
@@ -30,11 +31,12 @@ if TYPE_CHECKING:
 
 
 async def runs_command(*, db: str, workflow: str | None, status: str | None, limit: int,
-                       as_json: bool) -> ExitCode:
-    """``plait runs``: newest first, with how many steps of each ended."""
+                       as_json: bool, children: bool = False) -> ExitCode:
+    """``plait runs``: newest first, with how many steps of each ended; top-level runs
+    only unless ``children`` (``--all``)."""
 
     async def body(store: Store) -> ExitCode:
-        wanted = RunFilter(workflow=workflow, limit=limit,
+        wanted = RunFilter(workflow=workflow, limit=limit, top_level=not children,
                            status=RunStatus(status) if status else None)
         summaries = [records.RunSummary.of(run, await store.get_steps(run.run_id))
                      for run in await store.list_runs(wanted)]
@@ -94,17 +96,19 @@ async def show_command(run_id: str, *, db: str, as_json: bool,
         events = await store.get_events(run_id)
         logs = records.LogRecord.from_events(events)
         children = await child_runs(store, run)
+        stuck = continuation.stuck(run, steps, events, now=time.time())
         rolled = await llm_calls.roll_up(store, run, events, [s.step_id for s in steps])
         if as_json or step is not None:
             value = notes.add_history(records.show_json(run, steps, attempts, logs), events)
             records.add_child_runs(value, children)
             records.add_waiting(value, events)
             llm_calls.add_llm(value, events, rolled)
+            value["continuation"] = stuck
             if step is not None:
                 return _show_step(value, step, events, as_json=as_json)
             output.print_json(value, sys.stdout)
             return ExitCode.OK
-        _show_text(run, steps, attempts, events, logs, children, rolled)
+        _show_text(run, steps, attempts, events, logs, children, rolled, stuck)
         return ExitCode.OK
 
     return await guarded(db, body, read_only=True)
@@ -112,7 +116,8 @@ async def show_command(run_id: str, *, db: str, as_json: bool,
 
 def _show_text(run: RunRecord, steps: Sequence[StepRecord], attempts: Sequence[AttemptRecord],
                events: Sequence[EventRecord], logs: Sequence[records.LogRecord],
-               children: dict[str, list[RunRecord]], rolled: llm_calls.RollUp) -> None:
+               children: dict[str, list[RunRecord]], rolled: llm_calls.RollUp,
+               stuck: JSONDict | None) -> None:
     now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
         else time.time()
     console = output.console()
@@ -144,7 +149,9 @@ def _show_text(run: RunRecord, steps: Sequence[StepRecord], attempts: Sequence[A
         _section(console, title, lines_, "bold")
     for title, lines_ in records.waiting_sections(steps, events):
         _section(console, title, lines_, "bold yellow")
-    hint = output.waiting_hint(RunResult.from_records(run, list(steps)))
+    # a decision that could not be applied: say why and what continues the run
+    hint = continuation.stuck_text(stuck) if stuck is not None else \
+        output.waiting_hint(RunResult.from_records(run, list(steps)))
     if hint:
         console.print()
         console.print(Text(hint, "yellow"))

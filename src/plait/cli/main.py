@@ -154,16 +154,10 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
       1  the run failed or was cancelled
       2  bad usage, an invalid definition or bad input (nothing is stored)
       3  the run is waiting for an approval
+      4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
-    from .detach import detachable
-
-    if detach and not detachable(db):
-        from ..store.postgres_url import redact
-
-        raise click.UsageError(f"--detach needs a store another process can open, such "
-                               f"as sqlite:///path.db (the default) or postgresql://...; "
-                               f"with {redact(db)} "
-                               f"nothing could continue the run")
+    if detach:
+        _detachable(db)
     value = read_input(input_text, input_file)
     from .session import run_command
 
@@ -191,6 +185,7 @@ def resume(run_id: str, db: str, as_json: bool, quiet: bool) -> None:
       1  the run failed or was cancelled
       2  bad usage, an unknown run, or a store that cannot be used
       3  the run is waiting for an approval
+      4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
     from .session import resume_command
 
@@ -203,22 +198,26 @@ def resume(run_id: str, db: str, as_json: bool, quiet: bool) -> None:
 @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
 @click.option("--limit", type=COUNT, default=20, show_default=True,
               metavar="N", help="Show at most N runs.")
+@click.option("--all", "every", is_flag=True,
+              help="Child runs (of `workflow` and `loop` steps) too, each under its "
+                   "parent when both are listed.")
 @db_option
 @json_option('Print one JSON object: {"runs": [{"run_id", "workflow", "version", '
              '"fingerprint", "status", "error", "created_at", "started_at", "finished_at", '
              '"duration_s", "steps_done", "steps_total", "retry_of", "parent_run_id"}]} '
              "(times ISO-8601 UTC; duration_s null until the run ends).")
-def runs(workflow: str | None, status: str | None, limit: int, db: str,
+def runs(workflow: str | None, status: str | None, limit: int, every: bool, db: str,
          as_json: bool) -> None:
-    """List runs, newest first.
+    """List top-level runs, newest first (--all: child runs too).
 
     Columns: run id, workflow@version, status, start time (UTC), duration (the time so
-    far, marked +, for a run still going) and steps ended/total.
+    far, marked +, for a run still going) and steps ended/total.  Child runs of a run
+    are listed by `plait show RUN_ID`.
     """
     from .inspection import runs_command
 
     finish(runs_command(db=db, workflow=workflow, status=status, limit=limit,
-                        as_json=as_json))
+                        as_json=as_json, children=every))
 
 
 @cli.command()
@@ -244,7 +243,8 @@ def show(run_id: str, db: str, as_json: bool, step: str | None) -> None:
     tokens of each step that used any; --step STEP shows the messages sent.
 
     Times are UTC. Errors are cut to their first line; --json has all of them.
-    Exit status: 0, or 2 when there is no such run (or no such step).
+    Exit status: 0, 2 when there is no such run (or no such step), 4 when the store's
+    server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s).
     """
     from .inspection import show_command
 
@@ -268,6 +268,7 @@ def cancel(run_id: str, db: str) -> None:
       0  cancellation requested or done (or the run was already cancelled)
       1  the run already completed or failed: nothing to cancel
       2  bad usage, an unknown run, or a store that cannot be used
+      4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
     from .control import cancel_command
 
@@ -283,9 +284,12 @@ def cancel(run_id: str, db: str) -> None:
 @click.option("--by", metavar="NAME", help="Who decides. Default: the OS user.")
 @db_option
 @json_option("Print exactly one JSON object (as plait run --json) on stdout.")
+@click.option("--detach", is_flag=True,
+              help="Record the decision and return at once: the workers (PostgreSQL) or "
+              "a background `plait resume` (SQLite) continue the run.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final status line.")
 def approve(run_id: str, step: str, reject: bool, data_text: str | None, by: str | None,
-            db: str, as_json: bool, quiet: bool) -> None:
+            db: str, as_json: bool, detach: bool, quiet: bool) -> None:
     """Approve (or --reject) an approval STEP that waits, then continue the run.
 
     The decision is recorded with who made it, when, and --data. The run then continues
@@ -294,20 +298,34 @@ def approve(run_id: str, step: str, reject: bool, data_text: str | None, by: str
     executes the run, that process applies the decision and continues the run: this
     command waits (seconds at most) until it has, and exits 0. Refused with exit 2,
     recording nothing, when the run or step is unknown, the step is not waiting, or the
-    run has ended.
+    run has ended; with exit 1 when a decision is recorded already (the first stands).
+
+    With a PostgreSQL --db the workers continue the run, never this process: the
+    decision is stored, the workers are woken, and the command follows the run like
+    `plait run` does (same output and exit status; Ctrl-C stops following, the run goes
+    on). With --detach it prints the run id (with --json: {"run_id", "workflow",
+    "version", "status"}) and exits 0 at once; on SQLite --detach continues the run in
+    a background `plait resume` (as `plait run --detach`).
+
+    When the run cannot continue here (its python steps do not import), the decision
+    stays recorded, the failure is noted in the run's history (`plait show` says so)
+    and `plait resume RUN_ID` from where the steps import continues it.
 
     \b
     Exit status (as plait run):
-      0  the run completed
-      1  the run failed or was cancelled
+      0  the run completed (or --detach)
+      1  the run failed or was cancelled; a decision was recorded already
       2  bad usage, an unknown run, or a store that cannot be used
       3  the run is waiting for an approval
+      4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
     data = _json_value(data_text, "--data")
+    if detach:
+        _detachable(db)
     from .control import approve_command
 
     finish(approve_command(run_id, step, approved=not reject, by=by, data=data, db=db,
-                           view=_view(as_json, quiet)))
+                           view=_view(as_json, quiet), detach=detach))
 
 
 
@@ -335,6 +353,7 @@ def retry(run_id: str, from_step: str | None, input_text: str | None, db: str,
       1  the run failed or was cancelled
       2  bad usage, an unknown run, or a store that cannot be used
       3  the run is waiting for an approval
+      4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
     new_input = _json_value(input_text, "--input")
     from .session import retry_command
@@ -380,7 +399,10 @@ def gantt(run_id: str, html: str | None, db: str) -> None:
 def metrics(workflow: str | None, since: str | None, limit: int, db: str, as_json: bool,
             check: bool, alerts_file: str | None, prometheus: bool) -> None:
     """Success rate, duration percentiles (p50/p95/p99) and retries, per workflow and
-    per step.
+    per step (a map's items as one row, `ID[*]`).
+
+    Durations come twice: wall time, and compute time (the time steps worked: waits for
+    a person, a delay or a child run left out; docs/observability.md).
 
     Alert rules (such as `success_rate < 0.9`, `p95 > 30s`, `step fetch: failures >= 3`)
     come from the `alerts:` of the stored definitions and from --alerts FILE; firings
@@ -531,6 +553,8 @@ def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
       1  stopped at once by a second signal
       2  bad usage: a memory:// store, a module that cannot be imported, a store that
          cannot be used
+      4  the store's server stopped answering once started (at start a worker waits
+         for it, retrying, until it answers or a signal comes)
     """
     from .worker import WorkerOptions, worker_command
 
@@ -551,11 +575,19 @@ def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
 @click.option("--grace", default="10s", show_default=True, metavar="DURATION",
               callback=_duration, help="On SIGTERM/SIGINT, how long running runs may "
               "go on before they are left unfinished (resumable).")
-def serve(db: str, host: str, port: int, no_worker: bool, grace: float) -> None:
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="Import MODULE at start (repeatable), as `plait worker --import`: the "
+              "modules of the python steps the server runs (still subject to "
+              "PLAIT_ALLOWED_MODULES). A module that cannot be imported stops the "
+              "command (exit 2).")
+def serve(db: str, host: str, port: int, no_worker: bool, grace: float,
+          imports: tuple[str, ...]) -> None:
     """Serve the REST API (OpenAPI at /docs) and the web UI (SPEC 9).
 
     The server executes the runs it starts (with PostgreSQL it is also a worker,
-    unless --no-worker). With PLAIT_API_TOKEN set, every route but /healthz needs
+    unless --no-worker). The python steps of a run stored by `plait run FILE` import
+    from that file's directory, the current directory and PYTHONPATH. With
+    PLAIT_API_TOKEN set, every route but /healthz needs
     `Authorization: Bearer TOKEN` (the UI logs in once and keeps a cookie); bound to
     anything but loopback the server refuses to start without it. Definitions
     registered over the API are untrusted: see docs/server.md.
@@ -568,11 +600,12 @@ def serve(db: str, host: str, port: int, no_worker: bool, grace: float) -> None:
       0  stopped by SIGTERM/SIGINT
       1  the server could not start (address in use, store unusable)
       2  bad usage: a public --host without PLAIT_API_TOKEN, a token shorter
-         than 16 characters
+         than 16 characters, an --import module that cannot be imported
     """
     from .serve import serve_command
 
-    finish(serve_command(db=db, host=host, port=port, worker=not no_worker, grace=grace))
+    finish(serve_command(db=db, host=host, port=port, worker=not no_worker, grace=grace,
+                         imports=imports))
 
 
 @cli.command()
@@ -589,6 +622,19 @@ def schema() -> None:
     from ..defschema import definition_schema
 
     click.echo(json.dumps(definition_schema(), indent=2))
+
+
+def _detachable(db: str) -> None:
+    """``--detach`` needs a store another process can continue the run from."""
+    from .detach import detachable
+
+    if not detachable(db):
+        from ..store.postgres_url import redact
+
+        raise click.UsageError(f"--detach needs a store another process can open, such "
+                               f"as sqlite:///path.db (the default) or postgresql://...; "
+                               f"with {redact(db)} "
+                               f"nothing could continue the run")
 
 
 def _view(as_json: bool, quiet: bool) -> RunView:

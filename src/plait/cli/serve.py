@@ -1,10 +1,10 @@
 """``plait serve``: the API and UI of ``plait.server`` under uvicorn.
 
-Refuses (exit 2) to listen on anything but loopback without PLAIT_API_TOKEN, and a
-token shorter than 16 characters; exits 1 when it cannot listen (the port is taken).  uvicorn
-turns SIGTERM/SIGINT into its shutdown: the event streams end at once, open requests
-finish, then the app's lifespan drains its runs (``ServerRuntime``) and the command
-exits 0.
+Refuses (exit 2) to listen on anything but loopback without PLAIT_API_TOKEN, a token
+shorter than 16 characters, and an ``--import`` module that cannot be imported; exits 1
+when it cannot listen (the port is taken).  uvicorn turns SIGTERM/SIGINT into its
+shutdown: the event streams end at once, open requests finish, then the app's lifespan
+drains its runs (``ServerRuntime``) and the command exits 0.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -55,6 +55,18 @@ def _refusal(host: str, settings: ServerSettings) -> str | None:
     return None
 
 
+def _imported(modules: Sequence[str]) -> str | None:
+    """Import the ``--import`` modules (the current directory on sys.path), or say
+    which one cannot be imported."""
+    from .worker import ImportRefused, import_modules
+
+    try:
+        import_modules(modules)
+    except ImportRefused as exc:
+        return str(exc)
+    return None
+
+
 def _settings() -> ServerSettings | str:
     """The server's settings from the environment, or what is wrong with them."""
     from ..server.settings import ServerSettings
@@ -65,10 +77,12 @@ def _settings() -> ServerSettings | str:
         return str(exc)
 
 
-async def serve_command(*, db: str, host: str, port: int, worker: bool,
-                        grace: float) -> ExitCode:
+async def serve_command(*, db: str, host: str, port: int, worker: bool, grace: float,
+                        imports: Sequence[str] = ()) -> ExitCode:
     settings = _settings()
     problem = settings if isinstance(settings, str) else _refusal(host, settings)
+    if problem is None:
+        problem = _imported(imports)
     if problem is not None or isinstance(settings, str):
         output.console(stderr=True).print(output.error_text(str(problem)), end="")
         return ExitCode.USAGE

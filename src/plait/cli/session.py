@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ from ..errors import (
     RunError,
     RunNotFound,
     StoreError,
+    StoreUnreachable,
 )
 from ..runtime import control
 from ..runtime.engine import Engine
@@ -38,13 +40,15 @@ from ..store.url import missing_database, shown_url
 from . import output
 from .follow import announce, for_workers, until_settled
 from .loading import add_import_paths, load_target, stored_reference
-from .settings import DB_ENV, ExitCode, exit_code_for
+from .settings import CONNECT_WAIT_ENV, DB_ENV, ExitCode, connect_wait, exit_code_for
 from .views import RunView
 
 if TYPE_CHECKING:
     from rich.text import Text
 
 MAX_LISTED_REUSED = 8  # step ids named in the notice of `plait retry`
+CONNECT_FIRST_DELAY_S = 0.25  # between tries to reach a store's server, doubling
+CONNECT_MAX_DELAY_S = 1.0
 
 Work = Callable[[], Coroutine[Any, Any, RunResult]]
 
@@ -63,18 +67,41 @@ class Refusal(Exception):
 
 
 @asynccontextmanager
-async def opened_store(url: str, *, create: bool = True,
-                       read_only: bool = False) -> AsyncIterator[Store]:
+async def opened_store(url: str, *, create: bool = True, read_only: bool = False,
+                       wait: float | None = None) -> AsyncIterator[Store]:
     """The store of ``url``, opened.  Commands that only read or change existing runs
     pass ``create=False``: a SQLite file that does not exist then stays missing and
     the command sees an empty store (no runs).  Commands that only read pass
-    ``read_only``: they work on a database they cannot write (SPEC 8)."""
+    ``read_only``: they work on a database they cannot write.  A server that cannot
+    be reached is tried again for ``wait`` seconds (default ``$PLAIT_CONNECT_WAIT``),
+    then StoreUnreachable."""
     if not create and missing_database(url) is not None:
         yield MemoryStore(url)
         return
     # the shared store of the URL (plait.connect): one per file for the whole command
-    async with StoreHandle(url, read_only=read_only) as held:
+    held = await _open_handle(url, read_only, connect_wait() if wait is None else wait)
+    try:
         yield held.store
+    finally:
+        await held.close()
+
+
+async def _open_handle(url: str, read_only: bool, wait: float) -> StoreHandle:
+    """An open handle of ``url``, trying again (backing off) while its server cannot
+    be reached, for up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    delay = CONNECT_FIRST_DELAY_S
+    while True:
+        try:
+            return await StoreHandle(url, read_only=read_only).open()
+        except StoreUnreachable as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                tried = f"tried for {wait:g}s" if wait > 0 else "tried once"
+                raise StoreUnreachable(f"{exc} ({tried}; ${CONNECT_WAIT_ENV} sets how "
+                                       f"long)") from exc
+            await asyncio.sleep(min(delay, left))
+            delay = min(delay * 2, CONNECT_MAX_DELAY_S)
 
 
 async def guarded(db: str, body: Callable[[Store], Awaitable[ExitCode]], *,
@@ -83,7 +110,8 @@ async def guarded(db: str, body: Callable[[Store], Awaitable[ExitCode]], *,
     """Run ``body`` with the store of ``db`` open; what goes wrong becomes a message on
     stderr and an exit code, never a traceback: an unknown run, a store that cannot be
     used (unreadable, corrupt, newer schema) or a stored definition that cannot be
-    loaded exit 2, a Refusal with its code, any other plait error 1."""
+    loaded exit 2, a store whose server cannot be reached (once ``opened_store`` gave
+    up, or later) exits 4, a Refusal with its code, any other plait error 1."""
     try:
         async with opened_store(db, create=create, read_only=read_only) as store:
             return await body(store)
@@ -101,6 +129,11 @@ def _failure(exc: Refusal | PlaitError, db: str) -> tuple[Text, ExitCode]:
     if isinstance(exc, RunNotFound):
         return output.error_text(f"{exc} in {shown_url(db)}{_missing_hint(db)}"), \
             ExitCode.USAGE
+    if isinstance(exc, StoreUnreachable):
+        where = shown_url(db)
+        message = str(exc) if where in str(exc) else f"{where}: {exc}"
+        return output.error_text(message, heading="store unreachable"), \
+            ExitCode.UNREACHABLE
     if isinstance(exc, StoreError):
         return output.error_text(f"store {shown_url(db)}: {exc}"), ExitCode.USAGE
     if isinstance(exc, DefinitionError):  # a stored definition this plait cannot load
@@ -340,12 +373,14 @@ async def watch(engine: Engine, checked: CheckedWorkflow, run: RunRecord, view: 
     Ctrl-C handling."""
     with view.progress(checked, run, steps) as listener:
         if listener is not None:
-            engine.listeners.append(listener)
+            engine.listeners.append(listener.apply)
+            engine.observers.add(listener)
         try:
             return await execute_interruptibly(engine, run.run_id, work, view.interrupted)
         finally:
             if listener is not None:
-                engine.listeners.remove(listener)
+                engine.listeners.remove(listener.apply)
+                engine.observers.remove(listener)
 
 
 async def execute_interruptibly(engine: Engine, run_id: str, work: Work,

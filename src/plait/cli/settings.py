@@ -8,19 +8,37 @@ override it.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from enum import IntEnum
 
 DB_ENV = "PLAIT_DB"
 DEFAULT_DB = "sqlite:///./.plait/plait.db"
+# how long a command keeps trying to reach a store's server before it exits
+# UNREACHABLE (seconds; 0: one try)
+CONNECT_WAIT_ENV = "PLAIT_CONNECT_WAIT"
+DEFAULT_CONNECT_WAIT_S = 5.0
 
 
 class ExitCode(IntEnum):
-    """``plait run`` exit codes (SPEC 8); other commands use OK, FAILED and USAGE."""
+    """``plait run`` exit codes; other commands use OK, FAILED, USAGE and UNREACHABLE."""
 
     OK = 0  # the run completed / the definition is valid
     FAILED = 1  # the run failed or was cancelled / a definition is invalid
     USAGE = 2  # bad usage, an invalid definition or bad input: nothing was stored
     WAITING = 3  # the run waits for an approval
+    UNREACHABLE = 4  # the store's server could not be reached (after CONNECT_WAIT_ENV)
+
+
+def connect_wait(environ: Mapping[str, str] | None = None) -> float:
+    """How long to keep trying to reach a store's server: ``$PLAIT_CONNECT_WAIT``
+    seconds (a bad or negative value: the default)."""
+    text = (os.environ if environ is None else environ).get(CONNECT_WAIT_ENV, "")
+    try:
+        seconds = float(text) if text.strip() else DEFAULT_CONNECT_WAIT_S
+    except ValueError:
+        return DEFAULT_CONNECT_WAIT_S
+    return seconds if 0 <= seconds < float("inf") else DEFAULT_CONNECT_WAIT_S
 
 
 def exit_code_for(status: str) -> ExitCode:
@@ -37,8 +55,6 @@ def apply_global_options(log_format: str | None, notify: str | None) -> None:
     (``PLAIT_LOG_FORMAT``, ``PLAIT_NOTIFY``), which every engine, worker and child
     process of this command reads; a bad ``--notify`` is a usage error naming each
     problem."""
-    import os
-
     import click
 
     if notify is not None and notify.strip():

@@ -7,8 +7,8 @@ import contextlib
 import os
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..core.validate import CheckedWorkflow
 from ..runtime.results import RunResult
@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
     from .detach import Detached
 
-Listener = Callable[[WriteBatch], None]
+
+
+class Listener(Protocol):
+    """What live progress needs of the engine: every committed batch (``apply``, an
+    ``Engine.listeners`` callback) and each run it starts driving (``watch``, a
+    ``RunObserver``: how child runs are told apart)."""
+
+    def apply(self, batch: WriteBatch) -> None: ...
+
+    def watch(self, run: RunRecord, checked: CheckedWorkflow) -> None: ...
 
 
 class RunView(ABC):
@@ -33,7 +42,7 @@ class RunView(ABC):
     @contextlib.contextmanager
     def progress(self, checked: CheckedWorkflow, run: RunRecord,
                  steps: Sequence[StepRecord] = ()) -> Iterator[Listener | None]:
-        """While the run executes: yields an engine listener, or None for no progress.
+        """While the run executes: yields the listener of live progress, or None.
         ``steps`` are the run's stored steps when it does not start from scratch."""
         yield None
 
@@ -146,11 +155,11 @@ class TerminalView(RunView):
                  steps: Sequence[StepRecord] = ()) -> Iterator[Listener | None]:
         from .progress import LiveProgress, ProgressModel, ProgressView
 
-        model = ProgressModel(checked.graph.ids)
+        model = ProgressModel(checked.graph.ids, run.run_id)
         model.seed(steps)
         title = f"{checked.name} v{run.version}"
         with LiveProgress(self.console, ProgressView(title, model)):
-            yield model.apply
+            yield model
 
     def notices(self) -> Console:
         return self.console  # above the live display, which redraws below it

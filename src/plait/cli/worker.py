@@ -116,7 +116,9 @@ async def worker_command(options: WorkerOptions) -> ExitCode:
             return await _serve(store, options)
     except PlaitError as exc:
         err.print(output.error_text(f"store {shown_url(options.db)}: {exc}"), end="")
-        return ExitCode.USAGE
+        # unreachable later than at start (which is waited out): its own exit code
+        return ExitCode.UNREACHABLE if isinstance(exc, StoreUnreachable) else \
+            ExitCode.USAGE
 
 
 async def _connect(stack: contextlib.AsyncExitStack, db: str) -> Store | None:
@@ -131,7 +133,7 @@ async def _connect(stack: contextlib.AsyncExitStack, db: str) -> Store | None:
         failures = 0
         while not stopping.is_set():
             try:
-                store = await stack.enter_async_context(opened_store(db))
+                store = await stack.enter_async_context(opened_store(db, wait=0))
             except StoreUnreachable as exc:
                 failures += 1
                 _log.warning("plait worker: the store %s cannot be reached (attempt %d: "

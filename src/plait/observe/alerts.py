@@ -17,14 +17,16 @@ Metrics of a workflow (durations are of whole runs)::
     runs completed failures (= failed) cancelled fallbacks        counts
     success_rate failure_rate                                       rates
     p50 p95 p99 mean max                                            durations
+    compute_p50 compute_p95 compute_p99 compute_mean compute_max    compute time
     retries_per_run                                                 number
 
-Metrics of a step (``step ID:`` rules)::
+Metrics of a step (``step ID:`` rules; ``step ID[*]:`` for the items of map ``ID``)::
 
     executions completed failures (= failed) cancelled attempts retries fallbacks
     success_rate failure_rate
     p50 p95 p99 mean max                  step duration (first start to finish, retries included)
     attempt_p50 attempt_p95 attempt_p99 attempt_mean attempt_max       one attempt
+    compute_p50 compute_p95 compute_p99 compute_mean compute_max       one attempt, waits excluded
     retries_per_execution
 
 Their meaning is defined once, in ``metrics.py``.  A rule whose metric has no value (no
@@ -128,6 +130,7 @@ WORKFLOW_METRICS: Mapping[str, _Metric[WorkflowMetrics]] = {
     "failure_rate": _Metric(Kind.RATE, lambda w: _rate(w.failed, _finished(w))),
     "retries_per_run": _Metric(Kind.NUMBER, lambda w: w.retries_per_run),
     **_summary_metrics(lambda w: w.duration),
+    **_summary_metrics(lambda w: w.compute, "compute_"),
 }
 
 STEP_METRICS: Mapping[str, _Metric[StepMetrics]] = {
@@ -144,13 +147,14 @@ STEP_METRICS: Mapping[str, _Metric[StepMetrics]] = {
     "retries_per_execution": _Metric(Kind.NUMBER, lambda s: s.retries_per_execution),
     **_summary_metrics(lambda s: s.duration),
     **_summary_metrics(lambda s: s.attempt_duration, "attempt_"),
+    **_summary_metrics(lambda s: s.compute, "compute_"),
 }
 
 _OPS: Mapping[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne}
 
-_STEP_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_STEP_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(\[\*\])?")  # fetch, or its items
 _SCOPE = re.compile(r"step\s+(?P<step>[^:]*?)\s*:(?P<rest>.*)", re.DOTALL)
 _COMPARISON = re.compile(r"(?P<metric>[^<>=!\s]*)\s*(?P<op><=|>=|==|!=|<|>|=)\s*(?P<value>.*)",
                          re.DOTALL)

@@ -13,7 +13,15 @@ Definitions (one place; the alert rules in ``alerts.py`` read these same numbers
 
 - A run *finished* when its status is completed, failed or cancelled; ``active`` counts
   the rest.  ``success_rate`` = completed / finished (None when nothing finished).
-- Run duration = ``finished_at - started_at`` of finished runs that started.
+- Run duration (wall time) = ``finished_at - started_at`` of finished runs that started.
+  Run compute time (``compute_s``) = the union of the compute intervals of the run's
+  finished attempts (``waits.py``): the wall time during which at least one of its
+  steps was working, so never more than the wall time; waits (for a person, a delay,
+  a map's items, a child run) are not compute time.
+- Steps are reported by name, a map's items folded into one row ``ID[*]``
+  (``fetch[0]``, ``fetch[1]``... are all ``fetch[*]``; each item is an execution),
+  beside the row of the map step ``ID`` itself: the rule the Prometheus metrics follow
+  (``store.observations``).
 - A step *executed* in a run when it started at least one attempt there
   (``StepRecord.attempts > 0``); skipped and upstream-failed steps did not execute.
   ``executions`` counts those runs.  Of the finished executions (completed, failed,
@@ -21,7 +29,9 @@ Definitions (one place; the alert rules in ``alerts.py`` read these same numbers
   fallback counts as completed and is also counted in ``fallbacks``.
 - Step duration = ``finished_at - started_at`` of the step, so it includes every attempt
   and the retry delays between them.  Attempt duration = ``finished_at - started_at`` of
-  each finished attempt that is not a fallback.
+  each finished attempt that is not a fallback; attempt compute time (``compute_s``) =
+  the same minus the waits of its step within it (``waits.py``: an approval's whole
+  attempt is a wait).
 - ``retries_per_execution`` = mean of ``attempts - 1`` over executions;
   ``retries_per_run`` (workflow level) = mean over runs of the retries of all its steps.
 - Percentiles use **linear interpolation between closest ranks** (NumPy's default
@@ -37,11 +47,13 @@ JSON (``MetricsReport.to_json()``; keys are stable, durations in seconds)::
         "workflow": str, "runs": int, "completed": int, "failed": int, "cancelled": int,
         "active": int, "success_rate": float | null,
         "duration_s": {"count": int, "mean", "p50", "p95", "p99", "max": float | null},
+        "compute_s": {...as above},
         "retries_per_run": float | null, "fallbacks": int,
         "steps": [{
             "step": str, "executions": int, "completed": int, "failures": int,
             "cancelled": int, "success_rate": float | null,
             "duration_s": {...as above}, "attempt_duration_s": {...as above},
+            "compute_s": {...as above},
             "attempts": int, "retries": int, "retries_per_execution": float | null,
             "fallbacks": int, "cache_hits": int,
             "prompt_tokens": int, "completion_tokens": int, "total_tokens": int}],
@@ -54,7 +66,7 @@ billed).  ``cache_hits`` counts steps completed from the step cache (``cache:``)
 running their code; such a step is still an execution (of one attempt).
 
 Workflows are sorted by name; steps by first appearance in the workflow's runs
-(definition order, since stores return steps in definition order).
+(definition order, then map items, as stores return them).
 """
 
 from __future__ import annotations
@@ -66,8 +78,11 @@ from dataclasses import dataclass, field
 from ..core.durations import format_duration, parse_duration
 from ..core.model import JSONDict
 from ..core.states import RunStatus, StepStatus
+from ..errors import StoreError
 from ..runtime.results import iso
 from ..store.base import AttemptRecord, EventRecord, RunFilter, RunRecord, StepRecord, Store
+from ..store.observations import item_pattern
+from .waits import Interval, compute_intervals, covered, step_waits, waiting_steps
 
 __all__ = ["MetricsReport", "RunHistory", "StepMetrics", "Summary", "WorkflowMetrics",
            "collect", "compute", "load_histories", "percentile", "render_metrics",
@@ -181,6 +196,7 @@ class StepMetrics:
     fallbacks: int
     cache_hits: int = 0
     tokens: Tokens = field(default_factory=lambda: Tokens())
+    compute: Summary = field(default_factory=Summary)
 
     def to_json(self) -> JSONDict:
         return {"step": self.step, "executions": self.executions,
@@ -188,6 +204,7 @@ class StepMetrics:
                 "cancelled": self.cancelled, "success_rate": self.success_rate,
                 "duration_s": self.duration.to_json(),
                 "attempt_duration_s": self.attempt_duration.to_json(),
+                "compute_s": self.compute.to_json(),
                 "attempts": self.attempts, "retries": self.retries,
                 "retries_per_execution": self.retries_per_execution,
                 "fallbacks": self.fallbacks, "cache_hits": self.cache_hits,
@@ -209,6 +226,7 @@ class WorkflowMetrics:
     steps: tuple[StepMetrics, ...] = ()
     cache_hits: int = 0
     tokens: Tokens = field(default_factory=lambda: Tokens())
+    compute: Summary = field(default_factory=Summary)
 
     def step(self, step_id: str) -> StepMetrics | None:
         return next((s for s in self.steps if s.step == step_id), None)
@@ -217,6 +235,7 @@ class WorkflowMetrics:
         return {"workflow": self.workflow, "runs": self.runs, "completed": self.completed,
                 "failed": self.failed, "cancelled": self.cancelled, "active": self.active,
                 "success_rate": self.success_rate, "duration_s": self.duration.to_json(),
+                "compute_s": self.compute.to_json(),
                 "retries_per_run": self.retries_per_run, "fallbacks": self.fallbacks,
                 "steps": [s.to_json() for s in self.steps],
                 "cache_hits": self.cache_hits, **self.tokens.to_json()}
@@ -246,7 +265,10 @@ class RunHistory:
     run: RunRecord
     steps: Sequence[StepRecord] = ()
     attempts: Sequence[AttemptRecord] = ()
-    events: Sequence[EventRecord] = ()  # for token usage and cache hits (notes)
+    # notes (token usage, cache hits) and the step events into and out of `waiting`
+    events: Sequence[EventRecord] = ()
+    # the steps whose attempts are waits (``waits.waiting_steps`` of the definition)
+    waiting: frozenset[str] = frozenset()
 
 
 # ------------------------------------------------------------------------ computing
@@ -260,7 +282,8 @@ def _elapsed(start: float | None, end: float | None) -> float | None:
 
 @dataclass(slots=True)
 class _StepTally:
-    """Accumulates one step's numbers across the runs of one workflow."""
+    """Accumulates one step's numbers (a map's items: one ``ID[*]`` tally) across the
+    runs of one workflow."""
 
     executions: int = 0
     completed: int = 0
@@ -270,10 +293,11 @@ class _StepTally:
     fallbacks: int = 0
     durations: list[float] = field(default_factory=list)
     attempt_durations: list[float] = field(default_factory=list)
+    computes: list[float] = field(default_factory=list)
     cache_hits: int = 0
     tokens: Tokens = field(default_factory=lambda: Tokens())
 
-    def add(self, step: StepRecord, attempts: Sequence[AttemptRecord]) -> None:
+    def add(self, step: StepRecord) -> None:
         self.executions += 1
         self.attempts += step.attempts
         self.completed += step.status == StepStatus.COMPLETED
@@ -283,10 +307,13 @@ class _StepTally:
         duration = _elapsed(step.started_at, step.finished_at)
         if duration is not None and step.status in _FINISHED_STEP:
             self.durations.append(duration)
-        for attempt in attempts:
-            took = _elapsed(attempt.started_at, attempt.finished_at)
-            if took is not None and not attempt.fallback:
-                self.attempt_durations.append(took)
+
+    def add_attempt(self, attempt: AttemptRecord, working: Sequence[Interval]) -> None:
+        """A finished attempt and the parts of it its step worked (waits excluded)."""
+        took = _elapsed(attempt.started_at, attempt.finished_at)
+        if took is not None and not attempt.fallback:
+            self.attempt_durations.append(took)
+            self.computes.append(sum(stop - start for start, stop in working))
 
     def metrics(self, step_id: str) -> StepMetrics:
         retries = self.attempts - self.executions
@@ -297,34 +324,76 @@ class _StepTally:
             success_rate=_ratio(self.completed, finished),
             duration=Summary.of(self.durations),
             attempt_duration=Summary.of(self.attempt_durations),
+            compute=Summary.of(self.computes),
             attempts=self.attempts, retries=retries,
             retries_per_execution=retries / self.executions if self.executions else None,
             fallbacks=self.fallbacks, cache_hits=self.cache_hits, tokens=self.tokens)
 
 
+def _tally(tallies: dict[str, _StepTally], step_id: str) -> _StepTally:
+    """The tally ``step_id`` counts in: its own, or its map's ``ID[*]``."""
+    name = item_pattern(step_id)
+    found = tallies.get(name)
+    if found is None:
+        found = tallies[name] = _StepTally()
+    return found
+
+
+def _until(history: RunHistory) -> float:
+    """When the run's history ends: its finish, else its latest event or attempt."""
+    if history.run.finished_at is not None:
+        return history.run.finished_at
+    times = [e.at for e in history.events] + [a.finished_at or a.started_at
+                                               for a in history.attempts]
+    return max(times, default=history.run.started_at or history.run.created_at)
+
+
+def _fold_attempts(history: RunHistory, tallies: dict[str, _StepTally]) -> float:
+    """Add the run's attempts to their tallies; the run's compute time (see the module
+    docstring)."""
+    waits = step_waits(history.events, _until(history))
+    working: list[Interval] = []
+    for attempt in history.attempts:
+        name = item_pattern(attempt.step_id)
+        parts = [] if name in history.waiting else \
+            compute_intervals(attempt, waits.get(attempt.step_id, ()))
+        working.extend(parts)
+        _tally(tallies, attempt.step_id).add_attempt(attempt, parts)
+    return covered(working)
+
+
+def _fold_notes(history: RunHistory, tallies: dict[str, _StepTally]) -> None:
+    for event in history.events:
+        if event.step_id is None:
+            continue
+        usage = usage_of(event)
+        if usage is not None:
+            tally = _tally(tallies, event.step_id)
+            tally.tokens = tally.tokens + usage
+        elif is_cache_hit(event):
+            _tally(tallies, event.step_id).cache_hits += 1
+
+
+def _fold_steps(history: RunHistory, tallies: dict[str, _StepTally]) -> int:
+    """Add the run's executed steps to their tallies; the run's retries."""
+    retries = 0
+    for step in history.steps:
+        if step.attempts > 0:
+            _tally(tallies, step.step_id).add(step)
+            retries += step.attempts - 1
+    return retries
+
+
 def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMetrics:
     tallies: dict[str, _StepTally] = {}
     run_retries: list[float] = []
+    computes: list[float] = []
     for history in histories:
-        by_step: dict[str, list[AttemptRecord]] = {}
-        for attempt in history.attempts:
-            by_step.setdefault(attempt.step_id, []).append(attempt)
-        retries = 0
-        for step in history.steps:
-            if step.attempts > 0:
-                tallies.setdefault(step.step_id, _StepTally()).add(
-                    step, by_step.get(step.step_id, ()))
-                retries += step.attempts - 1
-        run_retries.append(retries)
-        for event in history.events:
-            if event.step_id is None:
-                continue
-            usage = usage_of(event)
-            if usage is not None:
-                tally = tallies.setdefault(event.step_id, _StepTally())
-                tally.tokens = tally.tokens + usage
-            elif is_cache_hit(event):
-                tallies.setdefault(event.step_id, _StepTally()).cache_hits += 1
+        run_retries.append(_fold_steps(history, tallies))
+        compute_time = _fold_attempts(history, tallies)
+        if history.run.status in _FINISHED_RUN and history.run.started_at is not None:
+            computes.append(compute_time)
+        _fold_notes(history, tallies)
     runs = [h.run for h in histories]
     counts = {status: sum(r.status == status for r in runs) for status in _FINISHED_RUN}
     durations = [d for r in runs if r.status in _FINISHED_RUN
@@ -335,7 +404,8 @@ def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMet
         failed=counts[RunStatus.FAILED], cancelled=counts[RunStatus.CANCELLED],
         active=len(runs) - sum(counts.values()),
         success_rate=_ratio(counts[RunStatus.COMPLETED], sum(counts.values())),
-        duration=Summary.of(durations), retries_per_run=_mean(run_retries),
+        duration=Summary.of(durations), compute=Summary.of(computes),
+        retries_per_run=_mean(run_retries),
         fallbacks=sum(s.fallbacks for s in steps), steps=steps,
         cache_hits=sum(s.cache_hits for s in steps),
         tokens=sum((s.tokens for s in steps), Tokens()))
@@ -362,10 +432,32 @@ async def load_histories(store: Store, *, workflow: str | None = None,
     """The newest ``limit`` runs (created at or after ``since``) with their steps and
     attempts.  Sequential on purpose: one connection, bounded load on the store."""
     runs = await store.list_runs(RunFilter(workflow=workflow, since=since, limit=limit))
+    definitions: dict[tuple[str, int], frozenset[str]] = {}
     return [RunHistory(run=run, steps=await store.get_steps(run.run_id),
                        attempts=await store.get_attempts(run.run_id),
-                       events=[e for e in await store.get_events(run.run_id)
-                               if e.kind == "note"]) for run in runs]
+                       events=[e for e in await store.get_events(run.run_id) if _kept(e)],
+                       waiting=await _waiting_steps(store, run, definitions))
+            for run in runs]
+
+
+def _kept(event: EventRecord) -> bool:
+    """Notes, and the step events into and out of ``waiting``."""
+    return event.kind == "note" or (event.kind == "step" and "waiting" in (
+        event.data.get("from"), event.data.get("to")))
+
+
+async def _waiting_steps(store: Store, run: RunRecord,
+                         known: dict[tuple[str, int], frozenset[str]]) -> frozenset[str]:
+    """``waits.waiting_steps`` of the run's stored definition (read once per version;
+    none when it cannot be read)."""
+    key = (run.workflow, run.version)
+    if key not in known:
+        try:
+            definition = (await store.get_workflow(*key)).definition
+        except StoreError:
+            definition = None
+        known[key] = waiting_steps(definition)
+    return known[key]
 
 
 async def collect(store: Store, *, workflow: str | None = None, since: float | None = None,
@@ -409,14 +501,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line(header), *(line(r) for r in rows)]
 
 
-_STEP_HEADER = ("step", "execs", "success", "p50", "p95", "p99", "attempt p95",
-                "retries/exec", "fallbacks", "failures")
+_STEP_HEADER = ("step", "execs", "success", "p50", "p95", "p99", "compute p50",
+                "compute p95", "retries/exec", "fallbacks", "failures")
 
 
 def _step_row(s: StepMetrics) -> list[str]:
     return [s.step, str(s.executions), _pct(s.success_rate), _dur(s.duration.p50),
-            _dur(s.duration.p95), _dur(s.duration.p99), _dur(s.attempt_duration.p95),
-            _num(s.retries_per_execution), str(s.fallbacks), str(s.failures)]
+            _dur(s.duration.p95), _dur(s.duration.p99), _dur(s.compute.p50),
+            _dur(s.compute.p95), _num(s.retries_per_execution), str(s.fallbacks),
+            str(s.failures)]
 
 
 def _render_workflow(w: WorkflowMetrics) -> list[str]:
@@ -425,7 +518,9 @@ def _render_workflow(w: WorkflowMetrics) -> list[str]:
             f"{w.cancelled} cancelled{active})",
             f"  success {_pct(w.success_rate)}   duration p50 {_dur(w.duration.p50)}  "
             f"p95 {_dur(w.duration.p95)}  p99 {_dur(w.duration.p99)}   "
-            f"retries/run {_num(w.retries_per_run)}   fallbacks {w.fallbacks}"]
+            f"retries/run {_num(w.retries_per_run)}   fallbacks {w.fallbacks}",
+            f"  compute p50 {_dur(w.compute.p50)}  p95 {_dur(w.compute.p95)}  "
+            f"p99 {_dur(w.compute.p99)}   (the time steps worked; waits excluded)"]
     if w.tokens.total or w.cache_hits:
         head.append(f"  tokens {w.tokens.total} (prompt {w.tokens.prompt}, completion "
                     f"{w.tokens.completion})   cache hits {w.cache_hits}")

@@ -26,8 +26,9 @@ from typing import TypeVar, cast
 from ..core.model import JSON, JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import RunError
+from ..errors import DefinitionError, RunError
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
+from . import continuation
 from .engine import Engine, owner_alive
 from .notify import RUN
 from .preflight import preflight
@@ -35,6 +36,7 @@ from .results import RunResult
 
 HANDOFF_WAIT_S = 10.0  # how long to wait for another executor to apply a decision
 HANDOFF_POLL_S = 0.1
+HANDOFF_TRIES = 3  # claims of a run another process let go of without the decision
 MAX_RETRY_CHAIN = 20  # runs followed back through retry_of for source directories
 
 T = TypeVar("T")
@@ -142,6 +144,19 @@ async def continue_here(engine: Engine, run_id: str, step: str,
         return Handoff(owner)
 
 
+async def continue_noted(engine: Engine, run_id: str, step: str,
+                         execute: Callable[[CheckedWorkflow, RunRecord], Awaitable[T]],
+                         ) -> T | Handoff:
+    """``continue_here``; when the run's python steps cannot be imported here
+    (DefinitionError, raised), the failure is recorded in the run's history first
+    (``continuation``): ``plait show`` and the API then say how to go on."""
+    try:
+        return await continue_here(engine, run_id, step, execute)
+    except DefinitionError as exc:
+        await continuation.note_failure(engine.store, run_id, step, str(exc))
+        raise
+
+
 async def applied_elsewhere(engine: Engine, run_id: str, step: str) -> str | None:
     """The live process executing the run, once it has applied the decision on
     ``step`` (or after HANDOFF_WAIT_S); None when no process executes the run (any
@@ -162,23 +177,35 @@ async def applied_elsewhere(engine: Engine, run_id: str, step: str) -> str | Non
         await asyncio.sleep(HANDOFF_POLL_S)
 
 
-async def hand_to_workers(engine: Engine, run_id: str) -> None:
+async def hand_to_workers(engine: Engine, run_id: str, step: str | None = None) -> None:
     """Let the workers of a cluster continue a parked run after a decision: they drive
     pending and running runs nobody holds, so the run is moved from ``waiting`` to
     ``running`` (claimed for that one write, then released) and the listening workers
     are woken.  A run held by another live process is left to it: it applies the
-    decision itself."""
-    run = await engine.store.claim_run(run_id, engine.worker, engine.clock(), engine.lease)
-    if run is None:
-        return
+    decision (on ``step``) itself, unless it lets the run go without having seen it
+    (``applied_elsewhere``): then the run is handed over after all."""
+    for _ in range(HANDOFF_TRIES):
+        run = await engine.store.claim_run(run_id, engine.worker, engine.clock(),
+                                           engine.lease)
+        if run is not None:
+            await _make_claimable(engine, run)
+            return
+        if step is None or await applied_elsewhere(engine, run_id, step) is not None:
+            return
+
+
+async def _make_claimable(engine: Engine, run: RunRecord) -> None:
+    """``run`` (claimed by this engine) from ``waiting`` to ``running``, released, and
+    the workers woken."""
     try:
         if run.status is RunStatus.WAITING:
-            await engine.store.write(WriteBatch(run_id=run_id, owner=engine.worker, run=(
-                RunChange(source=RunStatus.WAITING, target=RunStatus.RUNNING,
-                          at=engine.clock()))))
+            await engine.store.write(WriteBatch(run_id=run.run_id, owner=engine.worker,
+                                                run=RunChange(source=RunStatus.WAITING,
+                                                              target=RunStatus.RUNNING,
+                                                              at=engine.clock())))
     finally:
-        await engine.store.release_run(run_id, engine.worker)
-    await announce(engine.store, run_id)
+        await engine.store.release_run(run.run_id, engine.worker)
+    await announce(engine.store, run.run_id)
 
 
 async def announce(store: Store, run_id: str) -> None:
@@ -196,10 +223,10 @@ async def decide(engine: Engine, run_id: str, step: str, *, approved: bool,
     await engine.approve(run_id, step, approved=approved, by=by or current_user(),
                          data=data)
     if for_workers:
-        await hand_to_workers(engine, run_id)
+        await hand_to_workers(engine, run_id, step)
         return await engine.result(run_id)
-    done = await continue_here(engine, run_id, step,
-                               lambda checked, run: engine.resume(run.run_id, checked))
+    done = await continue_noted(engine, run_id, step,
+                                lambda checked, run: engine.resume(run.run_id, checked))
     return done if isinstance(done, RunResult) else await engine.result(run_id)
 
 

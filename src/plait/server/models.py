@@ -67,6 +67,9 @@ class RunSummary(BaseModel):
     duration_s: float | None
     error: str | None
     retry_of: str | None
+    parent_run_id: str | None = Field(description="the run whose `workflow` or `loop` "
+                                                  "step started this one; null for a "
+                                                  "top-level run")
 
 
 class RunPage(BaseModel):

@@ -25,11 +25,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from ..cli.control import executor
 from ..core.model import JSON
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import PlaitError, RunBusy
+from ..errors import PlaitError, RunBusy, RunError
+from ..runtime import continuation, control
+from ..runtime.control import executor
 from ..runtime.engine import Engine
 from ..runtime.preflight import preflight
 from ..runtime.untrusted import refused
@@ -250,6 +251,14 @@ class ServerRuntime:
             preflight(checked)
         return checked
 
+    async def runnable(self, run: RunRecord) -> CheckedWorkflow:
+        """The definition a stored run ran (as ``checked``), with the directories noted
+        for the run (``plait run FILE`` notes its file's) on ``sys.path`` first, so a
+        server started elsewhere imports the run's python steps."""
+        for directory in await control.source_dirs(self.store, run):
+            control.add_import_path(directory)
+        return await self.checked(run.workflow, run.version)
+
     async def start(self, checked: CheckedWorkflow, input: JSON,
                     version: int | None = None, run_id: str | None = None) -> RunRecord:
         """Store a run of ``checked`` (InputError before anything is stored), with id
@@ -269,8 +278,7 @@ class ServerRuntime:
             await announce(self.store, new or await self.store.get_run(run_id))
             return
         if checked is None:
-            run = await self.store.get_run(run_id)
-            checked = await self.checked(run.workflow, run.version)
+            checked = await self.runnable(await self.store.get_run(run_id))
         if new is not None:
             self._spawn(run_id, self.engine.execute(checked, new))
         else:
@@ -278,8 +286,7 @@ class ServerRuntime:
 
     async def retry(self, run_id: str, from_step: str | None, input: JSON,
                     replace_input: bool) -> RunRecord:
-        old = await self.store.get_run(run_id)
-        checked = await self.checked(old.workflow, old.version)
+        checked = await self.runnable(await self.store.get_run(run_id))
         if replace_input:
             new = await self.engine.fork(run_id, from_step=from_step, input=input)
         else:
@@ -305,8 +312,8 @@ class ServerRuntime:
                       data: JSON) -> None:
         """Record the decision (DecisionTaken / RunError as ``Engine.approve``), then
         make sure someone applies it: the task executing the run here, another process,
-        or a new task here that continues the run (also on PostgreSQL, as ``plait
-        approve`` does: the workers drive pending and running runs, not parked ones)."""
+        a new task here that continues the run, or (PostgreSQL) the workers, to which
+        the parked run is handed as ``plait approve`` hands it."""
         await self.engine.approve(run_id, step, approved=approved, by=by, data=data)
         self.wake(run_id)
         if self._tg is not None and not self.closing.is_set():
@@ -315,6 +322,9 @@ class ServerRuntime:
     async def _applied(self, run_id: str, step: str) -> None:
         """Continue the run here once nobody else will apply the decision on ``step``
         (the task executing it may be parking the run as the decision arrives)."""
+        if self.for_workers:
+            await control.hand_to_workers(self.engine, run_id, step)
+            return
         deadline = time.monotonic() + HANDOFF_WAIT_S
         while not self.closing.is_set():  # on shutdown the run stays resumable
             steps = await self.store.get_steps(run_id)
@@ -326,11 +336,36 @@ class ServerRuntime:
                 if run.status in FINAL_RUN_STATES or executor(run, self.engine) is not None:
                     return
                 if run_id not in self._runs:
-                    # as `plait approve` does: a parked run nobody drives (workers
-                    # drive pending and running runs only) continues here
-                    checked = await self.checked(run.workflow, run.version)
-                    self._spawn(run_id, self.engine.resume(run_id, checked))
+                    # as `plait approve` does: a parked run nobody drives continues here
+                    await self._continue(run, step)
                 return
             if time.monotonic() >= deadline:
                 return
             await asyncio.sleep(HANDOFF_POLL_S)
+
+    async def _continue(self, run: RunRecord, step: str) -> None:
+        """Continue ``run`` here after the decision on ``step``; when it cannot be
+        (its python steps do not import here), the failure is noted in the run's
+        history (``runtime.continuation``: the run document shows it) and raised."""
+        try:
+            checked = await self.runnable(run)
+        except PlaitError as exc:
+            await self._note_failure(run.run_id, step, exc)
+            raise
+        self._spawn(run.run_id, self._resume_noted(run.run_id, step, checked))
+
+    async def _resume_noted(self, run_id: str, step: str, checked: CheckedWorkflow) -> None:
+        try:
+            await self.engine.resume(run_id, checked)
+        except RunError:  # another process has it: not a failure of the decision
+            raise
+        except PlaitError as exc:
+            await self._note_failure(run_id, step, exc)
+            raise
+
+    async def _note_failure(self, run_id: str, step: str, exc: PlaitError) -> None:
+        _log.warning("run %s: the decision on %s is recorded, but the run cannot "
+                     "continue here: %s; continue it with `%s`", run_id, step, exc,
+                     continuation.resume_command(run_id))
+        await continuation.note_failure(self.store, run_id, step, str(exc))
+        self.wake(run_id)

@@ -370,6 +370,9 @@ class RunFilter:
     since: float | None = None  # created_at >= since
     before: float | None = None  # created_at <= before (a page cursor's time)
     limit: int = 50
+    # only runs without a parent (``parent_run_id`` None): what `plait runs` and
+    # GET /api/runs list unless asked for child runs too
+    top_level: bool = False
 
 
 class Store(Protocol):

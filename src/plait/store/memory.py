@@ -222,7 +222,8 @@ class MemoryStore:
                 if (filter.workflow is None or r.workflow == filter.workflow)
                 and (filter.status is None or r.status == filter.status)
                 and (filter.since is None or r.created_at >= filter.since)
-                and (filter.before is None or r.created_at <= filter.before)]
+                and (filter.before is None or r.created_at <= filter.before)
+                and (not filter.top_level or r.parent_run_id is None)]
         runs.sort(key=lambda r: r.created_at, reverse=True)
         return [_copy_run(r) for r in runs[: filter.limit]]
 

@@ -45,6 +45,12 @@ def series_name(name: str) -> str:
     return _ITEM_INDEX.sub("", name) if "[" in name else name
 
 
+def item_pattern(name: str) -> str:
+    """The same rule for ``plait metrics``, which marks the folding: ``fetch[3]`` ->
+    ``fetch[*]`` (one row for every item of the map ``fetch``)."""
+    return _ITEM_INDEX.sub("[*]", name) if "[" in name else name
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NotificationKey:
     """One delivery: an event of a run (of a step, or ``""``) to one target (its URL

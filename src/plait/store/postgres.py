@@ -264,7 +264,7 @@ class PostgresStore:
 
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         params = {"workflow": filter.workflow, "limit": filter.limit, "since": filter.since,
-                  "before": filter.before,
+                  "before": filter.before, "top_level": filter.top_level,
                   "status": None if filter.status is None else rows.TEXT[filter.status]}
         query = _Q["list_runs" if filter.workflow is None else "list_workflow_runs"]
         return [rows.run_record(r) for r in await self._db.fetchall(query, params)]

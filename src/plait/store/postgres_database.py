@@ -234,8 +234,9 @@ class Database:
         try:
             conn = await self.connect()
         except StoreError as exc:
-            return StoreError(f"PostgreSQL at {self.where} did not answer for "
-                              f"{self.url.retry_for:g}s: {exc}")
+            kind = StoreUnreachable if isinstance(exc, StoreUnreachable) else StoreError
+            return kind(f"PostgreSQL at {self.where} did not answer for "
+                        f"{self.url.retry_for:g}s: {exc}")
         await conn.close()
         return StoreError(f"database {self.where}: every one of the pool's "
                           f"{self.url.pool_max} connections stayed busy for "

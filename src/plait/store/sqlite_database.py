@@ -575,10 +575,12 @@ class Database:
 
     def list_runs(self, f: RunFilter) -> list[RunRecord]:
         status = None if f.status is None else rows.TEXT[f.status]
-        found = (self.conn.execute(_Q["list_runs"], (status, f.since, f.limit, f.before))
+        top = int(f.top_level)
+        found = (self.conn.execute(_Q["list_runs"],
+                                   (status, f.since, f.limit, f.before, top))
                  if f.workflow is None else
                  self.conn.execute(_Q["list_workflow_runs"],
-                                   (f.workflow, status, f.since, f.limit, f.before)))
+                                   (f.workflow, status, f.since, f.limit, f.before, top)))
         return [rows.run_record(row) for row in found]
 
     def get_steps(self, run_id: str) -> list[StepRecord]:

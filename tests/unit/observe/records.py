@@ -42,3 +42,11 @@ def attempt(step_id: str, n: int, status: str, start: float, end: float | None, 
 def history(r: RunRecord, steps: list[StepRecord] | None = None,
             attempts: list[AttemptRecord] | None = None) -> RunHistory:
     return RunHistory(run=r, steps=steps or [], attempts=attempts or [])
+
+
+def nap(seconds: float) -> float:
+    """A python step of the metrics tests that works for ``seconds``."""
+    import time
+
+    time.sleep(seconds)
+    return seconds

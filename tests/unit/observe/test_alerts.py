@@ -45,6 +45,8 @@ from .records import attempt, history, run, step
     ("step  fetch :success_rate <= 95%", "success_rate", "<=", 0.95, "fetch"),
     ("step fetch: attempt_p99 > 1.5s", "attempt_p99", ">", 1.5, "fetch"),
     ("step fetch: retries_per_execution > 1", "retries_per_execution", ">", 1.0, "fetch"),
+    ("step fetch[*]: compute_p95 > 2s", "compute_p95", ">", 2.0, "fetch[*]"),
+    ("compute_p50 > 1m", "compute_p50", ">", 60.0, None),
 ])
 def test_parse_accepts_the_grammar(text, metric, op, threshold, step_id):
     rule = parse_rule(text, workflow="wf")

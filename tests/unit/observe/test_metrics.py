@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 import plait
 from plait import StepContext, Workflow
+from plait.definitions import check_definition
 from plait.observe.metrics import (
     MetricsReport,
     collect,
@@ -163,12 +165,14 @@ def test_to_json_has_the_documented_keys_and_is_json():
     assert data["since"] == "2023-11-14T22:13:20Z"  # ISO-8601 UTC, like every JSON time
     wf = data["workflows"][1]
     assert set(wf) == {"workflow", "runs", "completed", "failed", "cancelled", "active",
-                       "success_rate", "duration_s", "retries_per_run", "fallbacks", "steps",
+                       "success_rate", "duration_s", "compute_s", "retries_per_run",
+                       "fallbacks", "steps",
                        "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens"}
     assert set(wf["duration_s"]) == {"count", "mean", "p50", "p95", "p99", "max"}
     assert set(wf["steps"][0]) == {
         "step", "executions", "completed", "failures", "cancelled", "success_rate",
-        "duration_s", "attempt_duration_s", "attempts", "retries", "retries_per_execution",
+        "duration_s", "attempt_duration_s", "compute_s", "attempts", "retries",
+        "retries_per_execution",
         "fallbacks", "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens"}
     assert wf["duration_s"]["p95"] == pytest.approx(38.5)
 
@@ -179,8 +183,8 @@ def test_render_metrics_shows_workflows_and_step_rows():
     assert "success 50.0%" in text
     lines = text.splitlines()
     fetch = next(line for line in lines if line.strip().startswith("fetch"))
-    assert fetch.split() == ["fetch", "5", "50.0%", "3s", "4.85s", "4.97s", "2s", "0.60",
-                             "1", "1"]
+    assert fetch.split() == ["fetch", "5", "50.0%", "3s", "4.85s", "4.97s", "1s", "2s",
+                             "0.60", "1", "1"]
     header = next(line for line in lines if line.strip().startswith("step"))
     assert "p95" in header and "retries/exec" in header
 
@@ -241,3 +245,60 @@ async def test_collect_reads_real_runs_from_a_store():
     assert {w.workflow for w in (await collect(store)).workflows} == {
         "metrics-real", "metrics-other"}
     assert (await collect(store, since=T0 * 10)).workflows == ()
+
+
+# ------------------------------------------------------------------------ maps and waits
+
+
+def test_map_items_fold_into_one_row_beside_their_map_step():
+    r = run("m1", end=5.0)
+    steps = [step("research", start=0, end=4, run_id="m1")] + [
+        step(f"research[{i}]", start=1, end=2 + i, attempts=1 + (i == 2), run_id="m1")
+        for i in range(3)]
+    attempts = [attempt("research", 1, "completed", 0, 4, run_id="m1")] + [
+        attempt(f"research[{i}]", 1, "completed", 1, 2 + i, run_id="m1") for i in range(3)]
+    report = compute([history(r, steps, attempts)])
+    rows = report.workflows[0].steps
+    assert [s.step for s in rows] == ["research", "research[*]"]
+    items = rows[1]
+    assert (items.executions, items.attempts, items.retries) == (3, 4, 1)
+    assert items.duration.max == pytest.approx(3.0)
+    assert "research[*]" in render_metrics(report) and "research[0]" not in render_metrics(report)
+
+
+async def test_compute_time_leaves_out_waits_on_a_map_and_an_approval(tmp_path):
+    """A SQLite run of a map of three python items, an approval decided after 0.4 s and
+    one more python step: the wall time holds the wait, compute time does not."""
+    checked = check_definition({"name": "waits-metrics", "steps": [
+        {"id": "research", "type": "map", "over": [0.05, 0.05, 0.05],
+         "step": {"type": "python", "call": "unit.observe.records:nap",
+                  "with": {"seconds": "{{ item }}"}}},
+        {"id": "gate", "type": "approval", "depends_on": ["research"]},
+        {"id": "after", "type": "python", "call": "unit.observe.records:nap",
+         "with": {"seconds": 0.05}, "depends_on": ["gate"]}]})
+    store = open_store(f"sqlite:///{tmp_path}/m.db")
+    await store.open()
+    try:
+        engine = Engine(store)
+        waiting = await engine.run(checked, {})
+        assert waiting.status == "waiting"
+        await asyncio.sleep(0.4)
+        await engine.approve(waiting.run_id, "gate", by="tester")
+        assert (await engine.resume(waiting.run_id, checked)).status == "completed"
+        report = await collect(store, workflow="waits-metrics")
+    finally:
+        await store.close()
+    wf = report.workflows[0]
+    assert [s.step for s in wf.steps] == ["research", "gate", "after", "research[*]"]
+    wall, busy = wf.duration.max, wf.compute.max
+    assert wall is not None and busy is not None
+    assert wall >= 0.5 and 0.09 <= busy <= wall - 0.35  # items side by side, then after
+    gate, items, research = wf.step("gate"), wf.step("research[*]"), wf.step("research")
+    assert gate is not None and items is not None and research is not None
+    assert gate.duration.max is not None and gate.duration.max >= 0.4
+    assert gate.compute.max == 0.0  # its one attempt is the wait
+    assert (items.executions, items.compute.count) == (3, 3)
+    assert items.compute.p50 is not None and items.compute.p50 >= 0.04
+    assert research.compute.max is not None and research.compute.max < 0.04  # not its items
+    data = report.to_json()["workflows"][0]
+    assert data["compute_s"]["count"] == 1 and data["steps"][3]["step"] == "research[*]"

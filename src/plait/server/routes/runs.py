@@ -8,6 +8,7 @@ import binascii
 import json
 import math
 import re
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse
 from ...cli.inspection import child_runs
 from ...cli.llm_calls import add_llm, roll_up
 from ...cli.records import LogRecord, add_child_runs, add_waiting, duration
+from ...core.model import JSONDict
 from ...core.states import FINAL_RUN_STATES, RunStatus
 from ...errors import (
     DecisionTaken,
@@ -25,6 +27,7 @@ from ...errors import (
     RunNotFound,
     WorkflowNotFound,
 )
+from ...runtime import continuation
 from ...runtime.results import iso
 from ...store.base import RunFilter, RunRecord
 from ..errors import ApiError, not_found
@@ -124,19 +127,22 @@ def decode_cursor(text: str) -> tuple[float, str]:
 
 
 async def runs_page(rt: ServerRuntime, workflow: str | None, status: RunStatus | None,
-                    limit: int, before: str | None) -> tuple[list[RunRecord], str | None]:
+                    limit: int, before: str | None,
+                    children: bool = False) -> tuple[list[RunRecord], str | None]:
     """One page, newest first, after the cursor ``before`` (the last run of the previous
     page): the store lists runs created at or before its time (ties in creation order),
-    and those up to the cursor's run are skipped."""
+    and those up to the cursor's run are skipped.  Top-level runs only, unless
+    ``children``."""
     if before is None:
         rows = await rt.store.list_runs(RunFilter(workflow=workflow, status=status,
-                                                  limit=limit + 1))
+                                                  limit=limit + 1, top_level=not children))
     else:
         at, last = decode_cursor(before)
         fetch = limit + 17
         while True:
             rows = await rt.store.list_runs(RunFilter(workflow=workflow, status=status,
-                                                      before=at, limit=fetch))
+                                                      before=at, limit=fetch,
+                                                      top_level=not children))
             index = next((i for i, r in enumerate(rows) if r.run_id == last), None)
             if index is not None:
                 rows = rows[index + 1:]
@@ -157,13 +163,18 @@ def summary_json(run: RunRecord) -> dict[str, Any]:
     return {"run_id": run.run_id, "workflow": run.workflow, "version": run.version,
             "status": str(run.status), "created_at": iso(run.created_at),
             "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
-            "duration_s": duration(run), "error": run.error, "retry_of": run.retry_of}
+            "duration_s": duration(run), "error": run.error, "retry_of": run.retry_of,
+            "parent_run_id": run.parent_run_id}
 
 
 @router.get("", response_model=RunPage, responses={400: {"model": ErrorBody}})
 async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None = None,
                     limit: Annotated[str | None, Query(description="1-500, default 50")]
-                    = None, before: str | None = None) -> JSONResponse:
+                    = None, before: str | None = None,
+                    children: Annotated[bool, Query(
+                        description="child runs too (of `workflow` and `loop` steps); "
+                                    "default: top-level runs only")] = False,
+                    ) -> JSONResponse:
     """Runs, newest first; ``next`` is the cursor of the following page (pass it as
     ``before``), null on the last page."""
     if status is not None and status not in STATUSES:
@@ -178,7 +189,8 @@ async def list_runs(rt: Runtime, workflow: str | None = None, status: str | None
         count = int(limit)
     async with rt.reads:  # one list query at a time
         page, cursor = await runs_page(rt, workflow or None,
-                                       RunStatus(status) if status else None, count, before)
+                                       RunStatus(status) if status else None, count, before,
+                                       children)
     # the body as RunPage documents it, encoded once (a RunPage model would be built,
     # then validated and serialized again by FastAPI: most of a page's cost)
     return JSONResponse({"runs": [summary_json(r) for r in page], "next": cursor})
@@ -204,7 +216,9 @@ RUN_DOCUMENT = (
     "\"attempt\", \"messages\", \"cut\"}`) and `usage` (null, or its tokens "
     "`{\"prompt_tokens\", \"completion_tokens\", \"total_tokens\"}` with its child "
     "runs'), and on the run `usage` and `llm_tokens`: the tokens of the run and all its "
-    "child runs.\n\n"
+    "child runs; and `continuation`: null, or `{\"step\", \"error\", "
+    "\"command\", \"decided_at\", \"failed_at\"}` while a recorded decision could not be "
+    "applied (the run is stuck until `command`, `plait resume RUN_ID`, continues it).\n\n"
     f"A run of more than {STEPS_PER_PAGE:,} steps is read in pages: each page is that "
     f"document with the next {STEPS_PER_PAGE:,} step entries (the definition's order, "
     "map items by index), only their attempts and logs, and `steps_next`: the cursor of "
@@ -231,6 +245,8 @@ async def get_run(run_id: str, rt: Runtime,
         rt.read(store.get_steps(run_id)), rt.read(store.get_attempts(run_id)),
         rt.read(store.get_events(run_id)))
     value = run_page(run, steps, attempts, LogRecord.from_events(events), after)
+    # a decision recorded that nobody could apply: why, and what continues the run
+    value["continuation"] = continuation.stuck(run, steps, events, now=time.time())
     # as plait show --json: a workflow/loop step's entry names its child run(s)
     add_child_runs(value, await rt.read(child_runs(store, run)))
     add_waiting(value, events)  # what a waiting step asks (prompt, show)
@@ -285,6 +301,13 @@ async def retry_run(run_id: str, rt: Runtime, body: RetryBody | None = None) -> 
     return RetryCreated(run_id=new.run_id)
 
 
+async def _stuck(rt: ServerRuntime, run_id: str) -> JSONDict | None:
+    """The run's ``continuation`` entry (a decision nobody could apply), or None."""
+    run = await rt.store.get_run(run_id)
+    steps, events = await rt.store.get_steps(run_id), await rt.store.get_events(run_id)
+    return continuation.stuck(run, steps, events, now=time.time())
+
+
 @router.post("/{run_id}/steps/{step}/approve", response_model=Decision,
              responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
 async def approve_step(run_id: str, step: str, rt: Runtime,
@@ -300,8 +323,10 @@ async def approve_step(run_id: str, step: str, rt: Runtime,
         await rt.approve(run_id, step, approved=body.approved, by=body.by or "api",
                          data=body.data)
     except DecisionTaken as exc:
-        raise ApiError(409, "already_decided", str(exc),
-                       {"decision": exc.decision}) from exc
+        stuck = await _stuck(rt, run_id)
+        message = str(exc) + ("" if stuck is None else "; " + continuation.stuck_text(stuck))
+        raise ApiError(409, "already_decided", message,
+                       {"decision": exc.decision, "continuation": stuck}) from exc
     except RunError as exc:
         raise ApiError(409, "not_waiting", str(exc),
                        {"status": str(steps[step].status)}) from exc

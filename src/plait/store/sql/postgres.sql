@@ -188,8 +188,10 @@ FROM runs WHERE run_id = %(run_id)s;
 
 -- list_runs --
 -- Runs newest first, optionally of one status and created since a time (a filter is
--- ignored when its parameter is NULL); ties keep the order the runs were created in.
--- Walks runs_by_created and stops at the limit.  (status, since, before, limit)
+-- ignored when its parameter is NULL), and only those without a parent when top_level
+-- is true; ties keep the order the runs were created in.
+-- Walks runs_by_created and stops at the limit.  (status, since, before, limit,
+-- top_level)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at, concurrency_key, max_runs_per_key
@@ -197,12 +199,13 @@ FROM runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
   AND (%(before)s::double precision IS NULL OR created_at <= %(before)s::double precision)
+  AND (NOT %(top_level)s::boolean OR parent_run_id IS NULL)
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 
 -- list_workflow_runs --
 -- The same for the runs of one workflow, through runs_by_workflow.
--- (workflow, status, since, limit)
+-- (workflow, status, since, before, limit, top_level)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at, concurrency_key, max_runs_per_key
@@ -211,6 +214,7 @@ WHERE workflow = %(workflow)s
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
   AND (%(before)s::double precision IS NULL OR created_at <= %(before)s::double precision)
+  AND (NOT %(top_level)s::boolean OR parent_run_id IS NULL)
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 

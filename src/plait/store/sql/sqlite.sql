@@ -66,8 +66,10 @@ FROM runs WHERE run_id = ?;
 
 -- list_runs --
 -- Runs newest first, optionally of one status and created since a time (a filter is
--- ignored when its parameter is NULL); ties keep the order the runs were created in.
--- Walks runs_by_created and stops at the limit.  (status, since, limit, before)
+-- ignored when its parameter is NULL), and only those without a parent when top_level
+-- is 1; ties keep the order the runs were created in.
+-- Walks runs_by_created and stops at the limit.  (status, since, limit, before,
+-- top_level)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at, concurrency_key, max_runs_per_key
@@ -75,12 +77,13 @@ FROM runs
 WHERE (?1 IS NULL OR status = ?1)
   AND (?2 IS NULL OR created_at >= ?2)
   AND (?4 IS NULL OR created_at <= ?4)
+  AND (?5 = 0 OR parent_run_id IS NULL)
 ORDER BY created_at DESC, id ASC
 LIMIT ?3;
 
 -- list_workflow_runs --
 -- The same for the runs of one workflow, through runs_by_workflow.
--- (workflow, status, since, limit, before)
+-- (workflow, status, since, limit, before, top_level)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
        heartbeat_at, concurrency_key, max_runs_per_key
@@ -89,6 +92,7 @@ WHERE workflow = ?1
   AND (?2 IS NULL OR status = ?2)
   AND (?3 IS NULL OR created_at >= ?3)
   AND (?5 IS NULL OR created_at <= ?5)
+  AND (?6 = 0 OR parent_run_id IS NULL)
 ORDER BY created_at DESC, id ASC
 LIMIT ?4;
 
