@@ -18,6 +18,11 @@ class _TooDeep(yaml.YAMLError):
     """Flow collections (``[`` / ``{``) nested past MAX_NESTING levels."""
 
 
+class _TooLarge(yaml.YAMLError):
+    """Merge keys copying more than MAX_EXPANDED_NODES pairs (chains of mappings each
+    merging the one before grow quadratically)."""
+
+
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _VALUE_TAG = "tag:yaml.org,2002:value"
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -37,6 +42,7 @@ class _StrictLoader(yaml.SafeLoader):
         # each mapping flattened: how many of its pairs are its own (they come last,
         # after the pairs its `<<` key merged)
         self.own_pairs: dict[yaml.MappingNode, int] = {}
+        self.merged_pairs = 0  # pairs copied by merge keys, bounded
 
     def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's name)
         if self.flow_level >= MAX_NESTING:
@@ -50,6 +56,9 @@ class _StrictLoader(yaml.SafeLoader):
         6.0.2, keeps the first of equal keys only when they are the same string object:
         interned short keys, not long ones.)"""
         if node in self.own_pairs:  # done already (an anchored mapping merged again)
+            return
+        if not any(k.tag in (_MERGE_TAG, _VALUE_TAG) for k, _ in node.value):
+            self.own_pairs[node] = len(node.value)  # the common case
             return
         own: list[tuple[yaml.Node, yaml.Node]] = []
         sources: list[yaml.MappingNode] = []
@@ -68,6 +77,9 @@ class _StrictLoader(yaml.SafeLoader):
         for source in reversed(sources):
             self.construct_object(source)  # its own duplicate keys are refused
             merged += source.value
+        self.merged_pairs += len(merged)
+        if self.merged_pairs > MAX_EXPANDED_NODES:
+            raise _TooLarge()
         node.value = merged + own
         self.own_pairs[node] = len(own)
 
@@ -143,18 +155,23 @@ def parse_text(text: str, *, source: str, fmt: str | None = None) -> object:
         raise DefinitionError([Problem(location="", message=(
             f"the definition nests lists and mappings too deeply to read (at most "
             f"{MAX_NESTING} levels are accepted)"))], source=source) from None
+    except _TooLarge:
+        raise _too_large(source) from None
     except yaml.YAMLError as exc:
         raise DefinitionError([Problem(location="", message=f"YAML error: {_yaml_msg(exc)}")],
                               source=source) from exc
     except ValueError as exc:
         raise DefinitionError([Problem(location="", message=f"JSON error: {exc}")],
                               source=source) from exc
-    size = _expanded_size(data)
-    if size > MAX_EXPANDED_NODES:
-        raise DefinitionError([Problem(location="", message=(
-            f"the definition expands to over {MAX_EXPANDED_NODES} values (YAML aliases "
-            f"repeated too often)"))], source=source)
+    if _expanded_size(data) > MAX_EXPANDED_NODES:
+        raise _too_large(source)
     return data
+
+
+def _too_large(source: str) -> DefinitionError:
+    return DefinitionError([Problem(location="", message=(
+        f"the definition expands to over {MAX_EXPANDED_NODES} values (YAML aliases "
+        f"repeated too often)"))], source=source)
 
 
 def _json(text: str) -> object:

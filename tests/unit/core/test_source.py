@@ -179,3 +179,13 @@ def test_a_key_written_twice_in_one_mapping_is_still_a_duplicate(text: str,
     with pytest.raises(DefinitionError) as info:
         parse_text(text, source="f.yaml")
     assert only_problem(info.value) == f"YAML error: {message}"
+
+
+def test_a_chain_of_merges_is_bounded_like_aliases() -> None:
+    lines = ["a0: &a0 {k0: 1}"] + [f"a{i}: &a{i} {{<<: *a{i - 1}, k{i}: 1}}"
+                                   for i in range(1, 3000)]
+    started = time.perf_counter()
+    with pytest.raises(DefinitionError) as info:
+        parse_text("\n".join(lines), source="f.yaml")
+    assert "expands to over 1000000 values" in only_problem(info.value)
+    assert time.perf_counter() - started < 5
