@@ -289,6 +289,19 @@ def _parse_inline(c: _Collector, where: str, raw: JSON, defaults: StepDefaults,
     return _parse_step_at(c, where, body, defaults)
 
 
+def _with_defaults(raw: JSON, defaults: StepDefaults) -> JSON:
+    """A map's inline step with the defaults it takes written into it: the canonical
+    form (what is stored, and loaded again with no ``defaults:``) says what runs."""
+    stype = raw.get("type") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(stype, str):
+        return raw
+    layer = defaults.of(stype)
+    if not layer:
+        return raw
+    return {k: v for k, v in merge(layer, raw).items() if k not in INLINE_EXCLUDED
+            or k in raw}
+
+
 def parse_inline(where: str, raw: JSON, map_id: str) -> tuple[StepSpec | None, list[Problem]]:
     """A map's inline step built in Python: its StepSpec and the problems found."""
     c = _Collector()
@@ -336,8 +349,10 @@ def _parse_step_at(c: _Collector, where: str, raw: JSON, defaults: StepDefaults,
     if when is not None and not isinstance(when, str | bool):
         c.add(f"{where}.when", f"expected a template string, got {when!r}")
         when = None
-    item = _parse_inline(c, f"{where}.step", config.get("step"), defaults, sid) \
-        if stype == "map" else None
+    item = None
+    if stype == "map":
+        item = _parse_inline(c, f"{where}.step", config.get("step"), defaults, sid)
+        config["step"] = _with_defaults(config.get("step"), defaults)
     return new_step(
         id=sid,
         type=stype,

@@ -59,6 +59,19 @@ def test_a_maps_inline_step_takes_the_defaults_of_its_type() -> None:
     assert item is not None and item.config == {"prompt": "{{ item }}", **LLM}
 
 
+def test_a_stored_map_loads_again_with_the_defaults_its_items_took() -> None:
+    # what is stored is the canonical form, which has no `defaults:` left: a resumed
+    # run loads it, and its map items must still get the defaults they ran with
+    checked = load(wf({"id": "m", "type": "map", "over": [1, 2],
+                       "step": {"type": "llm", "prompt": "{{ item }}", "timeout": "9s"}},
+                      defaults={"llm": LLM, "timeout": "5m", "trigger": "all_done"}))
+    again = load(checked.definition)
+    item = again.spec.steps[0].item
+    assert item is not None and item.config == {"prompt": "{{ item }}", **LLM}
+    assert item.timeout == 9.0
+    assert again.fingerprint == checked.fingerprint
+
+
 def test_unknown_fields_and_types_under_defaults_are_located_with_a_suggestion() -> None:
     found = problems_of(wf(llm("a", **LLM), defaults={
         "llm": {"modle": "m", "api_key_env": "bad name"}, "lmm": {}, "htp": 3}))
