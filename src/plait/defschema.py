@@ -30,12 +30,16 @@ _TEMPLATE: JSONDict = {"type": ["string", "boolean"],
                        "description": "a template such as {{ steps.a.output.ok }}"}
 _ANY: JSONDict = {}
 _COUNT: JSONDict = {"type": "integer", "minimum": 1}
+# `x-` keys are accepted, and ignored, wherever the loader checks field names
+_EXTENSIONS: JSONDict = {"^x-": {"description": "an extension key, ignored by plait (a "
+                                               "place for YAML anchors and notes)"}}
 
 _RETRY: JSONDict = {
     "description": "how failed attempts are retried: a mapping, or the number of retries",
     "oneOf": [
         {"type": "integer", "minimum": 0},
-        {"type": "object", "additionalProperties": False, "properties": {
+        {"type": "object", "additionalProperties": False, "patternProperties": _EXTENSIONS,
+         "properties": {
             "max_retries": {"type": "integer", "minimum": 0},
             "initial_delay": _DURATION, "backoff": {"type": "number", "minimum": 1},
             "max_delay": _DURATION, "jitter": {"type": "number", "minimum": 0},
@@ -50,12 +54,13 @@ _FALLBACK: JSONDict = {
          "properties": {"output": _ANY}},
     ]}
 _BREAKER: JSONDict = {"type": "object", "additionalProperties": False, "required": ["key"],
+                      "patternProperties": _EXTENSIONS,
                       "properties": {"key": {"type": "string"},
                                      "failure_threshold": _COUNT,
                                      "reset_after": _DURATION}}
 
 _CACHE: JSONDict = {"type": "object", "additionalProperties": False,
-                    "required": ["key", "ttl"],
+                    "required": ["key", "ttl"], "patternProperties": _EXTENSIONS,
                     "description": "reuse a completed result of the same workflow, step "
                                    "and rendered key younger than ttl",
                     "properties": {"key": {"type": "string"}, "ttl": _DURATION}}
@@ -114,17 +119,17 @@ TOP_FIELD_SCHEMAS: dict[str, JSONDict] = {
     "on_failure": {"enum": ["continue", "fail_fast"]},
     "timeout": {"anyOf": [_DURATION, {"type": "null"}]},
     "sla": {"anyOf": [_DURATION, {"type": "null"}]},
-    "defaults": {"type": "object", "additionalProperties": False,
-                 "properties": {k: STEP_FIELD_SCHEMAS[k] for k in DEFAULTABLE}},
+    "defaults": {},  # filled with the step types registered (`_defaults_schema`)
     "pools": {"type": "object", "additionalProperties": {
-        "type": "object", "additionalProperties": False,
+        "type": "object", "additionalProperties": False, "patternProperties": _EXTENSIONS,
         "properties": {"concurrency": _COUNT,
                        "rate": {"type": ["string", "object"],
                                 "description": "starts per period, such as 10/s"}}}},
     "output": _ANY,
     "steps": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/step"}},
     "reducers": {"type": "object", "additionalProperties": {"enum": list(REDUCERS)}},
-    "limits": {"type": "object", "additionalProperties": False, "properties": {
+    "limits": {"type": "object", "additionalProperties": False,
+               "patternProperties": _EXTENSIONS, "properties": {
         "max_steps": _COUNT, "max_depth": _COUNT, "max_map_items": _COUNT,
         "max_subworkflow_depth": _COUNT,
         "max_output_bytes": {"type": ["integer", "string"]}}},
@@ -144,7 +149,7 @@ TOP_FIELD_SCHEMAS: dict[str, JSONDict] = {
 
 def _step_schema() -> JSONDict:
     """A step: its common fields, then per type (``if type == T``) exactly the common
-    fields and T's fields, T's required ones required."""
+    fields and T's fields (T's required ones: ``_required_fields``)."""
     types = known_types()
     cases: list[JSON] = []
     for name in types:
@@ -157,11 +162,49 @@ def _step_schema() -> JSONDict:
         cases.append({"if": {"properties": {"type": {"const": name}},
                              "required": ["type"]},
                       "then": {"properties": props, "additionalProperties": False,
-                               "required": ["id", "type", *sorted(info.required)]}})
+                               "patternProperties": _EXTENSIONS,
+                               "required": ["id", "type"]}})
     common: JSONDict = dict(STEP_FIELD_SCHEMAS)
     common["type"] = {"enum": list(types), "description": "the step's type"}
     return {"type": "object", "required": ["id", "type"], "properties": common,
             "allOf": cases}
+
+
+def _required_fields() -> list[JSON]:
+    """Each required field of each type: required in every step of that type unless
+    ``defaults.TYPE`` gives it (rules of the whole definition, which sees both)."""
+    rules: list[JSON] = []
+    for name in known_types():
+        info = type_info(name)
+        for field in sorted(info.required if info is not None else ()):
+            given: JSONDict = {"required": ["defaults"], "properties": {"defaults": {
+                "required": [name], "properties": {name: {"required": [field]}}}}}
+            step: JSONDict = {"if": {"properties": {"type": {"const": name}},
+                                     "required": ["type"]},
+                              "then": {"required": [field]}}
+            rules.append({"if": {"not": given},
+                          "then": {"properties": {"steps": {"items": step}}}})
+    return rules
+
+
+def _defaults_schema() -> JSONDict:
+    """``defaults``: the fields every step has that it may set, and per registered step
+    type a mapping of that type's fields (and of those fields)."""
+    common: JSONDict = {k: STEP_FIELD_SCHEMAS[k] for k in DEFAULTABLE}
+    props = dict(common)
+    for name in known_types():
+        info = type_info(name)
+        if info is None or name in common:  # (a type named like a field: the field)
+            continue
+        fields: JSONDict = {f: TYPE_FIELD_SCHEMAS.get(f, _ANY) for f in sorted(info.fields)}
+        props[name] = {"type": "object", "additionalProperties": False,
+                       "patternProperties": _EXTENSIONS, "properties": fields | common,
+                       "description": f"taken by every {name} step that does not set "
+                                      f"the field itself"}
+    return {"type": "object", "additionalProperties": False,
+            "patternProperties": _EXTENSIONS, "properties": props,
+            "description": "merged into every step (a step's own value wins); a step "
+                           "type's name holds defaults for the steps of that type"}
 
 
 def definition_schema() -> JSONDict:
@@ -170,6 +213,7 @@ def definition_schema() -> JSONDict:
     register_builtins()
     load_plugins()
     properties: JSONDict = {key: TOP_FIELD_SCHEMAS[key] for key in TOP_FIELDS}
+    properties["defaults"] = _defaults_schema()
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
@@ -177,7 +221,9 @@ def definition_schema() -> JSONDict:
         "type": "object",
         "required": ["name", "steps"],
         "additionalProperties": False,
+        "patternProperties": _EXTENSIONS,
         "properties": properties,
+        "allOf": _required_fields(),
         "$defs": {"step": _step_schema()},
     }
 

@@ -17,7 +17,9 @@ import pytest
 RUN_KEYS = {"run_id", "workflow", "version", "status", "output", "error", "duration_s",
             "steps"}
 SHOW_EXTRA = {"retry_of", "parent_run_id", "fingerprint", "input", "created_at",
-              "started_at", "finished_at", "attempts", "logs", "emits", "continuation"}
+              "started_at", "finished_at", "attempts", "logs", "emits", "usage",
+              "llm_tokens",
+              "continuation"}
 SUMMARY_KEYS = {"run_id", "workflow", "version", "fingerprint", "status", "error",
                 "created_at", "started_at", "finished_at", "duration_s", "steps_done",
                 "steps_total", "retry_of", "parent_run_id"}

@@ -88,15 +88,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(db_url: str, token: str | None, port: int | None = None) -> Iterator[Server]:
-    """A started server on ``port`` (default: a free one)."""
+def serve(db_url: str, token: str | None, port: int | None = None,
+          env: dict[str, str] | None = None) -> Iterator[Server]:
+    """A started server on ``port`` (default: a free one); ``env``: more settings
+    (``PLAIT_*`` variables) for the server."""
     import uvicorn
 
     from plait.server.app import create_app
     from plait.server.settings import ServerSettings
 
     port = port or _free_port()
-    settings = ServerSettings.from_environment({"PLAIT_ALLOWED_MODULES": "browser.steps_for_ui"})
+    settings = ServerSettings.from_environment({"PLAIT_ALLOWED_MODULES": "browser.steps_for_ui",
+                                                **(env or {})})
     app = create_app(db_url, host="127.0.0.1", token=token, settings=settings)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")

@@ -417,3 +417,38 @@ def test_a_missing_field_of_a_loop_is_reported_once() -> None:
     for field in ("workflow", "until", "max_iterations"):
         assert [p for p in found if f"steps[0].{field}" in p] == [
             p for p in found if f"missing field '{field}'" in p], found
+
+
+async def test_a_maps_inline_step_naming_a_file_is_loaded_and_stored_with_the_parent(
+        tmp_path: Path) -> None:
+    _write(tmp_path / "double.yaml", """\
+        name: double
+        steps:
+          - {id: twice, type: transform, value: "{{ input.n * 2 }}"}
+        output: "{{ steps.twice.output }}"
+        """)
+    parent = _write(tmp_path / "flow.yaml", """\
+        name: flow
+        steps:
+          - id: each
+            type: map
+            over: [1, 2, 3]
+            step: {type: workflow, workflow: ./double.yaml, input: {n: "{{ item }}"}}
+        """)
+    store = MemoryStore()
+    result = await _run(store, Workflow.load(parent))
+    assert result.status == "completed", result.error
+    assert result.steps["each"].output == [2, 4, 6]
+    stored = (await store.get_workflow("flow")).definition
+    assert stored["steps"][0]["step"]["definition"]["name"] == "double"
+    assert len(await _children(store, result.run_id)) == 3
+
+
+def test_a_maps_inline_step_naming_a_file_from_data_says_what_to_do() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        Workflow.from_dict({"name": "p", "steps": [
+            {"id": "m", "type": "map", "over": [1],
+             "step": {"type": "workflow", "workflow": "./agent_step.yaml"}}]})
+    problem, = caught.value.problems
+    assert problem.location == "steps[0].step.workflow"
+    assert "given as data, without a file: load it from its file" in problem.message

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 
 from plait.cli.inspection import child_runs
+from plait.cli.llm_calls import add_llm, roll_up
 from plait.cli.records import LogRecord, add_child_runs, add_waiting, show_json
 from plait.core.states import RunStatus, StepStatus
 from plait.server.run_pages import STEPS_PER_PAGE, run_page
@@ -42,11 +43,14 @@ def _unpaged(client: TestClient, run_id: str) -> bytes:
     async def read() -> bytes:
         run = await store.get_run(run_id)
         events = await store.get_events(run_id)
-        value = show_json(run, await store.get_steps(run_id), await store.get_attempts(
-            run_id), LogRecord.from_events(events))
+        steps = await store.get_steps(run_id)
+        value = show_json(run, steps, await store.get_attempts(run_id),
+                          LogRecord.from_events(events))
         add_child_runs(value, await child_runs(store, run))
         value["continuation"] = None  # no decision left unapplied (runtime.continuation)
         add_waiting(value, events)
+        add_llm(value, events, await roll_up(store, run, events,
+                                             [s.step_id for s in steps]))
         return bytes(JSONResponse(value).body)
 
     assert client.portal is not None

@@ -11,6 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from plait.cli.main import cli
+from plait.core.steptypes import known_types, type_info
 from plait.defschema import definition_schema, described_fields
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").rglob("*.yaml"))
@@ -60,7 +61,10 @@ def test_every_loader_field_is_described() -> None:
     fields = described_fields()
     assert set(schema["properties"]) == set(fields["top"])
     assert set(schema["$defs"]["step"]["properties"]) == set(fields["step"])
-    assert set(schema["properties"]["defaults"]["properties"]) == set(fields["defaults"])
+    defaults = schema["properties"]["defaults"]["properties"]
+    assert set(defaults) == set(fields["defaults"]) | set(known_types())
+    assert set(defaults["llm"]["properties"]) == set(type_info("llm").fields) | set(
+        fields["defaults"])
     retry = schema["$defs"]["step"]["properties"]["retry"]["oneOf"][1]["properties"]
     assert set(retry) == set(fields["retry"])
     schedule = schema["properties"]["schedules"]["items"]["properties"]
@@ -71,3 +75,19 @@ def test_plait_schema_prints_it() -> None:
     result = CliRunner().invoke(cli, ["schema"])
     assert result.exit_code == 0
     assert json.loads(result.output) == definition_schema()
+
+
+def test_defaults_by_type_and_x_keys() -> None:
+    validator = _validator()
+    data = {"name": "t", "x-llm": {"any": "thing"}, "steps": [
+        {"id": "a", "type": "llm", "prompt": "hi", "x-note": 1}],
+        "defaults": {"llm": {"model": "m", "base_url": "https://e.com/v1",
+                             "api_key_env": "K", "timeout": "1m"}, "x-team": "ml"}}
+    assert [e.message for e in validator.iter_errors(data)] == []
+    data["defaults"]["llm"]["modle"] = "m"
+    data["defaults"]["lmm"] = {}
+    messages = " ".join(e.message for e in validator.iter_errors(data))
+    assert "modle" in messages and "lmm" in messages
+    del data["defaults"]["llm"]["api_key_env"]  # then each llm step must give it
+    messages = " ".join(e.message for e in validator.iter_errors(data))
+    assert "'api_key_env' is a required property" in messages

@@ -9,21 +9,25 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus
 from ..errors import DefinitionError, PlaitError, RunNotFound, StoreError
 from ..runtime import continuation
 from ..runtime.children import child_run_id
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
-from ..store.base import RunFilter, RunRecord, Store
+from ..store.base import AttemptRecord, EventRecord, RunFilter, RunRecord, StepRecord, Store
 from ..store.url import shown_url
-from . import notes, output, records
+from . import llm_calls, notes, output, records
 from .session import Refusal, guarded, opened_store
 from .settings import ExitCode
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 async def runs_command(*, db: str, workflow: str | None, status: str | None, limit: int,
@@ -80,8 +84,10 @@ def _filters(workflow: str | None, status: str | None) -> str:
     return f" with {shown}" if shown else ""
 
 
-async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
-    """``plait show``: the run, each step, each attempt, then what each step logged."""
+async def show_command(run_id: str, *, db: str, as_json: bool,
+                       step: str | None = None) -> ExitCode:
+    """``plait show``: the run, each step, each attempt, then what each step logged;
+    with ``step``, that step alone (and the conversation of its model call)."""
 
     async def body(store: Store) -> ExitCode:
         run = await store.get_run(run_id)
@@ -91,53 +97,97 @@ async def show_command(run_id: str, *, db: str, as_json: bool) -> ExitCode:
         logs = records.LogRecord.from_events(events)
         children = await child_runs(store, run)
         stuck = continuation.stuck(run, steps, events, now=time.time())
-        if as_json:
+        rolled = await llm_calls.roll_up(store, run, events, [s.step_id for s in steps])
+        if as_json or step is not None:
             value = notes.add_history(records.show_json(run, steps, attempts, logs), events)
             records.add_child_runs(value, children)
             records.add_waiting(value, events)
+            llm_calls.add_llm(value, events, rolled)
             value["continuation"] = stuck
+            if step is not None:
+                return _show_step(value, step, events, as_json=as_json)
             output.print_json(value, sys.stdout)
             return ExitCode.OK
-        now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
-            else time.time()
-        console = output.console()
-        alive = run.owner is None or owner_alive(run.owner)
-        console.print(records.header_text(records.header_lines(run, now, owner_alive=alive),
-                                          console.is_terminal), end="")
-        console.print()
-        records.print_table(console, records.STEP_HEADERS, records.step_rows(steps),
-                            status_column=1, title="steps")
-        if children:
-            console.print()
-            records.print_table(console, records.CHILD_HEADERS,
-                                records.child_rows(children), title="child runs")
-        if attempts:
-            console.print()
-            rows = records.attempt_rows(attempts, now, records.parked_steps(steps))
-            records.print_table(console, records.ATTEMPT_HEADERS, rows, status_column=2,
-                                title="attempts")
-        for step_id, lines in records.log_sections(logs):
-            console.print()
-            console.print(Text(f"logs of {step_id}", "bold" if console.is_terminal else ""))
-            console.print("\n".join(lines), markup=False, highlight=False)
-        for step_id, lines in notes.emit_sections(events):
-            console.print()
-            console.print(Text(f"emitted by {step_id}", "bold" if console.is_terminal
-                               else ""))
-            console.print("\n".join(lines), markup=False, highlight=False)
-        for title, lines in records.waiting_sections(steps, events):
-            console.print()
-            console.print(Text(title, "bold yellow" if console.is_terminal else ""))
-            console.print("\n".join(lines), markup=False, highlight=False)
-        # a decision that could not be applied: say why and what continues the run
-        hint = continuation.stuck_text(stuck) if stuck is not None else \
-            output.waiting_hint(RunResult.from_records(run, steps))
-        if hint:
-            console.print()
-            console.print(Text(hint, "yellow"))
+        _show_text(run, steps, attempts, events, logs, children, rolled, stuck)
         return ExitCode.OK
 
     return await guarded(db, body, read_only=True)
+
+
+def _show_text(run: RunRecord, steps: Sequence[StepRecord], attempts: Sequence[AttemptRecord],
+               events: Sequence[EventRecord], logs: Sequence[records.LogRecord],
+               children: dict[str, list[RunRecord]], rolled: llm_calls.RollUp,
+               stuck: JSONDict | None) -> None:
+    now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
+        else time.time()
+    console = output.console()
+    alive = run.owner is None or owner_alive(run.owner)
+    lines = records.header_lines(run, now, owner_alive=alive)
+    tokens = llm_calls.tokens_line(rolled)
+    lines += [tokens] if tokens else []
+    console.print(records.header_text(lines, console.is_terminal), end="")
+    console.print()
+    records.print_table(console, records.STEP_HEADERS, records.step_rows(steps),
+                        status_column=1, title="steps")
+    if children:
+        console.print()
+        records.print_table(console, records.CHILD_HEADERS,
+                            records.child_rows(children), title="child runs")
+    rows = llm_calls.token_rows(rolled, llm_calls.models_of(events),
+                                [s.step_id for s in steps])
+    if rows:
+        console.print()
+        records.print_table(console, llm_calls.MODEL_HEADERS, rows, title="tokens by step")
+    if attempts:
+        console.print()
+        rows = records.attempt_rows(attempts, now, records.parked_steps(steps))
+        records.print_table(console, records.ATTEMPT_HEADERS, rows, status_column=2,
+                            title="attempts")
+    sections = [*((f"logs of {sid}", lines) for sid, lines in records.log_sections(logs)),
+                *((f"emitted by {sid}", lines) for sid, lines in notes.emit_sections(events))]
+    for title, lines_ in sections:
+        _section(console, title, lines_, "bold")
+    for title, lines_ in records.waiting_sections(steps, events):
+        _section(console, title, lines_, "bold yellow")
+    # a decision that could not be applied: say why and what continues the run
+    hint = continuation.stuck_text(stuck) if stuck is not None else \
+        output.waiting_hint(RunResult.from_records(run, list(steps)))
+    if hint:
+        console.print()
+        console.print(Text(hint, "yellow"))
+
+
+def _section(console: Console, title: str, lines: Sequence[str], style: str) -> None:
+    console.print()
+    console.print(Text(title, style if console.is_terminal else ""))
+    console.print("\n".join(lines), markup=False, highlight=False)
+
+
+def _show_step(value: JSONDict, step: str, events: Sequence[EventRecord], *,
+               as_json: bool) -> ExitCode:
+    """``plait show RUN --step STEP``: the step's entry, its attempts and, for a model
+    call, the messages sent and the answer."""
+    steps = value.get("steps")
+    entry = steps.get(step) if isinstance(steps, dict) else None
+    if not isinstance(entry, dict):
+        known = ", ".join(list(steps)[:20]) if isinstance(steps, dict) else ""
+        raise Refusal(f"run {value.get('run_id')} has no step {step!r} (its steps: {known})")
+    attempts = value.get("attempts")
+    mine = [a for a in attempts if isinstance(a, dict) and a.get("step") == step] \
+        if isinstance(attempts, list) else []
+    if as_json:
+        output.print_json({"run_id": value.get("run_id"), "step": step, **entry,
+                           "attempts": mine}, sys.stdout)
+        return ExitCode.OK
+    console = output.console()
+    console.print(records.header_text(records.step_detail_lines(step, entry, mine),
+                                      console.is_terminal), end="")
+    talk = llm_calls.conversation_lines(llm_calls.requests(events).get(step),
+                                        entry.get("output"))
+    if talk:
+        console.print()
+        console.print("\n".join(talk), markup=False, highlight=False)
+    return ExitCode.OK
 
 
 async def gantt_command(run_id: str, *, db: str, html: str | None) -> ExitCode:

@@ -227,20 +227,28 @@ def runs(workflow: str | None, status: str | None, limit: int, every: bool, db: 
              '"retry_of", "parent_run_id", "fingerprint", "input", "created_at", '
              '"started_at", "finished_at" and "attempts": [{"step", "attempt", "fallback", '
              '"status", "started_at", "finished_at", "duration_s", "worker", "error"}]; '
-             'a workflow or loop step\'s entry adds "child_run_id" and "child_run_ids".')
-def show(run_id: str, db: str, as_json: bool) -> None:
+             'a workflow or loop step\'s entry adds "child_run_id" and "child_run_ids"; '
+             'every step entry has "llm" (the messages a model call sent, or null) and '
+             '"usage" (its tokens, with its child runs\'), the run "usage" and '
+             '"llm_tokens" (with its child runs\'). With --step: that step\'s entry.')
+@click.option("--step", "step", metavar="STEP", default=None,
+              help="Show one step: its attempts, output and, for an llm step, the "
+                   "messages sent and the answer, as a conversation.")
+def show(run_id: str, db: str, as_json: bool, step: str | None) -> None:
     """Show a run: its status, each step (status, attempts, duration, error or skip
     reason, fallback used) and each attempt (start, end, duration, worker, error).
     A step waiting for approval is followed by what it asks: its prompt and the
     content under review (its `show:`); in --json, the step's "waiting" entry.
+    Model calls: a "tokens" line (the run's and its child runs') and a table of the
+    tokens of each step that used any; --step STEP shows the messages sent.
 
     Times are UTC. Errors are cut to their first line; --json has all of them.
-    Exit status: 0, 2 when there is no such run, 4 when the store's server cannot be
-    reached (tried for $PLAIT_CONNECT_WAIT, 5 s).
+    Exit status: 0, 2 when there is no such run (or no such step), 4 when the store's
+    server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s).
     """
     from .inspection import show_command
 
-    finish(show_command(run_id, db=db, as_json=as_json))
+    finish(show_command(run_id, db=db, as_json=as_json, step=step))
 
 
 @cli.command()

@@ -341,6 +341,32 @@ def attempt_rows(attempts: Sequence[AttemptRecord], now: float,
     return rows
 
 
+def step_detail_lines(step: str, entry: JSONDict,
+                      attempts: Sequence[JSONDict]) -> list[tuple[str, str]]:
+    """``plait show RUN --step STEP``: the step's facts, one ``(label, value)`` a line
+    (an llm step's conversation follows them: ``llm_calls.conversation_lines``)."""
+    lines = [("step", step), ("status", str(entry.get("status"))),
+             ("attempts", str(entry.get("attempts")))]
+    for label, key in (("started", "started_at"), ("finished", "finished_at"),
+                       ("skip reason", "skip_reason"), ("error", "error")):
+        if entry.get(key):
+            lines.append((label, str(entry[key])))
+    usage = entry.get("usage")
+    if isinstance(usage, dict):
+        lines.append(("tokens", f"{usage.get('total_tokens', 0):,} (prompt "
+                                f"{usage.get('prompt_tokens', 0):,}, completion "
+                                f"{usage.get('completion_tokens', 0):,})"))
+    children = entry.get("child_run_ids")
+    if isinstance(children, list) and children:
+        lines.append(("child runs", ", ".join(str(c) for c in children)))
+    for a in attempts:
+        lines.append((f"attempt {a.get('attempt')}", f"{a.get('status')}"
+                      + (f": {first_line(str(a['error']))}" if a.get("error") else "")))
+    if entry.get("llm") is None and entry.get("output") is not None:
+        lines.append(("output", output_json(entry["output"])[0]))
+    return lines
+
+
 # ------------------------------------------------------------------ step logs
 
 

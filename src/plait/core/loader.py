@@ -13,6 +13,7 @@ from typing import TypeVar, cast
 
 from ..errors import Problem
 from .durations import parse_duration
+from .extension_keys import is_extension
 from .model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_RETRY,
@@ -37,6 +38,7 @@ from .numbers import MAX_BACKOFF, MAX_INT, MAX_JITTER, real, shown, whole
 from .reducers import reducer_hint, unknown_reducer
 from .schedule_check import parse_schedules
 from .sizes import parse_size
+from .step_defaults import StepDefaults, merge, parse_defaults, type_config
 from .steptypes import known_types, type_info
 from .suggest import did_you_mean
 
@@ -135,7 +137,7 @@ def parse_rate(value: JSON) -> Rate:
 def _unknown_fields(c: _Collector, where: str, data: Mapping[str, JSON],
                     known: tuple[str, ...] | frozenset[str], what: str) -> None:
     for key in data:
-        if key not in known:
+        if key not in known and not is_extension(key):
             c.add(f"{where}.{key}" if where else key, f"unknown field for {what}",
                   did_you_mean(key, known))
 
@@ -159,11 +161,8 @@ def parse_definition(raw: object) -> tuple[WorkflowSpec | None, list[Problem]]:
     if not isinstance(raw_steps, list) or not raw_steps:
         c.add("steps", "a workflow needs a non-empty list of steps")
         return None, c.problems
-    defaults = data.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        c.add("defaults", "expected a mapping")
-        defaults = {}
-    _unknown_fields(c, "defaults", defaults, DEFAULTABLE, "defaults")
+    defaults, problems = parse_defaults(data.get("defaults"), DEFAULTABLE)
+    c.problems += problems
     steps = tuple(_parse_step(c, i, s, defaults) for i, s in enumerate(raw_steps))
     schedules, problems = parse_schedules(data.get("schedules"))
     c.problems += problems
@@ -272,7 +271,7 @@ def _allowed_fields(type_fields: frozenset[str]) -> frozenset[str]:
 INLINE_EXCLUDED = ("id", "depends_on", "when", "trigger", "outputs")
 
 
-def _parse_inline(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
+def _parse_inline(c: _Collector, where: str, raw: JSON, defaults: StepDefaults,
                   map_id: str) -> StepSpec | None:
     """A map step's ``step``: parsed like a step of its own (defaults apply), named
     ``ID[]`` (each item is ``ID[INDEX]``)."""
@@ -290,17 +289,30 @@ def _parse_inline(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
     return _parse_step_at(c, where, body, defaults)
 
 
+def _with_defaults(raw: JSON, defaults: StepDefaults) -> JSON:
+    """A map's inline step with the defaults it takes written into it: the canonical
+    form (what is stored, and loaded again with no ``defaults:``) says what runs."""
+    stype = raw.get("type") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(stype, str):
+        return raw
+    layer = defaults.of(stype)
+    if not layer:
+        return raw
+    return {k: v for k, v in merge(layer, raw).items() if k not in INLINE_EXCLUDED
+            or k in raw}
+
+
 def parse_inline(where: str, raw: JSON, map_id: str) -> tuple[StepSpec | None, list[Problem]]:
     """A map's inline step built in Python: its StepSpec and the problems found."""
     c = _Collector()
-    return _parse_inline(c, where, raw, {}, map_id), c.problems
+    return _parse_inline(c, where, raw, StepDefaults(), map_id), c.problems
 
 
-def _parse_step(c: _Collector, i: int, raw: JSON, defaults: JSONDict) -> StepSpec:
+def _parse_step(c: _Collector, i: int, raw: JSON, defaults: StepDefaults) -> StepSpec:
     return _parse_step_at(c, f"steps[{i}]", raw, defaults, i)
 
 
-def _parse_step_at(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
+def _parse_step_at(c: _Collector, where: str, raw: JSON, defaults: StepDefaults,
                    i: int = 0) -> StepSpec:
     if not isinstance(raw, dict):
         c.add(where, f"a step must be a mapping, got {type(raw).__name__}")
@@ -318,11 +330,10 @@ def _parse_step_at(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
     type_fields = info.fields if info else frozenset()
     if info is not None:
         _unknown_fields(c, where, raw, _allowed_fields(type_fields), f"a {stype} step")
-    # a copy only with defaults: the one case where it is changed below (retry)
-    merged: JSONDict = {**defaults, **raw} if defaults else raw
-    if isinstance(defaults.get("retry"), dict) and isinstance(raw.get("retry"), dict):
-        merged["retry"] = {**cast(JSONDict, defaults["retry"]), **cast(JSONDict, raw["retry"])}
-    config = {k: v for k, v in raw.items() if k in type_fields}
+    layer = defaults.of(stype)
+    merged = merge(layer, raw)  # `raw` itself when there are no defaults
+    config = type_config(raw, merged, layer, type_fields) if layer \
+        else {k: v for k, v in raw.items() if k in type_fields}
     then: tuple[str, ...] = ()
     else_: tuple[str, ...] = ()
     if stype == "condition":
@@ -338,8 +349,10 @@ def _parse_step_at(c: _Collector, where: str, raw: JSON, defaults: JSONDict,
     if when is not None and not isinstance(when, str | bool):
         c.add(f"{where}.when", f"expected a template string, got {when!r}")
         when = None
-    item = _parse_inline(c, f"{where}.step", raw.get("step"), defaults, sid) \
-        if stype == "map" else None
+    item = None
+    if stype == "map":
+        item = _parse_inline(c, f"{where}.step", config.get("step"), defaults, sid)
+        config["step"] = _with_defaults(config.get("step"), defaults)
     return new_step(
         id=sid,
         type=stype,

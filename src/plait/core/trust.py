@@ -65,6 +65,9 @@ DEFINITION, STEP, DEFAULTS, FALLBACK, NOTIFY = ("definition", "step", "defaults"
 # keys of a step that are places of their own (not scanned as the step's fields)
 _NESTED = frozenset({"step", "definition", "fallback"})
 _DEFINITION_NESTED = frozenset({"steps", "defaults", "notify"})
+# mappings under `defaults` that are fields of every step (any other mapping there is
+# the defaults of one step type: a place of its own)
+_DEFAULT_MAPPINGS = frozenset({"retry", "circuit_breaker", *_NESTED})
 
 ENGINE_LIMITS = Limits()  # the engine's default limits: the default caps
 UrlCheck = Callable[[str, str], Problem | None]  # (url, location) -> its refusal
@@ -109,13 +112,22 @@ def sites(data: object) -> Iterator[Site]:
 
 
 def _definition_parts(where: str, body: dict[str, object]) -> list[tuple[str, str, object]]:
-    found: list[tuple[str, str, object]] = [(_at(where, "defaults"), DEFAULTS,
-                                             body.get("defaults"))]
+    defaults = body.get("defaults")
+    found: list[tuple[str, str, object]] = [(_at(where, "defaults"), DEFAULTS, defaults)]
+    if isinstance(defaults, dict):  # `defaults.llm`: judged as a step of that type
+        found += [(_at(where, f"defaults.{key}"), DEFAULTS, {**value, "type": key})
+                  for key, value in defaults.items() if _typed_defaults(key, value)]
     for key, kind in (("steps", STEP), ("notify", NOTIFY)):
         items = body.get(key)
         if isinstance(items, list):
             found += [(f"{_at(where, key)}[{i}]", kind, item) for i, item in enumerate(items)]
     return found
+
+
+def _typed_defaults(key: str, value: object) -> bool:
+    """Whether ``defaults.KEY`` holds the defaults of the steps of type KEY."""
+    return isinstance(value, dict) and key not in _DEFAULT_MAPPINGS \
+        and not key.startswith("x-")
 
 
 def _step_parts(where: str, body: dict[str, object]) -> list[tuple[str, str, object]]:
@@ -139,7 +151,9 @@ def _site_problems(site: Site, policy: TrustPolicy,
     if site.kind == DEFINITION:
         return _limit_problems(body.get("limits"), _at(where, "limits"), policy.caps) \
             + _secret_problems(body, where, policy, skip=_DEFINITION_NESTED)
-    problems = _secret_problems(body, where, policy, skip=_NESTED)
+    skip = _NESTED if site.kind != DEFAULTS or "type" in body else \
+        _NESTED | {k for k, v in body.items() if _typed_defaults(k, v)}
+    problems = _secret_problems(body, where, policy, skip=skip)
     kind = body.get("type") if site.kind in (STEP, DEFAULTS) else None
     if "call" in body:  # a python step's, a fallback's, a notify target's (any type's)
         problems += call_problem(body.get("call"), _at(where, "call"), policy)
@@ -228,7 +242,7 @@ def _secret_problems(body: Mapping[str, JSON], where: str, policy: TrustPolicy, 
         frozenset()
     problems: list[Problem] = []
     for key, value in body.items():
-        if key in skip:
+        if key in skip or key.startswith("x-"):  # an `x-` key is ignored (not used)
             continue
         for path, text in expressions.templates_in(value):
             problems += _template_problems(text, f"{_at(where, key)}{path}",

@@ -308,7 +308,8 @@ def _check_step_fields(step: StepSpec, where: str, spec: WorkflowSpec, add: _Add
     for name in sorted(info.required):
         if name not in step.config and not (name == "call" and step.func is not None):
             add(f"{where}.{name}", f"missing field {name!r} of a {step.type} step "
-                f"(step {step.id!r})")
+                f"(step {step.id!r})", f"set it in the step, or for every {step.type} "
+                f"step under defaults.{step.type}")
     # (a Python-built step's only field, its generated `call`, needs no check)
     if info.check is not None and (step.func is None or len(step.config) > 1):
         for suffix, message in info.check(step.config):

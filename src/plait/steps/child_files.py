@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -29,54 +30,70 @@ def is_path(ref: str) -> bool:
     return ref.startswith(("./", "../", "/")) or ref.endswith((".yaml", ".yml", ".json"))
 
 
+@dataclass(frozen=True, slots=True)
+class _Parent:
+    """Where the children of one definition are read from."""
+
+    base: Path | None  # the parent's folder (None: the parent has no file)
+    stack: tuple[str, ...]  # the files being loaded, this one last
+    check: Check
+
 
 def include_child_files(data: object, source: str | None,
                         check: Check) -> tuple[object, list[Problem]]:
     """``data`` with each ``workflow``/``loop`` step whose ``workflow`` is a file path
     given the child's definition (``definition``), read relative to ``source`` (the
     parent's file) and validated; the child's problems are reported at
-    ``steps[i].workflow``.  A file that includes itself (directly or not) is a
-    problem.  ``data`` is not changed: changed steps are copies."""
+    ``steps[i].workflow``.  A map's inline step (``steps[i].step``) is treated the same
+    way: its child is read once, and each item runs it.  A file that includes itself
+    (directly or not) is a problem.  ``data`` is not changed: changed steps are
+    copies."""
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         return data, []
-    problems: list[Problem] = []
-    steps: list[object] = []
-    changed = False
     base = Path(source).parent if source and os.path.isfile(source) else None
     here = str(Path(source).resolve()) if base is not None and source else None
     outer = _LOADING.get()
-    stack = outer + ((here,) if here is not None and here not in outer else ())
+    parent = _Parent(base, outer + ((here,) if here is not None and here not in outer
+                                    else ()), check)
+    problems: list[Problem] = []
+    steps: list[object] = []
     for i, step in enumerate(cast(list[object], data["steps"])):
-        ref = step.get("workflow") if isinstance(step, dict) else None
-        if isinstance(step, dict) and step.get("type") in ("workflow", "loop") \
-                and isinstance(step.get("definition"), dict):
-            problems += _inline_problems(step["definition"], f"steps[{i}].definition",
-                                         check)
-        if not (isinstance(step, dict) and step.get("type") in ("workflow", "loop")
-                and isinstance(ref, str) and is_path(ref) and "definition" not in step):
-            steps.append(step)
-            continue
-        where = f"steps[{i}].workflow"
-        if base is None:
-            steps.append(step)  # reported by the type's check
-            continue
-        path = (base / ref).resolve()
-        if str(path) in stack:
-            chain = " -> ".join(Path(p).name for p in (*stack, str(path)))
-            problems.append(Problem(location=where,
-                                    message=f"{ref!r} includes itself: {chain}",
-                                    hint="a workflow cannot run itself as a child; "
-                                         "repeat work with a `loop` step"))
-            steps.append({**step, "definition": {}})
-            changed = True
-            continue
-        child, child_problems = _load_child(path, stack, check)
-        problems += [Problem(location=where, message=f"{ref}: {p}")
-                     for p in child_problems]
-        # (a child that failed is reported here, not again by the type's check)
-        steps.append({**step, "definition": child if child is not None else {}})
-        changed = True
+        new, found = _include(step, f"steps[{i}]", parent)
+        inline = new.get("step") if isinstance(new, dict) and new.get("type") == "map" \
+            else None
+        if isinstance(inline, dict):
+            new_inline, more = _include(inline, f"steps[{i}].step", parent)
+            found += more
+            new = new if new_inline is inline else {**cast(JSONDict, new), "step": new_inline}
+        steps.append(new)
+        problems += found
+    changed = any(a is not b for a, b in zip(steps, data["steps"], strict=True))
     return ({**data, "steps": steps} if changed else data), problems
+
+
+def _include(step: object, where: str, parent: _Parent) -> tuple[object, list[Problem]]:
+    """One step (or a map's inline step) at ``where``, its child file included."""
+    if not isinstance(step, dict) or step.get("type") not in ("workflow", "loop"):
+        return step, []
+    if isinstance(step.get("definition"), dict):
+        return step, _inline_problems(step["definition"], f"{where}.definition",
+                                      parent.check)
+    ref = step.get("workflow")
+    if not isinstance(ref, str) or not is_path(ref) or "definition" in step \
+            or parent.base is None:  # (a path with no parent file: the type's check says)
+        return step, []
+    path = (parent.base / ref).resolve()
+    if str(path) in parent.stack:
+        chain = " -> ".join(Path(p).name for p in (*parent.stack, str(path)))
+        return {**step, "definition": {}}, [Problem(
+            location=f"{where}.workflow", message=f"{ref!r} includes itself: {chain}",
+            hint="a workflow cannot run itself as a child; repeat work with a `loop` "
+                 "step")]
+    child, child_problems = _load_child(path, parent.stack, parent.check)
+    # (a child that failed is reported here, not again by the type's check)
+    return {**step, "definition": child if child is not None else {}}, [
+        Problem(location=f"{where}.workflow", message=f"{ref}: {p}")
+        for p in child_problems]
 
 
 def _inline_problems(definition: object, where: str, check: Check) -> list[Problem]:

@@ -36,13 +36,21 @@ other status fails at once with the status and the provider's error message.  Wi
 the reason and retries: models sometimes answer malformed JSON and a new sample usually
 fixes it.  A response that is not a chat completion retries too.
 
+The request: when an attempt is sent it leaves a history note ``{"llm_request":
+{"attempt", "model", "messages", "cut"}}``: the rendered messages (``prompt`` as its one
+user message), redacted like every note, and cut (``cut`` names by how much; else
+null) so that the note is at most ``limits.max_output_bytes`` of JSON (and at most a
+history note's bound): each message keeps the head of its content with a marker
+``… [N more bytes cut]``.  ``plait show --step``, ``plait show --json``, the API and the
+UI show the messages as a conversation (``cli.llm_calls``).
+
 Token usage: every attempt that got a completion (also one whose JSON was refused) adds
 a history note ``{"usage": {"attempt", "model", "prompt_tokens", "completion_tokens",
 "total_tokens"}}`` to the step; ``plait metrics`` sums them per step and workflow.
 
 Security: the request goes through the same guarded client as ``http`` steps
 (``netclient.guarded_client``): link-local and metadata addresses are refused before
-connecting (SPEC 4).
+connecting (see docs/security.md).
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ from ..core.model import JSON, JSONDict
 from ..core.numbers import MAX_INT, shown
 from ..core.trust import key_env_problem
 from ..errors import FatalError, HTTPStatusError, StepError
+from ..runtime.context import MAX_NOTE_BYTES
 from ..runtime.secrets import add_redacted
 from .http import (
     _RETRYABLE_TRANSPORT,
@@ -80,6 +89,8 @@ RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 ROLES = ("system", "user", "assistant", "tool", "developer")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+_NOTE_HEADROOM = 4096  # of a history note's bound, for the note's other fields
+_MARKER_BYTES = 48  # the most a cut marker ("… [N more bytes cut]") takes
 
 
 # ------------------------------------------------------------------ the request
@@ -227,6 +238,7 @@ async def run_llm(call: StepCall) -> JSON:
     request = await call.rendered(_prepare)
     key = api_key(call)
     step = call.step.id
+    call.run.step_log.note(step, {"llm_request": request_note(call, request)})
     where = f"POST {_shown(request.url)}"
     client = guarded_client(call.services.http_policy, step=step)
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
@@ -250,6 +262,76 @@ async def run_llm(call: StepCall) -> JSON:
         raise StepError(f"step {step!r}: the response of {where} is larger than "
                         f"{len(body)} bytes", step=step)
     return _completion(call, request, body, where)
+
+
+def request_note(call: StepCall, request: _Request) -> JSONDict:
+    """The ``llm_request`` note of this attempt: what is sent, bounded."""
+    limit = call.services.limits(call.run.checked.spec.limits).max_output_bytes
+    messages, cut = bounded_messages(request.body["messages"],
+                                     min(limit, MAX_NOTE_BYTES - _NOTE_HEADROOM))
+    return {"attempt": call.attempt, "model": request.body["model"],
+            "messages": messages, "cut": cut}
+
+
+def bounded_messages(messages: JSON, max_bytes: int) -> tuple[JSON, str | None]:
+    """``messages`` within ``max_bytes`` of JSON, and what was cut (None: nothing).
+
+    Each message keeps its role and the head of its content (a content that is not
+    text is cut as its JSON text): the budget is shared fairly, a short message
+    leaving its unused share to the longer ones."""
+    size = _json_size(messages)
+    if size <= max_bytes or not isinstance(messages, list):
+        return messages, None
+    contents = [_content_text(m) for m in messages]
+    fixed = _json_size([{**_without_content(m), "content": ""} for m in messages])
+    budget = max(0, max_bytes - fixed - _MARKER_BYTES * len(messages))
+    shares = _fair_shares([len(c.encode()) for c in contents], budget)
+    out: list[JSON] = []
+    for message, text, share in zip(messages, contents, shares, strict=True):
+        out.append({**_without_content(message), "content": _cut_text(text, share)})
+    return out, (f"the messages were {size:,} bytes of JSON, over the {max_bytes:,} "
+                 f"kept (limits.max_output_bytes): each content keeps its head")
+
+
+def _json_size(value: JSON) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _content_text(message: JSON) -> str:
+    content = message.get("content") if isinstance(message, dict) else message
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _without_content(message: JSON) -> JSONDict:
+    if not isinstance(message, dict):
+        return {}
+    return {k: v for k, v in message.items() if k != "content"}
+
+
+def _fair_shares(sizes: list[int], budget: int) -> list[int]:
+    """Bytes each of ``sizes`` keeps of ``budget``: equal shares, the unused part of
+    a small one going to the others."""
+    shares = [0] * len(sizes)
+    left, count = budget, len(sizes)
+    for i in sorted(range(len(sizes)), key=sizes.__getitem__):
+        shares[i] = min(sizes[i], left // count)
+        left -= shares[i]
+        count -= 1
+    return shares
+
+
+def _cut_text(text: str, keep: int) -> str:
+    """``text`` cut to ``keep`` bytes of UTF-8 (a whole character), marked."""
+    data = text.encode()
+    if len(data) <= keep:
+        return text
+    head = data[:keep].decode("utf-8", errors="ignore")
+    # JSON escapes (quotes, newlines) make the text longer: keep a little less
+    while head and _json_size(head) - 2 > keep:
+        head = head[: max(0, len(head) - max(1, (_json_size(head) - 2 - keep)))]
+    return f"{head}… [{len(data) - len(head.encode()):,} more bytes cut]"
 
 
 def _provider_message(body: bytes) -> str:

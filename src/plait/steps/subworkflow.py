@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, cast
 
 from ..core import expressions
+from ..core.mapping import split_item_id
 from ..core.model import JSON, JSONDict
 from ..errors import FatalError, TemplateError
 from .child_files import is_path
@@ -68,9 +69,12 @@ def _check_ref(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
             out.append((".workflow", f"{ref!r}: expected name@VERSION with a whole number "
                                      f"version, such as review@3"))
         elif is_path(ref) and "definition" not in config:
-            out.append((".workflow", f"{ref!r} is a file path: it is resolved against the "
-                                     f"parent's definition file, so load the parent with "
-                                     f"Workflow.load or plait (not from a dict)"))
+            out.append((".workflow", f"{ref!r} is a file path, read relative to the "
+                                     f"parent's file, and this definition was given as "
+                                     f"data, without a file: load it from its file "
+                                     f"(plait run FILE, Workflow.load(FILE)), or give the "
+                                     f"child inline as `definition:`, or name a stored "
+                                     f"workflow"))
     given = config.get("input")
     if given is not None and not isinstance(given, dict) and not (
             isinstance(given, str) and "{{" in given):
@@ -116,9 +120,10 @@ async def _child(call: StepCall,
     definition = config.get("definition")
     if isinstance(definition, dict):
         source = f"{config.get('workflow')}"
+        item = split_item_id(call.step.id)  # a map's items share their map's child
+        owner = call.step.id if item is None else item[0]
         return call.run.checked.derive(
-            f"child:{call.step.id}", lambda: children.checked(call, definition, source)), \
-            None
+            f"child:{owner}", lambda: children.checked(call, definition, source)), None
     name, version = split_ref(cast(str, config["workflow"]))
     return await children.stored(call, name, version)
 

@@ -140,3 +140,52 @@ def test_load_lists_definition_problems_with_the_file_name(tmp_path: Path) -> No
         Workflow.load(path)
     assert info.value.problems[0].location == "steps[0].depends_on[0]"
     assert str(path) in str(info.value)
+
+
+MERGED = """\
+name: merged
+x-llm: &llm {type: transform, value: base, id: from_anchor}
+x-other: &other {value: other, description: from other}
+steps:
+  - <<: *llm
+    id: a
+  - <<: [*other, *llm]
+    id: b
+  - <<: [*llm, *other]
+    id: c
+    value: own
+"""
+
+
+def test_merge_keys_yield_to_the_mappings_own_keys_and_the_first_listed() -> None:
+    steps = parse_text(MERGED, source="f.yaml")["steps"]
+    assert steps[0] == {"type": "transform", "value": "base", "id": "a"}
+    assert steps[1] == {"type": "transform", "value": "other", "id": "b",
+                        "description": "from other"}
+    assert steps[2]["value"] == "own" and steps[2]["id"] == "c"
+    assert Workflow.from_yaml(MERGED).validate().graph.ids == ("a", "b", "c")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a: &a {k: 1}\nb: {<<: *a, j: 1, j: 2}\n",
+     "duplicate key 'j' at line 2, column 19 (first at line 2, column 13)"),
+    ("a: &a {k: 1}\nb: {<<: *a, <<: *a}\n",
+     "duplicate key '<<' at line 2, column 13 (first at line 2, column 5)"),
+    ("b:\n  <<: &a {k: 1, k: 2}\n  j: 1\n",
+     "duplicate key 'k' at line 2, column 17 (first at line 2, column 11)"),
+])
+def test_a_key_written_twice_in_one_mapping_is_still_a_duplicate(text: str,
+                                                                 message: str) -> None:
+    with pytest.raises(DefinitionError) as info:
+        parse_text(text, source="f.yaml")
+    assert only_problem(info.value) == f"YAML error: {message}"
+
+
+def test_a_chain_of_merges_is_bounded_like_aliases() -> None:
+    lines = ["a0: &a0 {k0: 1}"] + [f"a{i}: &a{i} {{<<: *a{i - 1}, k{i}: 1}}"
+                                   for i in range(1, 3000)]
+    started = time.perf_counter()
+    with pytest.raises(DefinitionError) as info:
+        parse_text("\n".join(lines), source="f.yaml")
+    assert "expands to over 1000000 values" in only_problem(info.value)
+    assert time.perf_counter() - started < 5

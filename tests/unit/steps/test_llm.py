@@ -14,7 +14,7 @@ import pytest
 import respx
 from click.testing import CliRunner
 
-from plait import DefinitionError, RunResult, Workflow
+from plait import DefinitionError, RunResult, Workflow, connect
 from plait.cli.main import cli
 
 FAST = {"max_retries": 2, "initial_delay": 0.01, "jitter": 0}
@@ -270,3 +270,82 @@ def test_templates_are_accepted_where_values_can_be_templated() -> None:
         {"id": "a", "type": "llm", "base_url": "{{ input.url }}", "model": "{{ input.m }}",
          "api_key_env": "K", "messages": "{{ input.messages }}",
          "temperature": "{{ input.t }}"}]}).validate()
+
+
+# ------------------------------------------------------------------ the messages sent
+
+
+def test_each_attempt_stores_the_messages_it_sent_redacted_and_show_lists_them(
+        tmp_path: Path, respx_mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLAIT_SECRET_TOKEN", "tok-SECRET-4411")
+    respx_mock.post(URL).mock(side_effect=[
+        httpx.Response(503), httpx.Response(200, json=completion('{"ok": true}'))])
+    messages = [{"role": "system", "content": "Be brief.\nAnswer in JSON."},
+                {"role": "user", "content": "Check {{ secrets.TOKEN }} for {{ input.name }}"}]
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(json.dumps({"name": "llm-talk", "steps": [
+        llm_step(messages=messages, response_format={"type": "json_object"})]}))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    runner = CliRunner()
+    ran = runner.invoke(cli, ["run", str(flow), "--db", db, "--json", "--input",
+                              '{"name": "Ada"}'])
+    assert ran.exit_code == 0, ran.output
+    run_id = json.loads(ran.stdout)["run_id"]
+
+    shown = json.loads(runner.invoke(cli, ["show", run_id, "--db", db, "--json"]).stdout)
+    sent = [{"role": "system", "content": "Be brief.\nAnswer in JSON."},
+            {"role": "user", "content": "Check *** for Ada"}]
+    assert shown["steps"]["ask"]["llm"] == {"model": "gpt-test", "attempt": 2,
+                                            "messages": sent, "cut": None}
+    assert shown["steps"]["ask"]["usage"] == {"prompt_tokens": 7, "completion_tokens": 3,
+                                              "total_tokens": 10}
+    assert (shown["llm_tokens"], shown["usage"]["prompt_tokens"]) == (10, 7)
+    step = json.loads(runner.invoke(cli, ["show", run_id, "--db", db, "--json",
+                                          "--step", "ask"]).stdout)
+    assert step["step"] == "ask" and step["llm"]["messages"] == sent
+    assert [a["attempt"] for a in step["attempts"]] == [1, 2]
+    text = runner.invoke(cli, ["show", run_id, "--db", db, "--step", "ask"]).stdout
+    assert "messages sent (attempt 2, model gpt-test)\n  system: Be brief.\n" \
+           "    Answer in JSON.\n  user: Check *** for Ada\n" in text
+    assert "answer\n  assistant: {\"ok\": true}\nanswer as JSON\n  {\n    \"ok\": true\n  }" \
+           in text
+    assert "tokens     10 (prompt 7, completion 3)" in text
+    whole = runner.invoke(cli, ["show", run_id, "--db", db]).stdout
+    assert "tokens    10 (prompt 7, completion 3)\n" in whole
+    assert "tokens-SECRET" not in db_text(tmp_path / "runs.db")
+    assert "tok-SECRET-4411" not in db_text(tmp_path / "runs.db") + text + whole
+    missing = runner.invoke(cli, ["show", run_id, "--db", db, "--step", "nope"])
+    assert missing.exit_code == 2 and "has no step 'nope'" in missing.stderr
+
+
+async def test_messages_over_max_output_bytes_are_stored_cut_with_a_marker(
+        respx_mock: respx.MockRouter) -> None:
+    route = respx_mock.post(URL).respond(200, json=completion("fine"))
+    wf = Workflow.from_dict({"name": "llm-big", "limits": {"max_output_bytes": 2048},
+                             "steps": [llm_step(prompt="{{ 'word ' * 3000 }}")]})
+    async with connect("memory://") as held:
+        result = await wf.run_async({}, db=held)
+        events = await held.store.get_events(result.run_id)
+    assert result.status == "completed"
+    assert len(json.loads(route.calls.last.request.content)["messages"][0]["content"]) \
+        == 15000  # sent whole
+    note = next(e.data["llm_request"] for e in events if "llm_request" in e.data)
+    assert len(json.dumps(note["messages"]).encode()) <= 2048
+    content = note["messages"][0]["content"]
+    assert content.startswith("word word ") and content.endswith(" more bytes cut]")
+    assert note["cut"].startswith("the messages were 15,")
+
+
+def test_bounded_messages_share_the_budget_and_keep_whole_characters() -> None:
+    from plait.steps.llm import bounded_messages
+
+    messages = [{"role": "system", "content": "short"},
+                {"role": "user", "content": "é\"\n" * 4000},
+                {"role": "user", "content": [{"type": "text", "text": "y" * 3000}]}]
+    out, cut = bounded_messages(messages, 1500)
+    assert cut is not None and len(json.dumps(out, ensure_ascii=False).encode()) <= 1500
+    assert isinstance(out, list) and out[0] == messages[0]
+    assert [m["role"] for m in out] == ["system", "user", "user"]
+    assert out[1]["content"].startswith("é\"\n") and "more bytes cut]" in out[1]["content"]
+    assert out[2]["content"].startswith('[{"type": "text", "text": "yyy')
+    assert bounded_messages(messages[:1], 1500) == (messages[:1], None)

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from ...cli.inspection import child_runs
+from ...cli.llm_calls import add_llm, roll_up
 from ...cli.records import LogRecord, add_child_runs, add_waiting, duration
 from ...core.model import JSONDict
 from ...core.states import FINAL_RUN_STATES, RunStatus
@@ -210,8 +211,12 @@ RUN_DOCUMENT = (
     "`logs`, the run's times, `child_run_id`/`child_run_ids` on the entries of "
     "`workflow` and `loop` steps, and `waiting` on every step entry: null, or while the "
     "step waits `{\"kind\", \"prompt\", \"show\", \"event\", \"until\", "
-    "\"child_run_id\"}` (an approval's rendered prompt and the content under review), "
-    "and `continuation`: null, or `{\"step\", \"error\", "
+    "\"child_run_id\"}` (an approval's rendered prompt and the content under review); "
+    "`llm` on every step entry (null, or the model request the step sent: `{\"model\", "
+    "\"attempt\", \"messages\", \"cut\"}`) and `usage` (null, or its tokens "
+    "`{\"prompt_tokens\", \"completion_tokens\", \"total_tokens\"}` with its child "
+    "runs'), and on the run `usage` and `llm_tokens`: the tokens of the run and all its "
+    "child runs; and `continuation`: null, or `{\"step\", \"error\", "
     "\"command\", \"decided_at\", \"failed_at\"}` while a recorded decision could not be "
     "applied (the run is stuck until `command`, `plait resume RUN_ID`, continues it).\n\n"
     f"A run of more than {STEPS_PER_PAGE:,} steps is read in pages: each page is that "
@@ -245,6 +250,9 @@ async def get_run(run_id: str, rt: Runtime,
     # as plait show --json: a workflow/loop step's entry names its child run(s)
     add_child_runs(value, await rt.read(child_runs(store, run)))
     add_waiting(value, events)  # what a waiting step asks (prompt, show)
+    # the messages each model call sent, and the tokens rolled up with the child runs'
+    rolled = await rt.read(roll_up(store, run, events, [s.step_id for s in steps]))
+    add_llm(value, events, rolled)
     # encoded once, as plain JSON: no response model to validate it against again
     return JSONResponse(value)
 

@@ -1,8 +1,8 @@
-// A run: header with cancel/retry, approvals waiting, the graph coloured by step state, the
-// Gantt chart, the steps table (virtualized) and the selected step's attempts, input,
-// output, error, logs and partial outputs (a big run is read page by page: fetchRun).  Live
-// from GET /api/runs/{id}/events: every event recolours what it names at once and schedules
-// a (throttled) re-read of the run.
+// A run: header with cancel/retry and tokens, approvals waiting, the graph coloured by step
+// state, the Gantt chart, the steps table (virtualized) and the selected step's attempts,
+// input, output (a model call's conversation: llmview.js), error, logs and partial outputs
+// (a big run is read page by page: fetchRun).  Live from GET /api/runs/{id}/events: every
+// event recolours what it names at once and schedules a (throttled) re-read of the run.
 
 import { h, pill, fmtTime, fmtDuration, jsonView, toast, parseJSONInput, FINAL_RUN, FINAL_STEP,
   STATES, fmtCount, parseTime, runDuration, legend } from "./util.js";
@@ -10,6 +10,7 @@ import { get, post, lastResponseBytes } from "./api.js";
 import { renderGraph, stepList, baseStep, aggregate } from "./graph.js";
 import { gantt as makeGantt } from "./gantt.js";
 import { virtualList } from "./vlist.js";
+import { conversation, tokensText } from "./llmview.js";
 
 export async function runPage(root, params, { go, onLeave, runId }) {
   const stats = { runId, bytes: 0, fetchMs: 0, renderMs: 0, fetches: 0, events: 0 };
@@ -144,6 +145,7 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     fact("Run", h("span", { class: "mono" }, run.run_id));
     fact("Started", fmtTime(run.created_at ?? run.started_at));
     fact("Duration", runDuration(run));
+    if (run.llm_tokens) fact("Tokens", h("span", { "data-testid": "run-tokens", title: tokensText(run.usage) || "" }, fmtCount(run.llm_tokens)));
     fact("Steps", `${fmtCount(counts.completed || 0)} / ${fmtCount(stepIds.length)} completed${counts.failed ? ` · ${fmtCount(counts.failed)} failed` : ""}${counts.upstream_failed ? ` · ${fmtCount(counts.upstream_failed)} upstream failed` : ""}`);
     if (run.retry_of) fact("Retry of", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.retry_of)}` }, run.retry_of));
     if (run.parent_run_id) fact("Parent run", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.parent_run_id)}` }, run.parent_run_id));
@@ -302,6 +304,9 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     row("Skipped", st?.skip_reason);
     row("Fallback", st?.fallback_used ? "the fallback produced the output" : null);
     row("Cached", st?.cached ? "output reused from the cache" : null);
+    row("Model", st?.llm?.model ? (st.output?.model && st.output.model !== st.llm.model ? `${st.llm.model} (answered by ${st.output.model})` : st.llm.model) : null);
+    const tokens = tokensText(st?.usage);
+    row("Tokens", tokens && (st?.llm ? tokens : `${tokens} with its child runs`));
     const runLink = (id) => h("a", { class: "mono", href: `#/runs/${encodeURIComponent(id)}`, "data-child-run": id }, id);
     const children = Array.isArray(st?.child_run_ids) ? st.child_run_ids : [];
     if (children.length > 1) {
@@ -323,7 +328,9 @@ export async function runPage(root, params, { go, onLeave, runId }) {
       side.append(h("h3", {}, `Partial outputs (${partial.length})`),
         h("div", { class: "emits", "data-testid": "emits" }, partial.slice(-50).map((v) => jsonView(v))));
     }
-    side.append(h("h3", {}, "Output"), st && st.output !== undefined && st.output !== null ? jsonView(st.output) : h("div", { class: "muted" }, "None yet."));
+    const talk = conversation(st);
+    if (talk.length) side.append(...talk);
+    else side.append(h("h3", {}, "Output"), st && st.output !== undefined && st.output !== null ? jsonView(st.output) : h("div", { class: "muted" }, "None yet."));
     const rendered = st?.input ?? st?.rendered_with ?? st?.with;
     if (rendered !== undefined) side.append(h("h3", {}, "Input (rendered)"), jsonView(rendered));
     if (def?.raw?.with !== undefined) side.append(h("h3", {}, "With (template)"), jsonView(def.raw.with));

@@ -1,0 +1,284 @@
+"""What ``plait show`` and the API show of a run's model calls: the messages each ``llm``
+step sent (its ``llm_request`` history notes) and the tokens (its ``usage`` notes),
+rolled up to the run with those of its child runs.
+
+JSON (``plait show --json`` and ``GET /api/runs/{id}``):
+
+- every step entry gains ``"llm"``: null, or for a step that sent a model request
+  ``{"model", "attempt", "messages": [{"role", "content"}, ...], "cut"}`` (the latest
+  attempt's request; ``cut`` null unless the messages were cut to the bound) and
+  ``"usage"``: null, or ``{"prompt_tokens", "completion_tokens", "total_tokens"}`` of
+  every attempt of the step and, for a ``workflow`` or ``loop`` step (or a map item of
+  one), of its child runs and theirs;
+- the run gains ``"usage"`` (the three counts of the run and all its descendants) and
+  ``"llm_tokens"`` (their ``total_tokens``).
+
+Child runs are found as ``plait show`` finds them (their ids derive from the run, the
+step and the iteration), at most ``MAX_CHILD_RUNS`` per roll-up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..core.model import JSON, JSONDict
+from ..errors import RunNotFound, StoreError
+from ..runtime.children import child_run_id
+from ..store.base import EventRecord, RunRecord, Store
+
+MAX_CHILD_RUNS = 1_000  # read per roll-up: a map of 10,000 child workflows stops there
+MAX_DEPTH = 32
+_PARENT_TYPES = ("workflow", "loop")
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    """Token counts of model calls."""
+
+    prompt: int = 0
+    completion: int = 0
+    total: int = 0
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(self.prompt + other.prompt, self.completion + other.completion,
+                      self.total + other.total)
+
+    def __bool__(self) -> bool:
+        return bool(self.prompt or self.completion or self.total)
+
+    def to_json(self) -> JSONDict:
+        return {"prompt_tokens": self.prompt, "completion_tokens": self.completion,
+                "total_tokens": self.total}
+
+    def text(self) -> str:
+        return f"{self.total:,} (prompt {self.prompt:,}, completion {self.completion:,})"
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_of(event: EventRecord) -> Tokens | None:
+    """The tokens an ``llm`` attempt's ``usage`` note records, else None."""
+    usage = event.data.get("usage") if event.kind == "note" else None
+    if not isinstance(usage, dict):
+        return None
+    return Tokens(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")),
+                  _count(usage.get("total_tokens")))
+
+
+def step_tokens(events: Sequence[EventRecord]) -> dict[str, Tokens]:
+    """Step -> the tokens of all its attempts (its ``usage`` notes)."""
+    out: dict[str, Tokens] = {}
+    for event in events:
+        tokens = usage_of(event)
+        if tokens is not None and event.step_id is not None:
+            out[event.step_id] = out.get(event.step_id, Tokens()) + tokens
+    return out
+
+
+def requests(events: Sequence[EventRecord]) -> dict[str, JSONDict]:
+    """Step -> the model request its latest attempt sent (its ``llm_request`` note)."""
+    out: dict[str, JSONDict] = {}
+    for event in events:
+        note = event.data.get("llm_request") if event.kind == "note" else None
+        if event.step_id is not None and isinstance(note, dict):
+            out[event.step_id] = note
+    return out
+
+
+def request_json(note: JSONDict) -> JSONDict:
+    """A step entry's ``llm``: the request as the note keeps it."""
+    messages = note.get("messages")
+    return {"model": note.get("model"), "attempt": note.get("attempt"),
+            "messages": messages if isinstance(messages, list) else [],
+            "cut": note.get("cut") if isinstance(note.get("cut"), str) else None}
+
+
+# ------------------------------------------------------------------ the roll-up
+
+
+@dataclass(slots=True)
+class RollUp:
+    """The tokens of one run: its steps' own, and those of each step's child runs."""
+
+    own: dict[str, Tokens]
+    children: dict[str, Tokens]
+    reads: int = 0  # child runs read so far (bounded by MAX_CHILD_RUNS)
+
+    def of_step(self, step_id: str) -> Tokens:
+        return self.own.get(step_id, Tokens()) + self.children.get(step_id, Tokens())
+
+    @property
+    def total(self) -> Tokens:
+        out = Tokens()
+        for tokens in [*self.own.values(), *self.children.values()]:
+            out = out + tokens
+        return out
+
+    @property
+    def in_children(self) -> Tokens:
+        out = Tokens()
+        for tokens in self.children.values():
+            out = out + tokens
+        return out
+
+
+async def roll_up(store: Store, run: RunRecord, events: Sequence[EventRecord],
+                  step_ids: Sequence[str]) -> RollUp:
+    """The tokens of ``run`` (whose history is ``events``, whose steps ``step_ids``)
+    and of its descendants."""
+    counter = RollUp(own={}, children={})
+    return await _roll_up(store, run, events, step_ids, counter, 0)
+
+
+async def _roll_up(store: Store, run: RunRecord, events: Sequence[EventRecord],
+                   step_ids: Sequence[str], counter: RollUp, depth: int) -> RollUp:
+    result = RollUp(own=step_tokens(events), children={})
+    if depth >= MAX_DEPTH:
+        return result
+    for step_id, child in await _child_runs(store, run, step_ids, counter):
+        child_events = await store.get_events(child.run_id)
+        child_steps = [s.step_id for s in await store.get_steps(child.run_id)]
+        sub = await _roll_up(store, child, child_events, child_steps, counter, depth + 1)
+        result.children[step_id] = result.children.get(step_id, Tokens()) + sub.total
+    return result
+
+
+async def _child_runs(store: Store, run: RunRecord, step_ids: Sequence[str],
+                      counter: RollUp) -> list[tuple[str, RunRecord]]:
+    """(step, child run) of every child run the run's steps started, in order."""
+    out: list[tuple[str, RunRecord]] = []
+    for step_id, most in _parent_steps(await _definition(store, run), step_ids):
+        for key in range(most):
+            if counter.reads >= MAX_CHILD_RUNS:
+                return out
+            try:
+                child = await store.get_run(child_run_id(run.run_id, step_id, str(key)))
+            except RunNotFound:
+                break
+            counter.reads += 1
+            out.append((step_id, child))
+    return out
+
+
+async def _definition(store: Store, run: RunRecord) -> JSON:
+    try:
+        return (await store.get_workflow(run.workflow, run.version)).definition
+    except StoreError:
+        return None
+
+
+def _parent_steps(definition: JSON, step_ids: Sequence[str]) -> list[tuple[str, int]]:
+    """(step id, most children) of the steps that start child runs: ``workflow`` and
+    ``loop`` steps, and the items of a map whose inline step is one."""
+    steps = definition.get("steps") if isinstance(definition, dict) else None
+    out: list[tuple[str, int]] = []
+    items: dict[str, int] = {}
+    for step in steps if isinstance(steps, list) else []:
+        if not isinstance(step, dict):
+            continue
+        inline = step.get("step") if step.get("type") == "map" else None
+        if isinstance(inline, dict) and inline.get("type") in _PARENT_TYPES:
+            items[str(step.get("id"))] = _most(inline)
+        elif step.get("type") in _PARENT_TYPES:
+            out.append((str(step.get("id")), _most(step)))
+    if items:
+        out += [(sid, items[base]) for sid in step_ids if sid.endswith("]")
+                and (base := sid.rpartition("[")[0]) in items]
+    return out
+
+
+def _most(step: JSONDict) -> int:
+    most = step.get("max_iterations") if step.get("type") == "loop" else 1
+    return most if isinstance(most, int) and not isinstance(most, bool) and most > 0 else 1
+
+
+# ------------------------------------------------------------------ the JSON
+
+
+def add_llm(value: JSONDict, events: Sequence[EventRecord], rolled: RollUp) -> JSONDict:
+    """``plait show --json`` and the API's run document: ``llm`` and ``usage`` on every
+    step entry, ``usage`` and ``llm_tokens`` on the run (see the module docstring)."""
+    sent = requests(events)
+    steps = value.get("steps")
+    for step_id, entry in steps.items() if isinstance(steps, dict) else ():
+        if isinstance(entry, dict):
+            note = sent.get(step_id)
+            entry["llm"] = request_json(note) if note is not None else None
+            tokens = rolled.of_step(step_id)
+            entry["usage"] = tokens.to_json() if tokens or step_id in rolled.own else None
+    total = rolled.total
+    value["usage"] = total.to_json()
+    value["llm_tokens"] = total.total
+    return value
+
+
+# ------------------------------------------------------------------ the text
+
+
+MODEL_HEADERS = ("STEP", "MODEL", "PROMPT", "COMPLETION", "TOTAL")
+
+
+def tokens_line(rolled: RollUp) -> tuple[str, str] | None:
+    """``plait show``'s header line of the run's tokens (None when it used none)."""
+    total = rolled.total
+    if not total:
+        return None
+    below = rolled.in_children.total
+    return ("tokens", total.text() + (f"; {below:,} of them in child runs" if below else ""))
+
+
+def token_rows(rolled: RollUp, models: Mapping[str, str],
+               order: Sequence[str]) -> list[list[str]]:
+    """One row per step that used tokens (its own, or its child runs')."""
+    rows = []
+    for step_id in order:
+        tokens = rolled.of_step(step_id)
+        if not tokens:
+            continue
+        model = models.get(step_id) or ("(child runs)" if step_id in rolled.children else "-")
+        rows.append([step_id, model, f"{tokens.prompt:,}", f"{tokens.completion:,}",
+                     f"{tokens.total:,}"])
+    return rows
+
+
+def models_of(events: Sequence[EventRecord]) -> dict[str, str]:
+    """Step -> the model that answered its latest call (else the one asked)."""
+    out = {sid: str(note.get("model")) for sid, note in requests(events).items()}
+    for event in events:
+        usage = event.data.get("usage") if event.kind == "note" else None
+        if event.step_id is not None and isinstance(usage, dict) and usage.get("model"):
+            out[event.step_id] = str(usage["model"])
+    return out
+
+
+def conversation_lines(request: JSONDict | None, output: JSON) -> list[str]:
+    """A step's model call as text: each message sent (``role: content``, later lines
+    of a content indented), then the answer (its content, and its JSON indented)."""
+    lines: list[str] = []
+    if request is not None:
+        entry = request_json(request)
+        lines.append(f"messages sent (attempt {entry['attempt']}, model {entry['model']})")
+        for message in entry["messages"] if isinstance(entry["messages"], list) else []:
+            lines += _message_lines(message)
+        if entry["cut"]:
+            lines.append(f"  (cut: {entry['cut']})")
+    if isinstance(output, dict) and isinstance(output.get("content"), str):
+        lines.append("answer")
+        lines += _message_lines({"role": "assistant", "content": output["content"]})
+        if output.get("json") is not None:
+            lines.append("answer as JSON")
+            text = json.dumps(output["json"], indent=2, ensure_ascii=False)
+            lines += [f"  {line}" for line in text.splitlines()]
+    return lines
+
+
+def _message_lines(message: JSON) -> list[str]:
+    role = message.get("role") if isinstance(message, dict) else None
+    content = message.get("content") if isinstance(message, dict) else message
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    first, *rest = text.splitlines() or [""]
+    return [f"  {role or '?'}: {first}", *(f"    {line}" for line in rest)]
