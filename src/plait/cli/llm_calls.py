@@ -25,48 +25,13 @@ from dataclasses import dataclass
 
 from ..core.model import JSON, JSONDict
 from ..errors import RunNotFound, StoreError
+from ..observe.metrics import Tokens, usage_of
 from ..runtime.children import child_run_id
 from ..store.base import EventRecord, RunRecord, Store
 
 MAX_CHILD_RUNS = 1_000  # read per roll-up: a map of 10,000 child workflows stops there
 MAX_DEPTH = 32
 _PARENT_TYPES = ("workflow", "loop")
-
-
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    """Token counts of model calls."""
-
-    prompt: int = 0
-    completion: int = 0
-    total: int = 0
-
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(self.prompt + other.prompt, self.completion + other.completion,
-                      self.total + other.total)
-
-    def __bool__(self) -> bool:
-        return bool(self.prompt or self.completion or self.total)
-
-    def to_json(self) -> JSONDict:
-        return {"prompt_tokens": self.prompt, "completion_tokens": self.completion,
-                "total_tokens": self.total}
-
-    def text(self) -> str:
-        return f"{self.total:,} (prompt {self.prompt:,}, completion {self.completion:,})"
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def usage_of(event: EventRecord) -> Tokens | None:
-    """The tokens an ``llm`` attempt's ``usage`` note records, else None."""
-    usage = event.data.get("usage") if event.kind == "note" else None
-    if not isinstance(usage, dict):
-        return None
-    return Tokens(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")),
-                  _count(usage.get("total_tokens")))
 
 
 def step_tokens(events: Sequence[EventRecord]) -> dict[str, Tokens]:

@@ -157,9 +157,15 @@ class Tokens:
         return Tokens(self.prompt + other.prompt, self.completion + other.completion,
                       self.total + other.total)
 
+    def __bool__(self) -> bool:
+        return bool(self.prompt or self.completion or self.total)
+
     def to_json(self) -> JSONDict:
         return {"prompt_tokens": self.prompt, "completion_tokens": self.completion,
                 "total_tokens": self.total}
+
+    def text(self) -> str:
+        return f"{self.total:,} (prompt {self.prompt:,}, completion {self.completion:,})"
 
 
 def _count(value: object) -> int:
