@@ -214,12 +214,15 @@ export async function runPage(root, params, { go, onLeave, runId }) {
   }
   let bannerKey = "";
   function drawBanner() {
-    const waiting = stepIds.filter((id) => statusOf(id) === "waiting" && isApproval(id));
-    const key = JSON.stringify(waiting.slice(0, 5).map((id) => [id, run.steps[id]?.waiting ?? null]).concat(waiting.length));
+    // a decision recorded that nobody could apply: say so instead of asking again
+    const stuck = run.continuation || null;
+    const waiting = stepIds.filter((id) => statusOf(id) === "waiting" && isApproval(id) && id !== stuck?.step);
+    const key = JSON.stringify(waiting.slice(0, 5).map((id) => [id, run.steps[id]?.waiting ?? null]).concat(waiting.length, stuck));
     if (key === bannerKey) return;
     bannerKey = key;
-    banner.hidden = !waiting.length;
+    banner.hidden = !waiting.length && !stuck;
     banner.textContent = "";
+    if (stuck) banner.append(stuckNote(stuck));
     if (!waiting.length) return;
     banner.append(h("strong", {}, waiting.length === 1 ? "Waiting for approval" : `${waiting.length} steps waiting for approval`));
     for (const id of waiting.slice(0, 5)) {
@@ -228,6 +231,12 @@ export async function runPage(root, params, { go, onLeave, runId }) {
         asked(id)));
     }
     if (waiting.length > 5) banner.append(h("span", {}, `and ${waiting.length - 5} more (filter the table by "waiting")`));
+  }
+  function stuckNote(stuck) {
+    return h("div", { class: "errbox", "data-testid": "continuation" },
+      h("div", {}, "Decision on ", h("span", { class: "mono" }, stuck.step || "?"),
+        " recorded, could not continue: ", String(stuck.error || "")),
+      h("div", {}, "Continue it with: ", h("code", {}, String(stuck.command || ""))));
   }
   // what the step asks: its rendered prompt and the content under review (the
   // definition's author wrote them: text nodes only, never HTML)
@@ -317,7 +326,9 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     const items = mapItems.get(selected);
     if (items) row("Items", h("a", { href: "#", onclick: (e) => { e.preventDefault(); search.value = `${selected}[`; filter.text = search.value; redrawTable(); } }, `${fmtCount(items.length)} items (show in table)`));
     side.append(kv);
-    if (status === "waiting" && isApproval(selected)) {
+    if (status === "waiting" && isApproval(selected) && run.continuation?.step === selected) {
+      side.append(h("h3", {}, "Approval"), stuckNote(run.continuation));
+    } else if (status === "waiting" && isApproval(selected)) {
       const dataBox = h("textarea", { "aria-label": "approval data", placeholder: "Optional data for the step (JSON)", style: "min-height:56px" });
       side.append(h("h3", {}, "Approval"), h("div", { class: "ask", "data-testid": "approval-panel" }, asked(selected)), dataBox,
         h("div", { style: "margin-top:8px" }, approveButtons(selected, dataBox)));
