@@ -247,7 +247,7 @@ def test_metrics_text_and_json(history):
     proc = history("metrics", "--json", "--workflow", "bad", "--since", "1h")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert set(report) == {"since", "runs", "workflows", "alerts"}
+    assert set(report) == {"since", "runs", "tokens", "workflows", "alerts"}
     assert [w["workflow"] for w in report["workflows"]] == ["bad"]
     bad = report["workflows"][0]
     assert bad["failed"] == 1 and bad["success_rate"] == 0.0

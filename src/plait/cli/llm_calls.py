@@ -25,13 +25,12 @@ from dataclasses import dataclass
 
 from ..core.model import JSON, JSONDict
 from ..errors import RunNotFound, StoreError
-from ..observe.metrics import Tokens, usage_of
+from ..observe.tokens import Tokens, parent_steps, usage_of
 from ..runtime.children import child_run_id
 from ..store.base import EventRecord, RunRecord, Store
 
 MAX_CHILD_RUNS = 1_000  # read per roll-up: a map of 10,000 child workflows stops there
 MAX_DEPTH = 32
-_PARENT_TYPES = ("workflow", "loop")
 
 
 def step_tokens(events: Sequence[EventRecord]) -> dict[str, Tokens]:
@@ -116,7 +115,7 @@ async def _child_runs(store: Store, run: RunRecord, step_ids: Sequence[str],
                       counter: RollUp) -> list[tuple[str, RunRecord]]:
     """(step, child run) of every child run the run's steps started, in order."""
     out: list[tuple[str, RunRecord]] = []
-    for step_id, most in _parent_steps(await _definition(store, run), step_ids):
+    for step_id, most in parent_steps(await _definition(store, run), step_ids):
         for key in range(most):
             if counter.reads >= MAX_CHILD_RUNS:
                 return out
@@ -134,31 +133,6 @@ async def _definition(store: Store, run: RunRecord) -> JSON:
         return (await store.get_workflow(run.workflow, run.version)).definition
     except StoreError:
         return None
-
-
-def _parent_steps(definition: JSON, step_ids: Sequence[str]) -> list[tuple[str, int]]:
-    """(step id, most children) of the steps that start child runs: ``workflow`` and
-    ``loop`` steps, and the items of a map whose inline step is one."""
-    steps = definition.get("steps") if isinstance(definition, dict) else None
-    out: list[tuple[str, int]] = []
-    items: dict[str, int] = {}
-    for step in steps if isinstance(steps, list) else []:
-        if not isinstance(step, dict):
-            continue
-        inline = step.get("step") if step.get("type") == "map" else None
-        if isinstance(inline, dict) and inline.get("type") in _PARENT_TYPES:
-            items[str(step.get("id"))] = _most(inline)
-        elif step.get("type") in _PARENT_TYPES:
-            out.append((str(step.get("id")), _most(step)))
-    if items:
-        out += [(sid, items[base]) for sid in step_ids if sid.endswith("]")
-                and (base := sid.rpartition("[")[0]) in items]
-    return out
-
-
-def _most(step: JSONDict) -> int:
-    most = step.get("max_iterations") if step.get("type") == "loop" else 1
-    return most if isinstance(most, int) and not isinstance(most, bool) and most > 0 else 1
 
 
 # ------------------------------------------------------------------ the JSON

@@ -388,7 +388,9 @@ def gantt(run_id: str, html: str | None, db: str) -> None:
 @click.option("--limit", type=COUNT, default=1000, show_default=True,
               metavar="N", help="Read at most the N newest runs.")
 @db_option
-@json_option('Print one JSON object: the metrics ({"since", "runs", "workflows": [...]}) '
+@json_option('Print one JSON object: the metrics ({"since", "runs", "tokens", '
+             '"workflows": [...]}; workflows and steps also have tokens_with_children, '
+             'the tokens of their child runs included) '
              'and "alerts": {"fired", "firings": [...]}.')
 @click.option("--check", is_flag=True, help="Exit 1 when any alert rule fires.")
 @click.option("--alerts", "alerts_file", metavar="FILE", type=click.Path(dir_okay=False),

@@ -3,7 +3,8 @@
 API (the CLI calls these)::
 
     histories = await load_histories(store, workflow=None, since=None, limit=1000)
-    report = compute(histories, since=None)          # pure
+    descendants = await load_descendants(store, histories)   # for one workflow
+    report = compute(histories, since=None, descendants=())  # pure
     report = await collect(store, workflow=None, since=None, limit=1000)   # both at once
     report.to_json()                                  # the --json object
     render_metrics(report)                            # the plain-text table
@@ -43,6 +44,7 @@ Definitions (one place; the alert rules in ``alerts.py`` read these same numbers
 JSON (``MetricsReport.to_json()``; keys are stable, durations in seconds)::
 
     {"since": ISO-8601 UTC | null, "runs": int,
+     "tokens": {"prompt_tokens": int, "completion_tokens": int, "total_tokens": int},
      "workflows": [{
         "workflow": str, "runs": int, "completed": int, "failed": int, "cancelled": int,
         "active": int, "success_rate": float | null,
@@ -56,14 +58,22 @@ JSON (``MetricsReport.to_json()``; keys are stable, durations in seconds)::
             "compute_s": {...as above},
             "attempts": int, "retries": int, "retries_per_execution": float | null,
             "fallbacks": int, "cache_hits": int,
-            "prompt_tokens": int, "completion_tokens": int, "total_tokens": int}],
+            "prompt_tokens": int, "completion_tokens": int, "total_tokens": int,
+            "tokens_with_children": {...as "tokens"}}],
         "cache_hits": int, "prompt_tokens": int, "completion_tokens": int,
-        "total_tokens": int}]}
+        "total_tokens": int, "tokens_with_children": {...as "tokens"}}]}
 
 Tokens are the sums of the ``usage`` history notes ``llm`` steps leave, one per attempt
 that got a completion (a refused answer that was retried counts: its tokens were
-billed).  ``cache_hits`` counts steps completed from the step cache (``cache:``) without
-running their code; such a step is still an execution (of one attempt).
+billed), counted under the workflow and step that made the call.  A workflow's
+``tokens_with_children`` adds those of its runs' descendants (child runs at any depth,
+through ``parent_run_id``); a step's, those of the child runs it started (a ``workflow``
+or ``loop`` step, or map items of one; ``tokens.by_step``).  The report's ``tokens``
+counts every run read once (never the sum of ``tokens_with_children``).  ``collect`` for
+one workflow reads its runs' descendants too (``load_descendants``).
+
+``cache_hits`` counts steps completed from the step cache (``cache:``) without running
+their code; such a step is still an execution (of one attempt).
 
 Workflows are sorted by name; steps by first appearance in the workflow's runs
 (definition order, then map items, as stores return them).
@@ -72,21 +82,31 @@ Workflows are sorted by name; steps by first appearance in the workflow's runs
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.durations import format_duration, parse_duration
-from ..core.model import JSONDict
+from ..core.model import JSON, JSONDict
 from ..core.states import RunStatus, StepStatus
-from ..errors import StoreError
+from ..errors import RunNotFound, StoreError
+from ..runtime.children import child_run_id
 from ..runtime.results import iso
 from ..store.base import AttemptRecord, EventRecord, RunFilter, RunRecord, StepRecord, Store
 from ..store.observations import item_pattern
+from .tokens import (
+    Tokens,
+    by_step,
+    is_cache_hit,
+    parent_steps,
+    tokens_of,
+    usage_of,
+    with_descendants,
+)
 from .waits import Interval, compute_intervals, covered, step_waits, waiting_steps
 
-__all__ = ["MetricsReport", "RunHistory", "StepMetrics", "Summary", "WorkflowMetrics",
-           "collect", "compute", "load_histories", "percentile", "render_metrics",
-           "since_cutoff"]
+__all__ = ["MetricsReport", "RunHistory", "StepMetrics", "Summary", "Tokens",
+           "WorkflowMetrics", "collect", "compute", "load_descendants", "load_histories",
+           "percentile", "render_metrics", "since_cutoff", "usage_of"]
 
 DEFAULT_LIMIT = 1000
 _FINISHED_RUN = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -145,47 +165,6 @@ class Summary:
 # ------------------------------------------------------------------------ the report
 
 
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    """LLM token usage (sums of ``usage`` notes)."""
-
-    prompt: int = 0
-    completion: int = 0
-    total: int = 0
-
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(self.prompt + other.prompt, self.completion + other.completion,
-                      self.total + other.total)
-
-    def __bool__(self) -> bool:
-        return bool(self.prompt or self.completion or self.total)
-
-    def to_json(self) -> JSONDict:
-        return {"prompt_tokens": self.prompt, "completion_tokens": self.completion,
-                "total_tokens": self.total}
-
-    def text(self) -> str:
-        return f"{self.total:,} (prompt {self.prompt:,}, completion {self.completion:,})"
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def usage_of(event: EventRecord) -> Tokens | None:
-    """The token usage an ``llm`` attempt's history note records, else None."""
-    usage = event.data.get("usage") if event.kind == "note" else None
-    if not isinstance(usage, dict):
-        return None
-    return Tokens(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")),
-                  _count(usage.get("total_tokens")))
-
-
-def is_cache_hit(event: EventRecord) -> bool:
-    cache = event.data.get("cache") if event.kind == "note" else None
-    return isinstance(cache, dict) and cache.get("hit") is True
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepMetrics:
     step: str
@@ -203,6 +182,8 @@ class StepMetrics:
     cache_hits: int = 0
     tokens: Tokens = field(default_factory=lambda: Tokens())
     compute: Summary = field(default_factory=Summary)
+    # ``tokens`` plus the rolled-up tokens of the child runs the step started
+    tokens_with_children: Tokens = field(default_factory=lambda: Tokens())
 
     def to_json(self) -> JSONDict:
         return {"step": self.step, "executions": self.executions,
@@ -214,7 +195,8 @@ class StepMetrics:
                 "attempts": self.attempts, "retries": self.retries,
                 "retries_per_execution": self.retries_per_execution,
                 "fallbacks": self.fallbacks, "cache_hits": self.cache_hits,
-                **self.tokens.to_json()}
+                **self.tokens.to_json(),
+                "tokens_with_children": self.tokens_with_children.to_json()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,6 +215,8 @@ class WorkflowMetrics:
     cache_hits: int = 0
     tokens: Tokens = field(default_factory=lambda: Tokens())
     compute: Summary = field(default_factory=Summary)
+    # ``tokens`` plus those of the runs' descendants (child runs at any depth)
+    tokens_with_children: Tokens = field(default_factory=lambda: Tokens())
 
     def step(self, step_id: str) -> StepMetrics | None:
         return next((s for s in self.steps if s.step == step_id), None)
@@ -244,13 +228,16 @@ class WorkflowMetrics:
                 "compute_s": self.compute.to_json(),
                 "retries_per_run": self.retries_per_run, "fallbacks": self.fallbacks,
                 "steps": [s.to_json() for s in self.steps],
-                "cache_hits": self.cache_hits, **self.tokens.to_json()}
+                "cache_hits": self.cache_hits, **self.tokens.to_json(),
+                "tokens_with_children": self.tokens_with_children.to_json()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetricsReport:
     workflows: tuple[WorkflowMetrics, ...] = ()
     since: float | None = None
+    # every run read counted once: the reported runs and the descendants read for them
+    tokens: Tokens = field(default_factory=lambda: Tokens())
 
     @property
     def runs(self) -> int:
@@ -261,6 +248,7 @@ class MetricsReport:
 
     def to_json(self) -> JSONDict:
         return {"since": iso(self.since), "runs": self.runs,
+                "tokens": self.tokens.to_json(),
                 "workflows": [w.to_json() for w in self.workflows]}
 
 
@@ -275,6 +263,8 @@ class RunHistory:
     events: Sequence[EventRecord] = ()
     # the steps whose attempts are waits (``waits.waiting_steps`` of the definition)
     waiting: frozenset[str] = frozenset()
+    # (step, most children) of the steps that start child runs (``tokens.parent_steps``)
+    child_steps: tuple[tuple[str, int], ...] = ()
 
 
 # ------------------------------------------------------------------------ computing
@@ -302,6 +292,7 @@ class _StepTally:
     computes: list[float] = field(default_factory=list)
     cache_hits: int = 0
     tokens: Tokens = field(default_factory=lambda: Tokens())
+    child_tokens: Tokens = field(default_factory=lambda: Tokens())
 
     def add(self, step: StepRecord) -> None:
         self.executions += 1
@@ -333,7 +324,8 @@ class _StepTally:
             compute=Summary.of(self.computes),
             attempts=self.attempts, retries=retries,
             retries_per_execution=retries / self.executions if self.executions else None,
-            fallbacks=self.fallbacks, cache_hits=self.cache_hits, tokens=self.tokens)
+            fallbacks=self.fallbacks, cache_hits=self.cache_hits, tokens=self.tokens,
+            tokens_with_children=self.tokens + self.child_tokens)
 
 
 def _tally(tallies: dict[str, _StepTally], step_id: str) -> _StepTally:
@@ -380,6 +372,14 @@ def _fold_notes(history: RunHistory, tallies: dict[str, _StepTally]) -> None:
             _tally(tallies, event.step_id).cache_hits += 1
 
 
+def _fold_children(history: RunHistory, tallies: dict[str, _StepTally],
+                   rolled: Mapping[str, Tokens]) -> None:
+    """Add to each step that started child runs their rolled-up tokens."""
+    for step_id, tokens in by_step(history.run.run_id, history.child_steps, rolled).items():
+        tally = _tally(tallies, step_id)
+        tally.child_tokens = tally.child_tokens + tokens
+
+
 def _fold_steps(history: RunHistory, tallies: dict[str, _StepTally]) -> int:
     """Add the run's executed steps to their tallies; the run's retries."""
     retries = 0
@@ -390,7 +390,8 @@ def _fold_steps(history: RunHistory, tallies: dict[str, _StepTally]) -> int:
     return retries
 
 
-def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMetrics:
+def _workflow_metrics(name: str, histories: Sequence[RunHistory],
+                      rolled: Mapping[str, Tokens]) -> WorkflowMetrics:
     tallies: dict[str, _StepTally] = {}
     run_retries: list[float] = []
     computes: list[float] = []
@@ -400,6 +401,7 @@ def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMet
         if history.run.status in _FINISHED_RUN and history.run.started_at is not None:
             computes.append(compute_time)
         _fold_notes(history, tallies)
+        _fold_children(history, tallies, rolled)
     runs = [h.run for h in histories]
     counts = {status: sum(r.status == status for r in runs) for status in _FINISHED_RUN}
     durations = [d for r in runs if r.status in _FINISHED_RUN
@@ -414,19 +416,28 @@ def _workflow_metrics(name: str, histories: Sequence[RunHistory]) -> WorkflowMet
         retries_per_run=_mean(run_retries),
         fallbacks=sum(s.fallbacks for s in steps), steps=steps,
         cache_hits=sum(s.cache_hits for s in steps),
-        tokens=sum((s.tokens for s in steps), Tokens()))
+        tokens=sum((s.tokens for s in steps), Tokens()),
+        tokens_with_children=sum((rolled.get(r.run_id, Tokens()) for r in runs), Tokens()))
 
 
-def compute(histories: Iterable[RunHistory], *, since: float | None = None) -> MetricsReport:
+def compute(histories: Iterable[RunHistory], *, since: float | None = None,
+            descendants: Iterable[RunHistory] = ()) -> MetricsReport:
     """The metrics of ``histories`` (pure: no store, no clock).  ``since`` is only
-    recorded in the report, to say which window the histories cover."""
+    recorded in the report, to say which window the histories cover.  ``descendants``
+    are child runs read only for their tokens (not reported): those of the reported
+    runs that ``histories`` lacks."""
     by_workflow: dict[str, list[RunHistory]] = {}
+    every: dict[str, RunHistory] = {h.run.run_id: h for h in descendants}
     for history in histories:
         by_workflow.setdefault(history.run.workflow, []).append(history)
+        every[history.run.run_id] = history
+    own = {run_id: tokens_of(h.events) for run_id, h in every.items()}
+    rolled = with_descendants({run_id: h.run.parent_run_id for run_id, h in every.items()},
+                              own)
     return MetricsReport(
-        workflows=tuple(_workflow_metrics(name, by_workflow[name])
+        workflows=tuple(_workflow_metrics(name, by_workflow[name], rolled)
                         for name in sorted(by_workflow)),
-        since=since)
+        since=since, tokens=sum(own.values(), Tokens()))
 
 
 # ------------------------------------------------------------------------ the store
@@ -438,12 +449,56 @@ async def load_histories(store: Store, *, workflow: str | None = None,
     """The newest ``limit`` runs (created at or after ``since``) with their steps and
     attempts.  Sequential on purpose: one connection, bounded load on the store."""
     runs = await store.list_runs(RunFilter(workflow=workflow, since=since, limit=limit))
-    definitions: dict[tuple[str, int], frozenset[str]] = {}
-    return [RunHistory(run=run, steps=await store.get_steps(run.run_id),
-                       attempts=await store.get_attempts(run.run_id),
-                       events=[e for e in await store.get_events(run.run_id) if _kept(e)],
-                       waiting=await _waiting_steps(store, run, definitions))
-            for run in runs]
+    definitions: dict[tuple[str, int], JSON] = {}
+    return [await _history(store, run, definitions) for run in runs]
+
+
+async def _history(store: Store, run: RunRecord,
+                   definitions: dict[tuple[str, int], JSON]) -> RunHistory:
+    steps = await store.get_steps(run.run_id)
+    definition = await _definition(store, run, definitions)
+    return RunHistory(run=run, steps=steps, attempts=await store.get_attempts(run.run_id),
+                      events=[e for e in await store.get_events(run.run_id) if _kept(e)],
+                      waiting=waiting_steps(definition),
+                      child_steps=tuple(parent_steps(definition,
+                                                     [s.step_id for s in steps])))
+
+
+async def load_descendants(store: Store, histories: Sequence[RunHistory], *,
+                           limit: int = DEFAULT_LIMIT) -> list[RunHistory]:
+    """The child runs (at any depth, at most ``limit``) of ``histories`` that they lack,
+    for their tokens: needed when ``histories`` were read for one workflow (a run's
+    children are created after it, so the newest runs of every workflow hold them).
+    One ``get_run`` per child run and one more per step that starts children."""
+    known = {h.run.run_id for h in histories}
+    definitions: dict[tuple[str, int], JSON] = {}
+    found: list[RunHistory] = []
+    queue = list(histories)
+    while queue and len(found) < limit:
+        parent = queue.pop()
+        for run in await _children_missing(store, parent, known, limit - len(found)):
+            known.add(run.run_id)
+            found.append(child := await _history(store, run, definitions))
+            queue.append(child)
+    return found
+
+
+async def _children_missing(store: Store, parent: RunHistory, known: set[str],
+                            most: int) -> list[RunRecord]:
+    """The child runs of ``parent`` not in ``known`` (at most ``most``)."""
+    out: list[RunRecord] = []
+    for step_id, keys in parent.child_steps:
+        for key in range(keys):
+            run_id = child_run_id(parent.run.run_id, step_id, str(key))
+            if run_id in known:
+                continue
+            if len(out) >= most:
+                return out
+            try:
+                out.append(await store.get_run(run_id))
+            except RunNotFound:
+                break
+    return out
 
 
 def _kept(event: EventRecord) -> bool:
@@ -452,25 +507,27 @@ def _kept(event: EventRecord) -> bool:
         event.data.get("from"), event.data.get("to")))
 
 
-async def _waiting_steps(store: Store, run: RunRecord,
-                         known: dict[tuple[str, int], frozenset[str]]) -> frozenset[str]:
-    """``waits.waiting_steps`` of the run's stored definition (read once per version;
-    none when it cannot be read)."""
+async def _definition(store: Store, run: RunRecord,
+                      known: dict[tuple[str, int], JSON]) -> JSON:
+    """The run's stored definition (read once per version; None when it cannot be
+    read)."""
     key = (run.workflow, run.version)
     if key not in known:
         try:
-            definition = (await store.get_workflow(*key)).definition
+            known[key] = (await store.get_workflow(*key)).definition
         except StoreError:
-            definition = None
-        known[key] = waiting_steps(definition)
+            known[key] = None
     return known[key]
 
 
 async def collect(store: Store, *, workflow: str | None = None, since: float | None = None,
                   limit: int = DEFAULT_LIMIT) -> MetricsReport:
-    """``compute`` over ``load_histories``: the report ``plait metrics`` shows."""
+    """``compute`` over ``load_histories`` (and, for one workflow, ``load_descendants``):
+    the report ``plait metrics`` shows."""
     histories = await load_histories(store, workflow=workflow, since=since, limit=limit)
-    return compute(histories, since=since)
+    descendants = [] if workflow is None else \
+        await load_descendants(store, histories, limit=limit)
+    return compute(histories, since=since, descendants=descendants)
 
 
 def since_cutoff(value: str | float, *, now: float) -> float:
@@ -518,6 +575,27 @@ def _step_row(s: StepMetrics) -> list[str]:
             str(s.failures)]
 
 
+def _tokens_line(w: WorkflowMetrics) -> str:
+    """The workflow's tokens: its own steps', then with its child runs' when they add."""
+    line = f"  tokens {w.tokens.text()}"
+    if w.tokens_with_children != w.tokens:
+        line += f"   with child runs {w.tokens_with_children.text()}"
+    return f"{line}   cache hits {w.cache_hits}"
+
+
+def _token_columns(w: WorkflowMetrics, header: list[str],
+                   rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The tokens and cache hits columns; "with children" only where child runs add."""
+    header = [*header, "tokens"]
+    rows = [[*row, f"{s.tokens.total:,}"] for row, s in zip(rows, w.steps, strict=True)]
+    if w.tokens_with_children != w.tokens:
+        header.append("with children")
+        rows = [[*row, f"{s.tokens_with_children.total:,}"]
+                for row, s in zip(rows, w.steps, strict=True)]
+    return [*header, "cache hits"], [[*row, str(s.cache_hits)]
+                                     for row, s in zip(rows, w.steps, strict=True)]
+
+
 def _render_workflow(w: WorkflowMetrics) -> list[str]:
     active = f", {w.active} active" if w.active else ""
     head = [f"{w.workflow}: {w.runs} runs ({w.completed} completed, {w.failed} failed, "
@@ -527,16 +605,14 @@ def _render_workflow(w: WorkflowMetrics) -> list[str]:
             f"retries/run {_num(w.retries_per_run)}   fallbacks {w.fallbacks}",
             f"  compute p50 {_dur(w.compute.p50)}  p95 {_dur(w.compute.p95)}  "
             f"p99 {_dur(w.compute.p99)}   (the time steps worked; waits excluded)"]
-    if w.tokens.total or w.cache_hits:
-        head.append(f"  tokens {w.tokens.total} (prompt {w.tokens.prompt}, completion "
-                    f"{w.tokens.completion})   cache hits {w.cache_hits}")
+    used = bool(w.tokens_with_children or w.cache_hits)
+    if used:
+        head.append(_tokens_line(w))
     if not w.steps:
         return head
     header, rows = list(_STEP_HEADER), [_step_row(s) for s in w.steps]
-    if w.tokens.total or w.cache_hits:  # columns only where llm steps or caches are
-        header += ["tokens", "cache hits"]
-        rows = [[*row, str(s.tokens.total), str(s.cache_hits)]
-                for row, s in zip(rows, w.steps, strict=True)]
+    if used:  # columns only where llm steps, child runs' llm steps or caches are
+        header, rows = _token_columns(w, header, rows)
     return [*head, "", *("  " + line for line in _table(header, rows))]
 
 
@@ -545,4 +621,6 @@ def render_metrics(report: MetricsReport) -> str:
     if not report.workflows:
         return "no runs\n"
     blocks = ["\n".join(_render_workflow(w)) for w in report.workflows]
+    if report.tokens:  # every run once, so not the sum of the "with child runs" figures
+        blocks.append(f"all runs read: tokens {report.tokens.text()}")
     return "\n\n".join(blocks) + "\n"

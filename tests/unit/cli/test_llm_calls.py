@@ -9,12 +9,12 @@ from plait import Workflow, connect
 from plait.cli.llm_calls import (
     RollUp,
     Tokens,
-    _parent_steps,
     add_llm,
     conversation_lines,
     roll_up,
     step_tokens,
 )
+from plait.observe.tokens import parent_steps
 from plait.runtime.children import child_run_id
 from plait.store.base import EventRecord, WriteBatch
 
@@ -55,8 +55,8 @@ def test_the_steps_that_start_child_runs_include_map_items_of_one() -> None:
         {"id": "m", "type": "map", "over": [1, 2], "step": {"type": "workflow", "workflow": "x"}},
         {"id": "t", "type": "map", "over": [1], "step": {"type": "transform", "value": 1}}]}
     ids = ["w", "l", "m", "t", "m[0]", "m[1]", "t[0]"]
-    assert _parent_steps(definition, ids) == [("w", 1), ("l", 4), ("m[0]", 1), ("m[1]", 1)]
-    assert _parent_steps(None, ids) == []
+    assert parent_steps(definition, ids) == [("w", 1), ("l", 4), ("m[0]", 1), ("m[1]", 1)]
+    assert parent_steps(None, ids) == []
 
 
 def test_conversation_lines_show_roles_the_answer_and_its_json() -> None:

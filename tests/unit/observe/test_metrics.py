@@ -140,7 +140,8 @@ def test_step_durations_include_retries_and_attempt_durations_exclude_fallbacks(
 def test_no_runs_gives_an_empty_report():
     report = compute([])
     assert report == MetricsReport()
-    assert report.to_json() == {"since": None, "runs": 0, "workflows": []}
+    assert report.to_json() == {"since": None, "runs": 0, "workflows": [], "tokens": {
+        "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
     assert render_metrics(report) == "no runs\n"
 
 
@@ -161,19 +162,21 @@ def test_rates_are_none_when_nothing_finished():
 def test_to_json_has_the_documented_keys_and_is_json():
     data = compute(_histories(), since=T0).to_json()
     json.dumps(data)  # serialisable as is
-    assert set(data) == {"since", "runs", "workflows"}
+    assert set(data) == {"since", "runs", "tokens", "workflows"}
     assert data["since"] == "2023-11-14T22:13:20Z"  # ISO-8601 UTC, like every JSON time
     wf = data["workflows"][1]
     assert set(wf) == {"workflow", "runs", "completed", "failed", "cancelled", "active",
                        "success_rate", "duration_s", "compute_s", "retries_per_run",
                        "fallbacks", "steps",
-                       "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens"}
+                       "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens",
+                       "tokens_with_children"}
     assert set(wf["duration_s"]) == {"count", "mean", "p50", "p95", "p99", "max"}
     assert set(wf["steps"][0]) == {
         "step", "executions", "completed", "failures", "cancelled", "success_rate",
         "duration_s", "attempt_duration_s", "compute_s", "attempts", "retries",
         "retries_per_execution",
-        "fallbacks", "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens"}
+        "fallbacks", "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens",
+        "tokens_with_children"}
     assert wf["duration_s"]["p95"] == pytest.approx(38.5)
 
 
