@@ -51,3 +51,4 @@ def test_a_stuck_decision_shows_why_and_how_to_continue(tmp_path: Path, browser:
         page.click(".steps [data-step=ok]")
         page.wait_for_selector("[data-testid=step-detail] [data-testid=continuation]")
         assert page.locator("button[data-action=approve]").count() == 0
+        page.goto("about:blank")  # its event stream closed: the server stops at once
