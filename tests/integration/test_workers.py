@@ -288,7 +288,8 @@ async def test_a_step_whose_module_a_worker_cannot_import_fails_naming_it(
         store: Store) -> None:
     module = f"wgone_{uuid.uuid4().hex[:8]}"  # importable by nobody here
     checked = check_definition({"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
-        {"id": "lost", "type": "python", "call": f"{module}:f"}]})
+        {"id": "lost", "type": "python", "call": f"{module}:f",
+         "retry": {"max_retries": 1, "initial_delay": 0.05}}]})  # one quick retry
     # stored as a submitter that could import it would store it
     stored = await store.save_workflow(checked.spec.name, checked.definition_json,
                                        checked.fingerprint, None)
