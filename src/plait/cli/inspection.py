@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from ..core.child_ids import child_run_id
 from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus
 from ..errors import DefinitionError, PlaitError, RunNotFound, StoreError
 from ..runtime import continuation
-from ..runtime.children import child_run_id
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
 from ..store.base import AttemptRecord, EventRecord, RunFilter, RunRecord, StepRecord, Store

@@ -23,10 +23,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..core.child_ids import child_run_id
 from ..core.model import JSON, JSONDict
 from ..errors import RunNotFound, StoreError
 from ..observe.tokens import Tokens, parent_steps, usage_of
-from ..runtime.children import child_run_id
 from ..store.base import EventRecord, RunRecord, Store
 
 MAX_CHILD_RUNS = 1_000  # read per roll-up: a map of 10,000 child workflows stops there

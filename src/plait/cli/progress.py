@@ -20,9 +20,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from ..core.child_ids import child_run_id
 from ..core.states import FINAL_STEP_STATES, StepStatus
 from ..core.validate import CheckedWorkflow
-from ..runtime.children import child_run_id
 from ..store.base import RunRecord, StepRecord, WriteBatch
 from .style import STATUS_STYLES, format_seconds
 

@@ -85,11 +85,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..core.child_ids import child_run_id
 from ..core.durations import format_duration, parse_duration
 from ..core.model import JSON, JSONDict
 from ..core.states import RunStatus, StepStatus
 from ..errors import RunNotFound, StoreError
-from ..runtime.children import child_run_id
 from ..runtime.results import iso
 from ..store.base import AttemptRecord, EventRecord, RunFilter, RunRecord, StepRecord, Store
 from ..store.observations import item_pattern

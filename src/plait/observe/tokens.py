@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..core.child_ids import child_run_id
 from ..core.model import JSON, JSONDict
-from ..runtime.children import child_run_id
 from ..store.base import EventRecord
 
 __all__ = ["Tokens", "by_step", "is_cache_hit", "parent_steps", "tokens_of", "usage_of",

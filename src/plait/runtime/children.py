@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from ..core.child_ids import child_run_id
 from ..core.model import JSON, JSONDict
 from ..core.states import RunStatus, StepStatus
 from ..definitions import check_definition
@@ -54,16 +54,9 @@ class _Engine(Protocol):
 
     async def cancel(self, run_id: str, reason: str = ...) -> RunResult | None: ...
 
-_NAMESPACE = uuid.UUID("5f0c7c1e-8d0e-4c56-9d51-6a4f1f1e0b2a")
 _log = logging.getLogger("plait.engine")
 POLL_S = 0.25  # how often a child that someone else drives is looked at
 _FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
-
-
-def child_run_id(parent_run_id: str, step_id: str, key: str) -> str:
-    """The id of the child run that step ``step_id`` of ``parent_run_id`` starts for
-    ``key`` (``"0"`` for a ``workflow`` step, the iteration for a ``loop``)."""
-    return uuid.uuid5(_NAMESPACE, f"{parent_run_id}/{step_id}/{key}").hex
 
 
 class ChildRuns:
