@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from plait.core.child_ids import child_run_id
 from plait.core.states import RunStatus
 from plait.definitions import check_definition
-from plait.runtime.children import child_run_id
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker
 from plait.store.base import RunFilter, Store

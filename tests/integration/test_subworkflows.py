@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from plait import Workflow
+from plait.core.child_ids import child_run_id
 from plait.core.states import RunStatus
 from plait.errors import DefinitionError
-from plait.runtime.children import child_run_id
 from plait.runtime.engine import Engine
 from plait.store import MemoryStore, open_store
 from plait.store.base import RunFilter, Store

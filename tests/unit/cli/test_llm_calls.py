@@ -14,8 +14,8 @@ from plait.cli.llm_calls import (
     roll_up,
     step_tokens,
 )
+from plait.core.child_ids import child_run_id
 from plait.observe.tokens import parent_steps
-from plait.runtime.children import child_run_id
 from plait.store.base import EventRecord, WriteBatch
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 from plait.cli.progress import ProgressModel, Snapshot
+from plait.core.child_ids import child_run_id
 from plait.core.runstate import StepChange, StepRuntime
 from plait.core.states import RunStatus
 from plait.core.states import StepStatus as S
 from plait.definitions import check_definition
-from plait.runtime.children import child_run_id
 from plait.store.base import RunRecord, WriteBatch
 
 TOP = "top-run"

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from plait import Workflow, connect
 from plait.cli.main import cli
-from plait.runtime.children import child_run_id
+from plait.core.child_ids import child_run_id
 from plait.store.base import WriteBatch
 
 KID = {"name": "kid", "steps": [{"id": "ask", "type": "transform", "value": 1}]}
