@@ -187,9 +187,19 @@ class Chaos:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            victim = self.rng.choice(self._busy() or range(len(self.cluster.workers)))
+            victim = self.rng.choice(self._busy_soon() or range(len(self.cluster.workers)))
             self.kills.append(self.cluster.workers[victim].pid)
             self.cluster.restart(victim)
+
+    def _busy_soon(self, within: float = 1.0) -> list[int]:
+        """``_busy()``, looked at again for up to ``within`` seconds while it is empty: on
+        a loaded machine the bodies are short beside the commits around them, and a
+        kill that lands between bodies interrupts nothing."""
+        deadline = time.monotonic() + within
+        while not (busy := self._busy()) and time.monotonic() < deadline \
+                and not self._stop.is_set():
+            time.sleep(0.01)
+        return busy
 
     def _busy(self) -> list[int]:
         """The slots whose process is in the middle of a body (a start without its end
