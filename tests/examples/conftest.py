@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from fake_server import start_fake_openai
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -92,3 +94,14 @@ def load_example():
         return module
 
     return load
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[str]:
+    """The base URL of a fake OpenAI server with its default replies."""
+    proc, base = start_fake_openai()
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)

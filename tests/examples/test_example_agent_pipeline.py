@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_server import start_fake_openai
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-agent-pipeline-KEY-must-not-leak-7f3a"
@@ -23,16 +24,10 @@ SUB_QUESTIONS = [f"What is {TOPIC}?", f"Who uses {TOPIC} today, and for what?",
 @pytest.fixture
 def fake_openai() -> Iterator[str]:
     """The fake server on a free port with this example's replies; only KEY accepted."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "examples.fake_openai.server", "--port", "0",
-         "--replies", "examples/agent_pipeline/fake_replies.json"],
-        cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", "FAKE_OPENAI_KEY": KEY},
-        stdout=subprocess.PIPE, text=True)
+    proc, base = start_fake_openai("--replies", "examples/agent_pipeline/fake_replies.json",
+                                   env={"FAKE_OPENAI_KEY": KEY})
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("fake OpenAI server on "), line
-        yield line.split(" on ", 1)[1].strip()
+        yield base
     finally:
         proc.terminate()
         proc.wait(10)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_server import start_fake_openai
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-analyst-pipeline-KEY-never-shown-51c0"
@@ -23,22 +24,9 @@ TOPICS = [f"the market for {TOPIC}", f"the technology of {TOPIC}", f"the risks o
 Plait = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def start_fake_openai(replies: str, key: str) -> tuple[subprocess.Popen[str], str]:
-    """The fake server on a free port with ``replies``; only ``key`` accepted."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "examples.fake_openai.server", "--port", "0",
-         "--replies", replies],
-        cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", "FAKE_OPENAI_KEY": key},
-        stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("fake OpenAI server on "), line
-    return proc, line.split(" on ", 1)[1].strip()
-
-
 @pytest.fixture
 def fake_openai() -> Iterator[str]:
-    proc, base = start_fake_openai(REPLIES, KEY)
+    proc, base = start_fake_openai("--replies", REPLIES, env={"FAKE_OPENAI_KEY": KEY})
     try:
         yield base
     finally:

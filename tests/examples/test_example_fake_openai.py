@@ -3,30 +3,6 @@ step (the example flow) against it end to end through ``plait run``."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-
-@pytest.fixture
-def fake_openai(examples_dir: Path) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "examples.fake_openai.server",
-                             "--port", "0"], cwd=examples_dir.parent,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("fake OpenAI server on "), line
-        yield line.split(" on ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
 
 def test_the_flow_runs_against_the_fake_server(plait_run, fake_openai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-example-not-real")
