@@ -194,11 +194,13 @@ async def test_a_worker_splits_completions_the_store_refuses(store: Store,
         assert "not JSON" in bad.error and "stopped" not in bad.error
 
 
+# the stores that encode what they keep (the memory store keeps notes as given)
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgresql",
+                                                          marks=pytest.mark.postgres)],
+                         indirect=True)
 @pytest.mark.usefixtures("uncleaned_notes")
 async def test_a_run_batch_the_store_refuses_is_stored_cleaned(store: Store,
                                                                steps: str) -> None:
-    if isinstance(store, MemoryStore):
-        pytest.skip("the memory store keeps notes as given (nothing to encode)")
     engine = Engine(store)
     result = await asyncio.wait_for(
         engine.run(check_definition(noted_definition(steps)), {}), 20)
