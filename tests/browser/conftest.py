@@ -125,9 +125,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[S
     yield from serve(f"sqlite:///{db}", None)
 
 
-@pytest.fixture()
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+def open_page(browser: Any, width: int = 1440, height: int = 1000) -> Iterator[Any]:
+    """A page of that size; the test fails on any JavaScript error it raised."""
+    context = browser.new_context(viewport={"width": width, "height": height})
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -135,3 +135,8 @@ def page(browser: Any) -> Iterator[Any]:
     yield pg
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture()
+def page(browser: Any) -> Iterator[Any]:
+    yield from open_page(browser)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Server
+from .conftest import Server, open_page
 from .workflows import FAILING, MAP_RUNNING, REVIEW, chain
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
@@ -29,14 +29,7 @@ def registered(server: Server) -> None:
 @pytest.fixture()
 def page(browser: Any) -> Iterator[Any]:
     """A 1400x1000 page (the size the graph must fit at)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.set_default_timeout(15_000)
-    yield pg
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
+    yield from open_page(browser, 1400, 1000)
 
 
 def _box(page: Any, selector: str) -> dict[str, float]:
