@@ -28,6 +28,7 @@ from ..core.model import JSON, JSONDict
 from ..errors import RunNotFound, StoreError
 from ..observe.tokens import Tokens, parent_steps, usage_of
 from ..store.base import EventRecord, RunRecord, Store
+from .notes import latest_notes
 
 MAX_CHILD_RUNS = 1_000  # read per roll-up: a map of 10,000 child workflows stops there
 MAX_DEPTH = 32
@@ -45,12 +46,7 @@ def step_tokens(events: Sequence[EventRecord]) -> dict[str, Tokens]:
 
 def requests(events: Sequence[EventRecord]) -> dict[str, JSONDict]:
     """Step -> the model request its latest attempt sent (its ``llm_request`` note)."""
-    out: dict[str, JSONDict] = {}
-    for event in events:
-        note = event.data.get("llm_request") if event.kind == "note" else None
-        if event.step_id is not None and isinstance(note, dict):
-            out[event.step_id] = note
-    return out
+    return latest_notes(events, "llm_request")
 
 
 def request_json(note: JSONDict) -> JSONDict:

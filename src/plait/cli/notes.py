@@ -94,14 +94,19 @@ def add_history(shown: JSONDict, events: Sequence[EventRecord]) -> JSONDict:
 WAIT_FIELDS = ("prompt", "show", "event", "until", "child_run_id")
 
 
-def wait_notes(events: Sequence[EventRecord]) -> dict[str, JSONDict]:
-    """Step -> what it asked when it last started waiting (its latest ``wait`` note)."""
+def latest_notes(events: Sequence[EventRecord], key: str) -> dict[str, JSONDict]:
+    """Step -> the mapping of its latest history note under ``key``."""
     out: dict[str, JSONDict] = {}
     for event in events:
-        wait = event.data.get("wait") if event.kind == "note" else None
-        if event.step_id is not None and isinstance(wait, dict):
-            out[event.step_id] = wait
+        note = event.data.get(key) if event.kind == "note" else None
+        if event.step_id is not None and isinstance(note, dict):
+            out[event.step_id] = note
     return out
+
+
+def wait_notes(events: Sequence[EventRecord]) -> dict[str, JSONDict]:
+    """Step -> what it asked when it last started waiting (its latest ``wait`` note)."""
+    return latest_notes(events, "wait")
 
 
 def waiting_json(note: JSONDict | None) -> JSONDict:
