@@ -1,4 +1,4 @@
-"""``plait worker`` processes and ``plait run --db postgresql://...`` (SPEC 7, 8): runs
+"""``plait worker`` processes and ``plait run --db postgresql://...``: runs
 stored by the CLI are executed by worker subprocesses; a worker drains on SIGTERM and
 a killed one loses nothing; LISTEN/NOTIFY wakes an idle worker long before its poll."""
 

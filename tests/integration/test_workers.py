@@ -190,7 +190,7 @@ async def test_an_expired_lease_is_reaped_retried_elsewhere_and_its_late_result_
             taken = await store.claim_attempts("ghost", 1, 0.5)
             ghost_lease = taken[0] if taken else ghost_lease
             return ghost_lease is not None
-        driver._claim_loop = _never  # type: ignore[method-assign]
+        driver.executor.claim_loop = _never  # type: ignore[method-assign]
         driver.eager = False
         await drive.stop()
         drive = _Workers(_no_claims(_worker(store, "driver", lease=0.5)))
@@ -219,7 +219,7 @@ async def _never() -> None:
 
 def _no_claims(worker: Worker) -> Worker:
     """A worker that drives runs and reaps, but executes nothing."""
-    worker._claim_loop = _never  # type: ignore[method-assign]
+    worker.executor.claim_loop = _never  # type: ignore[method-assign]
     worker.eager = False
     return worker
 

@@ -1,11 +1,14 @@
-"""``plait worker``: one process of a cluster (SPEC 7), around ``runtime.worker.Worker``.
+"""``plait worker``: one process of a cluster, around ``runtime.worker.Worker``.
 
 The command puts the current directory on ``sys.path``, imports the ``--import``
 modules (one that fails: exit 2 naming it, before anything connects), opens the store,
 listens on PostgreSQL unless ``--no-listen`` (``runtime.notify``), and runs the worker
 until SIGTERM or SIGINT: then it drains (no new claims, no new runs, the runs it drives
 are released, running attempts get ``--grace`` seconds) and exits 0.  A second signal
-stops at once (the leases it held expire and other workers retry them).
+stops at once (the leases it held expire and other workers retry them) and exits 1.
+A worker whose loop failed too often in a row (``runtime.worker.Restarts``) drains,
+logs why and exits 1, as does one that fails otherwise (its traceback logged): a
+process manager restarts it, where a worker left running would do part of its job.
 
 A server that cannot be reached at start (refused, timed out, restarting) is retried
 with a backoff (``CONNECT_BACKOFF``), each failure logged with the URL's password
@@ -155,7 +158,7 @@ async def _connect(stack: contextlib.AsyncExitStack, db: str) -> Store | None:
 
 
 async def _serve(store: Store, options: WorkerOptions) -> ExitCode:
-    from ..runtime.worker import Notifications, Worker
+    from ..runtime.worker import Notifications, Worker, WorkerFailed
     from ..store.postgres_url import is_postgres
 
     notifications: Notifications | None = None
@@ -178,6 +181,14 @@ async def _serve(store: Store, options: WorkerOptions) -> ExitCode:
     except asyncio.CancelledError:
         _log.warning("plait worker %s stopped at once (its leases expire and other "
                      "workers retry their attempts)", worker.name)
+        return ExitCode.FAILED
+    except WorkerFailed as exc:  # each failure's traceback is logged already
+        _log.error("plait worker %s stopped: %s", worker.name, exc)
+        return ExitCode.FAILED
+    except Exception as exc:
+        if isinstance(exc, PlaitError):
+            raise  # its own exit code (worker_command)
+        _log.exception("plait worker %s failed and stopped", worker.name)
         return ExitCode.FAILED
     finally:
         loop = asyncio.get_running_loop()

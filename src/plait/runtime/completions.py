@@ -6,7 +6,8 @@ stored (docs/design/workers.md).
   ``complete_attempts``, split when the store refuses a value
   (``unstorable.complete_split``: the refused outcome is stored as its attempt's
   failure, the others as they were).  An outcome not stored because the store failed
-  otherwise is tried again, with backoff.
+  otherwise is tried again, with backoff; so is one whose loop failed unexpectedly
+  (the worker restarts the loop).
 - The heartbeat loop extends the leases held every lease/3; a lease the store no
   longer extends is lost (``lost`` is told: the worker cancels its attempt).  A lease
   whose outcome the worker has failed to store for longer than a lease is no longer
@@ -61,7 +62,12 @@ class Completions:
             if not self.finished:
                 continue
             batch, self.finished = self.finished, []
-            stored = await complete_split(self.store, self.worker, batch)
+            try:
+                stored = await complete_split(self.store, self.worker, batch)
+            except BaseException:  # kept for the loop restarted, or the drain
+                self.finished[:0] = batch
+                self.done.set()
+                raise
             again = [item for item, ok in zip(batch, stored, strict=True) if ok is None]
             for (token, outcome), ok in zip(batch, stored, strict=True):
                 if ok is not None:

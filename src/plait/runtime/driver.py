@@ -1,0 +1,273 @@
+"""``Driver``: a worker driving runs (docs/design/workers.md).
+
+The drive loop reaps, every lease/2, the leases that expired (``reap_expired`` turns
+each into an ``interrupted`` outcome) and takes runs that need a driver
+(``runs_to_drive`` -> ``claim_run``), at most ``max_runs`` at once, woken by
+``NOTIFY plait_run`` on PostgreSQL, by a run it drives ending, and by a poll timer.
+Each run is driven by ``Engine.execute`` with a ``ClaimSource``, as a task of the
+worker's runs TaskGroup (the run's loop has a TaskGroup of its own inside it).  A run
+taken over keeps the attempts that are still out (``in_flight``: a ticket or an inbox
+outcome for the step's current attempt) and counts the others interrupted, as a
+resumed run does.  A run whose driving fails unexpectedly is logged and released at
+once: any worker (this one too) takes it over.
+
+While the worker has free slots, the runs it drives run their attempts here
+(``EagerSlots``: an eager attempt takes a slot a claimed ticket would otherwise take).
+
+On drain (``let_go``) the eager attempts finish first and their outcomes are stored by
+their runs' drivers (within the grace); then the runs are let go at once, for another
+worker to take.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING
+
+from ..core.model import JSONDict
+from ..core.runstate import RunState
+from ..core.states import RunStatus
+from ..errors import RunBusy, RunTakenOver, StaleWriteError, StoreError
+from ..store.base import AttemptKey, RunRecord, Store, WriteBatch, late_result_note
+from .claims import ClaimSource
+from .untrusted import refused
+
+if TYPE_CHECKING:
+    from .worker import Worker
+
+_log = logging.getLogger("plait.worker")
+_FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+async def in_flight(store: Store, run_id: str, state: RunState) -> dict[int, AttemptKey]:
+    """The steps stored ``running`` whose current attempt is still out: a ticket or an
+    inbox outcome exists for it (the invariant of a run driven on a cluster)."""
+    keys = {t.ticket.key for t in await store.tickets(run_id)}
+    keys |= {o.key for o in await store.outcomes(run_id)}
+    found: dict[int, AttemptKey] = {}
+    ids = state.ids
+    for i in state.interrupted:
+        attempt = state.rows[i].attempts
+        for fallback in (True, False):
+            key = (ids[i], attempt, fallback)
+            if key in keys:
+                found[i] = key
+                break
+    return found
+
+
+class EagerSlots:
+    """The worker's ``--concurrency`` as the runs it drives see it (``LocalSlots``):
+    an eager attempt takes a slot a claimed ticket would otherwise take.  Its tasks
+    are the worker's (its attempts TaskGroup, ``group``), not the run loop's."""
+
+    __slots__ = ("_worker", "busy", "group", "stored", "tasks", "unsettled")
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self.group: asyncio.TaskGroup | None = None
+        self.busy = 0  # eager attempts whose body runs (or is about to)
+        self.unsettled = 0  # eager attempts whose outcome is not stored yet
+        self.stored = 0  # eager attempts whose outcome a run's batch stored
+        # eager attempts running, and the notes of their late results being written
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def name(self) -> str:
+        return self._worker.name
+
+    def take(self) -> bool:
+        worker = self._worker
+        if not worker.eager or worker.draining \
+                or self.busy + worker.executor.running >= worker.concurrency:
+            return False
+        self.busy += 1
+        self.unsettled += 1
+        return True
+
+    def release(self) -> None:
+        self.busy -= 1
+        self._worker.executor.slot_freed()
+
+    def settled(self, count: int, stored: bool) -> None:
+        self.unsettled -= count
+        if stored:
+            self.stored += count
+
+    def spawn(self, body: Coroutine[object, object, None]) -> asyncio.Task[None]:
+        assert self.group is not None
+        task = self.group.create_task(body)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def dispatched(self, workflow: str, seconds: float) -> None:
+        report = self._worker.on_dispatch
+        if report is not None:
+            report(workflow, seconds)
+
+    def late(self, run_id: str, key: AttemptKey) -> None:
+        worker = self._worker
+        _log.warning("worker %s: the result of eager attempt %d of step %r (run %s) was "
+                     "discarded: the run was taken over", worker.name, key[1], key[0],
+                     run_id, extra={"run_id": run_id, "step_id": key[0],
+                                    "worker": worker.name})
+        self.spawn(worker.driver._note_discarded(run_id, [key]))
+
+
+class Driver:
+    """See the module docstring.  ``group`` (the worker's runs TaskGroup) is set by
+    ``Worker.run`` before the drive loop starts."""
+
+    def __init__(self, worker: Worker, slots: EagerSlots) -> None:
+        self._worker = worker
+        self.store, self.name, self.clock = worker.store, worker.name, worker.clock
+        self.engine, self.lease, self.poll = worker.engine, worker.lease, worker.poll
+        self.subscribe = worker.subscribe
+        self.group: asyncio.TaskGroup | None = None
+        self._slots = slots
+        self._workflow = worker.executor.workflow
+        self._driving: dict[str, asyncio.Task[None]] = {}  # run id -> its driver
+        self._runs = asyncio.Event()  # a run may need a driver, or stop
+
+    @property
+    def draining(self) -> bool:
+        return self._worker.draining
+
+    @property
+    def concurrency(self) -> int:
+        return self._worker.concurrency
+
+    @property
+    def max_runs(self) -> int:
+        return self._worker.max_runs
+
+    def wake(self) -> None:
+        """A run may need a driver (``NOTIFY plait_run``), or the worker stops."""
+        self._runs.set()
+
+    async def loop(self) -> None:
+        last_reap = 0.0
+        while not self.draining:
+            self._runs.clear()  # before looking: a wake-up during the look is kept
+            now = time.monotonic()
+            try:
+                if now - last_reap >= self.lease / 2:
+                    last_reap = now
+                    await self.store.reap_expired()
+                # a look takes a quarter of --concurrency runs (at least one), so that
+                # the runs waiting spread over the workers and a driver has slots for
+                # most of its runs' attempts itself (eager: measured 10-15% more steps
+                # per second than taking --concurrency runs per look, whose overflow
+                # went through tickets); a run ending looks again at once
+                free = min(self.max_runs - len(self._driving),
+                           max(1, self.concurrency // 4))
+                if free > 0:
+                    # every worker that looks is shown the same oldest runs: each tries
+                    # a shuffled few times as many as it wants, so that workers looking
+                    # at once mostly try different runs (a lost claim is a round trip)
+                    found = await self.store.runs_to_drive(self.lease, free * 4)
+                    shuffled = random.sample(found, len(found))
+                    for run_id in shuffled:
+                        if free <= 0 or self.draining:
+                            break
+                        if run_id not in self._driving and await self._take(run_id):
+                            free -= 1
+            except StoreError as exc:
+                _log.warning("worker %s: looking for runs failed (%s)", self.name, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._runs.wait(), self.poll)
+
+    async def _take(self, run_id: str) -> bool:
+        """Claim the run and start driving it (False: another worker has it, or this
+        one began draining while claiming it: then it is let go at once)."""
+        run = await self.store.claim_run(run_id, self.name, self.clock(), self.lease)
+        if run is None:
+            return False
+        if run.status in _FINAL or self.draining:
+            with contextlib.suppress(StoreError):
+                await self.store.release_run(run_id, self.name)
+            return False
+        assert self.group is not None
+        self._driving[run_id] = self.group.create_task(self._own(run))
+        return True
+
+    async def _own(self, run: RunRecord) -> None:
+        """The task of one run: ``_drive``, and whatever escapes it (a failure while
+        noting discarded results, say) logged and the run released, so that one run
+        never stops the worker."""
+        try:
+            await self._drive(run)
+        except Exception:  # noqa: BLE001 - logged; another look takes the run over
+            _log.exception("worker %s: driving run %s failed", self.name, run.run_id,
+                           extra={"run_id": run.run_id, "worker": self.name})
+            with contextlib.suppress(StoreError):
+                await self.store.release_run(run.run_id, self.name)
+
+    async def _drive(self, run: RunRecord) -> None:
+        """Drive a run this worker just claimed (``run``: the claim's answer)."""
+        run_id = run.run_id
+        try:
+            checked = await self._workflow(run.workflow, run.version)
+            state = await self.engine.restore(run, checked)
+            # a run taken over may have attempts still out (tickets, inbox outcomes);
+            # one that never ran a step has none: no need to read for them
+            out = await in_flight(self.store, run_id, state) if state.interrupted else {}
+            source = ClaimSource(checked, state, self.store, run_id=run_id, poll=self.poll,
+                                 in_flight=out, subscribe=self.subscribe,
+                                 # a refused definition: no eager attempt imports it
+                                 slots=None if refused(checked, self.engine.services.trust)
+                                 else self._slots)
+            try:
+                await self.engine.execute(checked, run, state, source=source,
+                                          claimed=True)
+            except (StaleWriteError, RunTakenOver) as exc:
+                # taken over while this worker was paused past its lease: the results
+                # of its eager attempts not stored yet are lost (a refused batch, or
+                # one never written); each is noted, as a late ticket result is
+                _log.warning("worker %s: run %s was taken over (%s)", self.name, run_id,
+                             exc, extra={"run_id": run_id, "worker": self.name})
+                await self._note_discarded(run_id, source.discarded())
+        except RunBusy:
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - one run's failure must not stop the worker
+            _log.exception("worker %s: driving run %s failed", self.name, run_id,
+                           extra={"run_id": run_id, "worker": self.name})
+            with contextlib.suppress(StoreError):
+                await self.store.release_run(run_id, self.name)
+        finally:
+            self._driving.pop(run_id, None)
+            self._runs.set()  # room for another run
+
+    async def _note_discarded(self, run_id: str, keys: list[AttemptKey]) -> None:
+        """History notes for eager results a refused batch lost (as a late ticket
+        result leaves: ``late_result_note``), written without an owner."""
+        if not keys:
+            return
+        notes: list[tuple[str | None, JSONDict]] = [
+            (step, late_result_note(step, attempt, fallback, self.name))
+            for step, attempt, fallback in keys]
+        with contextlib.suppress(StoreError):
+            await self.store.write(WriteBatch(run_id, notes=notes))
+
+    async def let_go(self, grace: float) -> list[asyncio.Task[None]]:
+        """The eager attempts of the runs it drives finish first (no new one starts:
+        draining), within ``grace``, and their outcomes are stored by their runs'
+        drivers; then every run is let go at once.  Returns the eager attempts still
+        running (of runs taken over meanwhile, or past the grace)."""
+        deadline = time.monotonic() + grace
+        while self._slots.unsettled > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        drivers = list(self._driving.items())
+        for run_id, task in drivers:
+            self.engine.detach(run_id)
+            task.cancel()
+        await asyncio.gather(*(t for _, t in drivers), return_exceptions=True)
+        return list(self._slots.tasks)

@@ -1,0 +1,436 @@
+"""``Executor``: a worker executing the attempts of any run (docs/design/workers.md).
+
+A claim loop takes up to the worker's free slots of tickets (``claim_attempts``; never
+more), woken by ``NOTIFY plait_work`` on PostgreSQL, by one of its own attempts ending
+while tickets may be left, and by a poll timer on every store.  Each lease runs as a
+task of the worker's attempts TaskGroup, with the same ``AttemptRunner`` as a local run,
+through a ``RunView`` built from the ticket's payload.  An attempt ends in an outcome
+handed to ``Completions``, whose loop stores the outcomes of one turn with ONE
+``complete_attempts`` (split when the store refuses a value), and whose heartbeat loop
+extends the leases every lease/3.  An attempt whose lease is lost is cancelled (the store
+discards its result and notes it); one whose task fails for a reason of the worker's own
+(a store call of the circuit breaker, a bug) is logged and stored ``interrupted``, so
+that it retries under the step's policy rather than holding its lease forever.
+
+On drain (``let_go``) the attempts still running get the worker's grace; then they are
+cancelled and stored ``interrupted`` (they retry elsewhere under the step's policy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core.jsoncheck import clean_text
+from ..core.mapping import item_step, split_item_id
+from ..core.model import JSON
+from ..core.runstate import RunState, StepRuntime
+from ..core.states import StepStatus
+from ..core.validate import CheckedWorkflow
+from ..errors import CircuitOpenError, StoreError
+from ..steps.builtin import declared_keys
+from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
+from ..store.base import Lease, Outcome
+from .binding import import_step_call
+from .breakers import SharedBreaker
+from .claims import error_dict
+from .completions import Completions
+from .context import AttemptLogs
+from .engine import run_secrets
+from .runner import AttemptRunner, error_info, failed
+from .runview import RunView
+from .untrusted import refusal
+from .worksource import Reported
+
+if TYPE_CHECKING:
+    from .driver import EagerSlots
+    from .worker import Worker
+
+_log = logging.getLogger("plait.worker")
+
+VIEWS_KEPT = 64  # runs whose view a worker keeps for their next attempts (_view)
+
+
+class StepLoadError(Exception):
+    """This worker cannot load a step's code (retryable: another worker may)."""
+
+
+class _OneStep(Sequence[StepFunction]):
+    """The runner's per-step functions, of which a worker knows the one it runs."""
+
+    def __init__(self, index: int, fn: StepFunction, size: int) -> None:
+        self._index, self._fn, self._size = index, fn, size
+
+    def __getitem__(self, i: Any) -> Any:
+        if i != self._index:
+            raise IndexError(i)
+        return self._fn
+
+    def __len__(self) -> int:
+        return self._size
+
+
+class _ItemAccess:
+    """What an item of a map step reads of its run on a worker: the run's view (at
+    the map's place in the graph), with ``item`` and ``index`` in its templates."""
+
+    def __init__(self, view: RunAccess, item: JSON, index: int) -> None:
+        self._view, self._item, self._index = view, item, index
+        self.run_id, self.checked, self.input = view.run_id, view.checked, view.input
+        self.shared_state, self.services = view.shared_state, view.services
+        self.step_log = view.step_log
+
+    def template_context(self, index: int) -> Mapping[str, object]:
+        names = dict(self._view.template_context(index))
+        names["item"], names["index"] = self._item, self._index
+        return names
+
+    def parent_outputs(self, index: int) -> Mapping[str, JSON]:
+        return self._view.parent_outputs(index)
+
+    def step_output(self, index: int) -> JSON:
+        return self._view.step_output(index)
+
+    def step_error(self, index: int) -> str | None:
+        return self._view.step_error(index)
+
+    def resolve(self, call: StepCall, name: str) -> tuple[bool, object]:
+        return self._view.resolve(call, name)
+
+
+def _item_call(call: StepCall, lease: Lease) -> StepCall:
+    """The call of a map's item, from its map's call and the ticket's item."""
+    inline = call.step.item
+    assert inline is not None
+    position = lease.payload.get("index")
+    return StepCall(item_step(inline, lease.step_id), call.index, call.attempt,
+                    call.started_at, _ItemAccess(call.run, lease.payload.get("item"),
+                                                 position if isinstance(position, int)
+                                                 else 0))
+
+
+class Executor:
+    """See the module docstring.  ``group`` (the worker's attempts TaskGroup) is set by
+    ``Worker.run`` before the claim loop starts."""
+
+    def __init__(self, worker: Worker, slots: EagerSlots) -> None:
+        self._worker = worker
+        self.store, self.name, self.clock = worker.store, worker.name, worker.clock
+        self.engine, self.lease, self.grace = worker.engine, worker.lease, worker.grace
+        self.poll = worker.poll
+        self.group: asyncio.TaskGroup | None = None
+        self._slots = slots
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
+        # leases held until their completion is stored, and the outcomes to store
+        self.completions = Completions(self.store, self.name, self.lease)
+        self._leases = self.completions
+        self._abandoned: dict[str, str] = {}  # token -> "lost" | "drained"
+        self._journals: dict[str, AttemptLogs] = {}  # token -> where its attempt logs
+        self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
+        self._views: OrderedDict[tuple[str, int], tuple[RunView, RunState]] = OrderedDict()
+        self._functions: dict[tuple[str, int, int, bool], StepFunction] = {}
+        self._work = asyncio.Event()  # something to claim, or a slot freed
+        self._backlog = False  # tickets may be left unclaimed (claim_loop)
+
+    @property
+    def draining(self) -> bool:
+        return self._worker.draining
+
+    @property
+    def concurrency(self) -> int:
+        return self._worker.concurrency
+
+    @property
+    def running(self) -> int:
+        """Claimed attempts whose task runs (each takes a slot)."""
+        return len(self._tasks)
+
+    def wake(self) -> None:
+        """Something to claim (``NOTIFY plait_work``), or the worker stops."""
+        self._work.set()
+
+    def slot_freed(self) -> None:
+        if self._backlog:  # a slot is free for tickets that may be left
+            self._work.set()
+
+    # ------------------------------------------------------------- the loops
+
+    async def claim_loop(self) -> None:
+        delay = self.poll
+        while not self.draining:
+            self._work.clear()  # before claiming: a wake-up during the claim is kept
+            free = self.concurrency - len(self._tasks) - self._slots.busy
+            # whether a slot freeing should claim again: only when tickets may be left
+            # (the claim filled every free slot, failed, or there was no slot to claim
+            # with); a claim that took fewer saw none left, and a ticket stored since
+            # wakes the loop itself (plait_work, or the poll)
+            self._backlog = True
+            if free > 0:
+                try:
+                    leases = await self.store.claim_attempts(self.name, free, self.lease)
+                except StoreError as exc:
+                    _log.warning("worker %s: claiming failed (%s)", self.name, exc)
+                    leases = []
+                    delay = min(delay * 2, 10 * self.poll)
+                else:
+                    delay = self.poll
+                    self._backlog = len(leases) >= free
+                if leases and self._worker.on_dispatch is not None:
+                    self._observe_dispatch(leases)
+                for lease in leases:
+                    if self.draining:  # claimed while stopping: let it go at once
+                        self._leases.hold(lease.token)
+                        self._finish(lease, self._interrupted(lease, "the worker stops"))
+                        continue
+                    self._start(lease)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._work.wait(), delay)
+
+    async def heartbeat_loop(self) -> None:
+        await self.completions.heartbeat_loop(self._lost)
+
+    async def complete_loop(self) -> None:
+        await self.completions.complete_loop()
+
+    def _observe_dispatch(self, leases: list[Lease]) -> None:
+        on_dispatch = self._worker.on_dispatch
+        assert on_dispatch is not None
+        now = time.time()
+        for lease in leases:
+            at = lease.payload.get("dispatched_at")
+            if isinstance(at, int | float) and not isinstance(at, bool):
+                on_dispatch(lease.workflow, now - at)
+
+    # ------------------------------------------------------------- drain
+
+    async def let_go(self, eager: list[asyncio.Task[None]]) -> None:
+        """The attempts running (claimed ones and ``eager``) get the grace; those
+        left are cancelled, a claimed one stored ``interrupted``."""
+        running = [*self._tasks.values(), *eager]
+        if running:
+            await asyncio.wait(running, timeout=self.grace)
+        for token, task in list(self._tasks.items()):
+            if not task.done():
+                self._abandoned[token] = "drained"
+                task.cancel()
+        for task in eager:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    async def store_completions(self) -> None:
+        """Wait, up to a lease, for the outcomes not stored yet to be stored."""
+        deadline = time.monotonic() + max(self.lease, 1.0)
+        while self._leases.pending and time.monotonic() < deadline:
+            self._leases.done.set()
+            await asyncio.sleep(0.01)
+
+    # ------------------------------------------------------------- attempts
+
+    def _start(self, lease: Lease) -> None:
+        token = lease.token
+        self._leases.hold(token)
+        assert self.group is not None
+        task = self.group.create_task(self._execute(lease))
+        self._tasks[token] = task
+
+    async def _execute(self, lease: Lease) -> None:
+        token = lease.token
+        try:
+            outcome = await self._attempt(lease)
+        except asyncio.CancelledError:
+            why = self._abandoned.pop(token, None)
+            if why is None:
+                raise  # the worker itself is being torn down
+            if why == "drained":
+                outcome = self._interrupted(lease, f"the worker {self.name} drained and "
+                                            f"let the attempt go after {self.grace:g}s")
+            else:
+                outcome = self._outcome(lease, (0, lease.attempt, "cancelled", None, None,
+                                                lease.fallback))
+        except Exception as exc:  # noqa: BLE001 - the worker's failure, not the step's
+            _log.exception("worker %s: attempt %d of step %r (run %s) failed in the "
+                           "worker; stored interrupted", self.name, lease.attempt,
+                           lease.step_id, lease.run_id,
+                           extra={"run_id": lease.run_id, "step_id": lease.step_id,
+                                  "worker": self.name})
+            outcome = self._interrupted(lease, f"the worker {self.name} failed running "
+                                        f"the attempt: {type(exc).__name__}: {exc}",
+                                        kind="WorkerError")
+        finally:
+            self._tasks.pop(token, None)
+            if self._backlog:  # a slot is free for what may be left
+                self._work.set()
+        self._finish(lease, outcome)
+
+    def _finish(self, lease: Lease, outcome: Outcome) -> None:
+        journal = self._journals.pop(lease.token, None)
+        if journal is not None:  # its notes go with it (to the history)
+            notes = journal.take(lease.step_id, lease.attempt)
+            if notes:
+                outcome = dataclasses.replace(outcome, logs=notes)
+        self._leases.finish(lease.token, outcome)
+
+    async def _attempt(self, lease: Lease) -> Outcome:
+        reported: list[Reported] = []
+        try:
+            checked = await self.workflow(lease.workflow, lease.version)
+            index = checked.graph.index.get(lease.step_id)
+            if index is None:  # an item of a map step (``fetch[3]``): its map's place
+                index = self._map_of(checked, lease.step_id)
+            refused = refusal(checked, self.engine.services.trust, lease.step_id)
+            if refused is not None:  # before anything of the step is imported
+                return self._outcome(lease, None, error=error_dict(error_info(refused)))
+            fn = self._function(checked, lease, index)
+        except (StepLoadError, StoreError) as exc:
+            return self._outcome(lease, None, error={
+                "type": "StepLoadError", "message": clean_text(str(exc)),
+                "names": ["StepLoadError"],
+                "retryable": True})
+        call = self._call(checked, lease, index)
+        journal = call.run.step_log
+        if isinstance(journal, AttemptLogs):
+            self._journals[lease.token] = journal
+            # the approval the driver holds for a step in ctx.wait_for_approval
+            decision = lease.payload.get("decision")
+            journal.begin(lease.step_id, lease.attempt,
+                          decision if isinstance(decision, dict) else None)
+        if lease.step_id != call.step.id:
+            call = _item_call(call, lease)
+        guard = call.step.circuit_breaker
+        breaker = SharedBreaker(self.store, guard) \
+            if guard is not None and not lease.fallback else None
+        if breaker is not None and not await breaker.allow(self.clock()):
+            assert guard is not None
+            return self._outcome(lease, failed(
+                call, CircuitOpenError(guard.key, step=call.step.id), False))
+        runner = AttemptRunner(_OneStep(index, fn, checked.graph.size),
+                               checked.spec.limits.max_output_bytes, self.clock,
+                               reported.append)
+        await runner.run(call, lease.fallback)
+        outcome = reported[-1]
+        waits = outcome[4] is not None and "ApprovalRequested" in outcome[4].names
+        if breaker is not None and outcome[2] in ("ok", "error") and not waits:
+            # the breaker's state is the store's: every worker of the cluster sees it
+            await breaker.record(outcome[2] == "ok", self.clock())
+        return self._outcome(lease, outcome)
+
+    def _call(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepCall:
+        payload = lease.payload
+        view, state = self._view(checked, lease)
+        shared = payload.get("state")
+        if isinstance(shared, dict):
+            state.state.update(shared)
+        steps = payload.get("steps")
+        graph = checked.graph.index
+        if isinstance(steps, dict):
+            for sid, row in steps.items():
+                if sid in graph and isinstance(row, dict):
+                    state.rows[graph[sid]] = StepRuntime(
+                        StepStatus(str(row.get("status"))), output=row.get("output"))
+        error = payload.get("error")
+        state.rows[index].error = error if isinstance(error, str) else None
+        started = payload.get("started_at")
+        return StepCall(checked.spec.steps[index], index, lease.attempt,
+                        float(started) if isinstance(started, int | float) else self.clock(),
+                        view)
+
+    def _view(self, checked: CheckedWorkflow, lease: Lease) -> tuple[RunView, RunState]:
+        """What an attempt reads of its run, filled from its ticket's payload.  A run's
+        view is kept for its later attempts on this worker (building one costs a row
+        per step of the workflow: per attempt, a 10,000-step fan-out paid 10,000 rows
+        per step), unless the workflow keeps shared state: then two attempts of the run
+        could be given different states, and each gets a view of its own."""
+        cacheable = not declared_keys(checked)
+        key = (lease.run_id, lease.version)
+        if cacheable and (found := self._views.get(key)) is not None:
+            self._views.move_to_end(key)
+            return found
+        secrets = run_secrets(self.engine.services.trust)
+        state = RunState(checked, run_id=lease.run_id, input=lease.payload.get("input"),
+                         secrets=secrets)
+        view = RunView(checked, state, lease.run_id, self.engine.services,
+                       AttemptLogs(secrets.redact_text), declared_keys(checked),
+                       [None] * checked.graph.size)
+        if cacheable:
+            self._views[key] = (view, state)
+            if len(self._views) > VIEWS_KEPT:
+                self._views.popitem(last=False)
+        return view, state
+
+    async def workflow(self, name: str, version: int) -> CheckedWorkflow:
+        """A stored workflow version, checked once per worker (the attempts and the
+        runs it drives share it)."""
+        checked = self._workflows.get((name, version))
+        if checked is None:
+            try:
+                checked = await self.engine.stored_workflow(name, version)
+            except StoreError:
+                raise
+            except Exception as exc:  # named in the attempt's error
+                raise StepLoadError(f"worker {self.name} cannot load workflow "
+                                    f"{name}@{version}: {exc}") from exc
+            self._workflows[(name, version)] = checked
+        return checked
+
+    def _map_of(self, checked: CheckedWorkflow, step_id: str) -> int:
+        """The map step whose item ``step_id`` is (StepLoadError when none is)."""
+        found = split_item_id(step_id)
+        index = checked.graph.index.get(found[0]) if found is not None else None
+        if index is None or checked.spec.steps[index].item is None:
+            raise StepLoadError(f"worker {self.name}: workflow {checked.name!r} has no "
+                                f"step {step_id!r}")
+        return index
+
+    def _function(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepFunction:
+        key = (lease.workflow, lease.version, index,
+               lease.step_id != checked.graph.ids[index])
+        fn = self._functions.get(key)
+        if fn is None:
+            step = checked.spec.steps[index]
+            if key[3]:  # an item: its map's inline step
+                assert step.item is not None
+                step = step.item
+            try:
+                import_step_call(step)  # a module this worker lacks: retryable, named
+                step_type = get_step_type(step.type)
+                fn = step_type.run if step_type.prepare is None \
+                    else step_type.prepare(step, checked)
+            except Exception as exc:  # named in the attempt's error
+                raise StepLoadError(f"worker {self.name} cannot load step {step.id!r}: "
+                                    f"{exc}") from exc
+            self._functions[key] = fn
+        return fn
+
+    def _outcome(self, lease: Lease, reported: Reported | None, *,
+                 error: dict[str, Any] | None = None) -> Outcome:
+        if reported is None:
+            return Outcome(run_id=lease.run_id, step_id=lease.step_id,
+                           attempt=lease.attempt, fallback=lease.fallback, kind="error",
+                           error=error, worker=self.name, at=self.clock())
+        _, _, kind, output, info, _ = reported
+        stored = error_dict(info, refused=kind == "refused") if info is not None else None
+        return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
+                       fallback=lease.fallback,
+                       kind="error" if kind == "refused" else kind,
+                       output=output, error=stored, worker=self.name, at=self.clock())
+
+    def _interrupted(self, lease: Lease, message: str, *,
+                     kind: str = "WorkerDrained") -> Outcome:
+        return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
+                       fallback=lease.fallback, kind="interrupted",
+                       error={"type": kind, "message": clean_text(message),
+                              "retryable": True},
+                       worker=self.name, at=self.clock())
+
+    def _lost(self, token: str) -> None:
+        """The store no longer extends this lease: its attempt, if it runs, stops."""
+        task = self._tasks.get(token)
+        if task is not None and not task.done():
+            self._abandoned[token] = "lost"
+            task.cancel()
