@@ -286,6 +286,38 @@ def test_import_failure_exits_2_naming_the_module(project: Path, pg_database: st
     assert "nosuchmodule" in proc.stderr and "Traceback" not in proc.stderr
 
 
+# imported by the worker (--import) before it starts: its claims always fail with what
+# no store raises, and it gives up after three quick failures
+BROKEN_CLAIMS = """
+from plait.runtime import worker
+from plait.store.postgres import PostgresStore
+
+worker.RESTARTS = worker.Restarts(first=0.05, most=0.1, limit=3)
+
+
+async def claim_attempts(self, *args, **kwargs):
+    raise RuntimeError("claiming is broken (injected)")
+
+
+PostgresStore.claim_attempts = claim_attempts
+"""
+
+
+def test_a_worker_whose_loop_keeps_failing_exits_1_with_the_tracebacks(
+        project: Path, pg_database: str) -> None:
+    (project / "broken_claims.py").write_text(BROKEN_CLAIMS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--import",
+         "wk_steps", "--import", "broken_claims", *FAST], cwd=project, env=_env(),
+        capture_output=True, text=True, timeout=60)  # it stops by itself
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert err.count("its claim loop failed; restarting it") == 2, err
+    assert "its claim loop failed 3 times in a row; the worker drains and stops" in err
+    assert err.count("RuntimeError: claiming is broken (injected)") >= 3, err
+    assert "Traceback" in err and "drained and stopped" not in err
+
+
 def _worker_process(project: Path, db: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "plait", "worker", "--db", db, "--import", "wk_steps",

@@ -552,7 +552,8 @@ def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
     \b
     Exit status:
       0  drained after SIGTERM/SIGINT
-      1  stopped at once by a second signal
+      1  stopped at once by a second signal, or the worker failed: one of its loops
+         kept failing (each failure logged with its traceback)
       2  bad usage: a memory:// store, a module that cannot be imported, a store that
          cannot be used
       4  the store's server stopped answering once started (at start a worker waits

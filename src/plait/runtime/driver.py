@@ -35,6 +35,7 @@ from ..core.states import RunStatus
 from ..errors import RunBusy, RunTakenOver, StaleWriteError, StoreError
 from ..store.base import AttemptKey, RunRecord, Store, WriteBatch, late_result_note
 from .claims import ClaimSource
+from .executor import wait_woken
 from .untrusted import refused
 
 if TYPE_CHECKING:
@@ -180,8 +181,7 @@ class Driver:
                             free -= 1
             except StoreError as exc:
                 _log.warning("worker %s: looking for runs failed (%s)", self.name, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._runs.wait(), self.poll)
+            await wait_woken(self._runs, self.poll)
 
     async def _take(self, run_id: str) -> bool:
         """Claim the run and start driving it (False: another worker has it, or this

@@ -57,6 +57,15 @@ _log = logging.getLogger("plait.worker")
 VIEWS_KEPT = 64  # runs whose view a worker keeps for their next attempts (_view)
 
 
+async def wait_woken(event: asyncio.Event, seconds: float) -> None:
+    """Wait until ``event`` is set or ``seconds`` passed.  Not ``asyncio.wait_for``: on
+    Python 3.11 it returns normally when cancelled just as the event is set, so the
+    cancellation is lost and a loop cancelled then would go on forever."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+
+
 class StepLoadError(Exception):
     """This worker cannot load a step's code (retryable: another worker may)."""
 
@@ -189,8 +198,7 @@ class Executor:
                         self._finish(lease, self._interrupted(lease, "the worker stops"))
                         continue
                     self._start(lease)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._work.wait(), delay)
+            await wait_woken(self._work, delay)
 
     async def heartbeat_loop(self) -> None:
         await self.completions.heartbeat_loop(self._lost)

@@ -181,8 +181,14 @@ class Worker:
                     self.driver.group = runs
                     tasks = [loops.create_task(self._supervise(name, loop))
                              for name, loop in self._loops()]
-                    await self._stop.wait()
-                    eager = await self.driver.let_go(self.grace)
+                    try:
+                        await self._stop.wait()
+                        eager = await self.driver.let_go(self.grace)
+                    except asyncio.CancelledError:
+                        # stopped at once (or a group failed): no run is taken and no
+                        # ticket claimed while the groups cancel what they own
+                        self.draining = True
+                        raise
                 await self.executor.let_go(eager)
             await self.executor.store_completions()
             for task in tasks:
