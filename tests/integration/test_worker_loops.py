@@ -228,3 +228,22 @@ async def test_an_attempt_that_fails_in_the_worker_is_stored_interrupted_and_ret
                 and a.step_id == "a"]
     assert "WorkerError" in str(first.error) and "get_breaker failed" in str(first.error)
     assert len(_failures(caplog, "attempt 1 of step 'a'")) == 1
+
+
+async def test_an_eager_attempt_whose_task_fails_stops_the_worker_at_once(
+        monkeypatch: pytest.MonkeyPatch, steps_module: str) -> None:
+    """Its run could never hear of that attempt: the worker does not go on as if."""
+    from plait.runtime.claims import ClaimSource
+
+    async def broken(self: ClaimSource, eager: object) -> None:
+        raise Injected("the eager attempt's task failed (injected)")
+    monkeypatch.setattr(ClaimSource, "_run_eager", broken)
+    store = MemoryStore()
+    await store.open()
+    run = await Engine(store).submit(check_definition(_chain(steps_module)), {})
+    worker = _worker(store, eager=True)
+    with pytest.raises(ExceptionGroup) as caught:
+        await asyncio.wait_for(worker.run(), 10)  # returns by itself: nobody stops it
+    assert caught.group_contains(Injected)
+    assert worker.draining
+    assert (await store.get_run(run.run_id)).status is not RunStatus.COMPLETED

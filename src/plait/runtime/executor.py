@@ -138,7 +138,6 @@ class Executor:
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
         # leases held until their completion is stored, and the outcomes to store
         self.completions = Completions(self.store, self.name, self.lease)
-        self._leases = self.completions
         self._abandoned: dict[str, str] = {}  # token -> "lost" | "drained"
         self._journals: dict[str, AttemptLogs] = {}  # token -> where its attempt logs
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
@@ -194,7 +193,7 @@ class Executor:
                     self._observe_dispatch(leases)
                 for lease in leases:
                     if self.draining:  # claimed while stopping: let it go at once
-                        self._leases.hold(lease.token)
+                        self.completions.hold(lease.token)
                         self._finish(lease, self._interrupted(lease, "the worker stops"))
                         continue
                     self._start(lease)
@@ -234,15 +233,15 @@ class Executor:
     async def store_completions(self) -> None:
         """Wait, up to a lease, for the outcomes not stored yet to be stored."""
         deadline = time.monotonic() + max(self.lease, 1.0)
-        while self._leases.pending and time.monotonic() < deadline:
-            self._leases.done.set()
+        while self.completions.pending and time.monotonic() < deadline:
+            self.completions.done.set()
             await asyncio.sleep(0.01)
 
     # ------------------------------------------------------------- attempts
 
     def _start(self, lease: Lease) -> None:
         token = lease.token
-        self._leases.hold(token)
+        self.completions.hold(token)
         assert self.group is not None
         task = self.group.create_task(self._execute(lease))
         self._tasks[token] = task
@@ -269,7 +268,7 @@ class Executor:
                                   "worker": self.name})
             outcome = self._interrupted(lease, f"the worker {self.name} failed running "
                                         f"the attempt: {type(exc).__name__}: {exc}",
-                                        kind="WorkerError")
+                                        error_type="WorkerError")
         finally:
             self._tasks.pop(token, None)
             if self._backlog:  # a slot is free for what may be left
@@ -282,7 +281,7 @@ class Executor:
             notes = journal.take(lease.step_id, lease.attempt)
             if notes:
                 outcome = dataclasses.replace(outcome, logs=notes)
-        self._leases.finish(lease.token, outcome)
+        self.completions.finish(lease.token, outcome)
 
     async def _attempt(self, lease: Lease) -> Outcome:
         reported: list[Reported] = []
@@ -429,10 +428,10 @@ class Executor:
                        output=output, error=stored, worker=self.name, at=self.clock())
 
     def _interrupted(self, lease: Lease, message: str, *,
-                     kind: str = "WorkerDrained") -> Outcome:
+                     error_type: str = "WorkerDrained") -> Outcome:
         return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
                        fallback=lease.fallback, kind="interrupted",
-                       error={"type": kind, "message": clean_text(message),
+                       error={"type": error_type, "message": clean_text(message),
                               "retryable": True},
                        worker=self.name, at=self.clock())
 

@@ -26,14 +26,17 @@ in TaskGroups nested so that they end in order::
     └── attempts        the attempts it executes: claimed tickets, eager attempts
         └── runs        one task per run it drives (whose loop has its own TaskGroup)
 
-A loop that fails unexpectedly (what it does not handle itself: a store that failed is
-handled, a bug is not) is logged with its traceback and restarted, every loop alike,
-after a backoff (``Restarts``: 0.5 s doubling up to 10 s).  The ``limit``-th failure of
-one loop in a row (a loop that ran ``healthy`` seconds before failing starts a new row)
-stops the worker: it drains as on ``stop()``, then ``run()`` raises ``WorkerFailed``
-(``plait worker`` exits 1), so that a process manager sees it rather than a worker that
-looks alive and does part of its job.  An attempt or a run whose task fails does not
-stop the worker: the attempt is stored ``interrupted``, the run is released.
+Each loop handles a store that fails by itself.  A loop that fails otherwise (a bug, an
+error no store should raise) is logged with its traceback and restarted, every loop
+alike, after a backoff (``Restarts``: 0.5 s doubling up to 10 s).  The fifth failure of
+one loop in a row (a loop that ran a minute before failing starts a new row) stops the
+worker: it drains as on ``stop()``, then ``run()`` raises ``WorkerFailed`` (``plait
+worker`` exits 1), so that a process manager sees it, where a worker that looks alive
+would do part of its job.  A claimed attempt or a run whose task fails does not stop
+the worker: the attempt is stored ``interrupted`` (``runtime.executor``), the run is
+released (``runtime.driver``).  An eager attempt's task reports every way its step
+ends; were it to fail itself, its run could not hear of the attempt, so the attempts
+group fails, and the worker with it, at once (``run()`` raises the group's error).
 
 ``stop()`` drains: no new claims, no new runs; the eager attempts of the runs it drives
 finish and are stored by their runs (within ``grace`` seconds), then those runs are
