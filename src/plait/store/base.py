@@ -7,7 +7,7 @@ Contract highlights:
   a change whose source is not the stored status, and (TransitionError) one the
   transition table forbids.  This is how persist-before-execute and fencing hold.
 - Stored values are JSON only.
-- Schedules (SPEC 7): ``claim_fire`` creates the run of one fire of a schedule exactly
+- Schedules (docs/schedules.md): ``claim_fire`` creates the run of one fire of a schedule exactly
   once across every process sharing the store (the fire is a unique row, recorded in
   the transaction that creates the run); ``last_fire`` tells a scheduler where a
   schedule stopped, recording its first sighting so that every scheduler starts from
@@ -42,7 +42,7 @@ any number of processes while ONE process decides everything about the run.
   inbox outcome for its current attempt, from the transaction that started the attempt
   until the one that applied its outcome.  The step stays ``running`` meanwhile (queued
   as a ticket, claimed, or its outcome waiting in the inbox): "running with its attempt
-  counted before the function is called" (SPEC 6) holds as in a local run.
+  counted before the function is called" (docs/semantics.md) holds as in a local run.
 - **Store time.**  Lease expiry and staleness are judged with the store's clock at the
   moment of the transaction, never with a worker's: the memory and SQLite stores use
   ``time.time()`` of the process running the transaction (one host), PostgreSQL uses
@@ -106,8 +106,9 @@ class RunRecord:
     cancel_requested: bool = False
     owner: str | None = None  # the process executing the run (see claim_run)
     heartbeat_at: float | None = None
-    # SPEC 7: the run's key rendered from its input when it was created, and how many
-    # runs of that key may execute at once (both None: no key; see claim_run)
+    # concurrency keys (docs/schedules.md): the run's key rendered from its input when
+    # it was created, and how many runs of that key may execute at once (both None: no
+    # key; see claim_run)
     concurrency_key: str | None = None
     max_runs_per_key: int | None = None
 
@@ -453,7 +454,7 @@ class Store(Protocol):
         a distance from the caller's present (``PostgresStore.claim_run``), so hosts
         whose clocks disagree agree on when a lease ran out.
 
-        Concurrency keys (SPEC 7): a run with a ``concurrency_key`` that is ``pending``
+        Concurrency keys (docs/schedules.md): a run with a ``concurrency_key`` that is ``pending``
         or ``waiting``, not already ``owner``'s and not asked to cancel (cancelling it
         needs the claim; it runs no step) is taken only while fewer than its
         ``max_runs_per_key`` OTHER runs of the key hold a slot; otherwise None, as for
@@ -575,7 +576,7 @@ class Store(Protocol):
         ...
 
     # ------------------------------------------------------------------ breakers
-    # Circuit breakers shared by every driver of a store (SPEC 5, 7).  The store keeps
+    # Circuit breakers shared by every driver of a store (docs/semantics.md).  The store keeps
     # each breaker's state as an opaque JSON object with a version; the rules stay in
     # ``core.guards.CircuitBreaker`` (``runtime.breakers.SharedBreaker`` reads the
     # state, applies a rule, and writes it back with a compare-and-set).
@@ -594,7 +595,7 @@ class Store(Protocol):
         ...
 
     # ------------------------------------------------------------------ step cache
-    # Results of steps with ``cache: {key, ttl}`` (SPEC 3), keyed by workflow name,
+    # Results of steps with ``cache: {key, ttl}`` (docs/caching.md), keyed by workflow name,
     # step id and rendered key; only completed results are put.
 
     async def get_cached(self, workflow: str, step_id: str, key: str,
