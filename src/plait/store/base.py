@@ -7,22 +7,24 @@ Contract highlights:
   a change whose source is not the stored status, and (TransitionError) one the
   transition table forbids.  This is how persist-before-execute and fencing hold.
 - Stored values are JSON only.
-- Schedules (docs/schedules.md): ``claim_fire`` creates the run of one fire of a schedule exactly
-  once across every process sharing the store (the fire is a unique row, recorded in
-  the transaction that creates the run); ``last_fire`` tells a scheduler where a
-  schedule stopped, recording its first sighting so that every scheduler starts from
-  the same time.
+- Schedules (docs/schedules.md): ``claim_fire`` creates the run of one fire of a
+  schedule exactly once across every process sharing the store (the fire is a unique
+  row, recorded in the transaction that creates the run); ``last_fire`` tells a
+  scheduler where a schedule stopped, recording its first sighting so that every
+  scheduler starts from the same time.
 
-Claims (issue 11; ``docs/design/workers.md``): how the attempts of a run are executed by
-any number of processes while ONE process decides everything about the run.
+Claims (``docs/design/workers.md``): how the attempts of a run are executed by any
+number of processes while ONE process decides everything about the run.
 
 - A run is driven by one process, its **driver**: the holder of the run lease
   (``claim_run`` / ``heartbeat`` / ``release_run``).  Only the driver writes the run's
   step rows, and it decides every rule (trigger rules, retries, fallbacks, the run's end)
   through the pure core.
-- On a cluster the driver does not call step functions.  In the transaction in which it
-  stores a step ``running`` with its attempt counted (an ordinary step change of a
-  ``WriteBatch``), it stores a **ticket** (``WriteBatch.dispatch``): a claimable attempt.
+- With the step change that stores a step ``running`` and counts its attempt, the
+  driver's ``WriteBatch`` stores a **ticket** (``dispatch``): a claimable attempt.
+  Unless the attempt is **eager**: the driving worker has a free slot and the step no
+  store-wide limit (pool, breaker), so it runs the attempt itself once that batch is
+  committed (``runtime.claims.ClaimSource.reserve``), reporting to its loop directly.
 - Any process claims tickets (``claim_attempts``), keeps its leases alive
   (``extend_leases``) while it runs them, and completes them (``complete_attempts``) into
   the run's **outcome inbox**.  A ticket whose lease runs out is turned into an
@@ -39,10 +41,10 @@ any number of processes while ONE process decides everything about the run.
   consuming an outcome that is not in the inbox refuses the whole batch, so two drivers
   never both apply one outcome.
 - Invariant: a step stored ``running`` in a run driven on a cluster has a ticket or an
-  inbox outcome for its current attempt, from the transaction that started the attempt
-  until the one that applied its outcome.  The step stays ``running`` meanwhile (queued
-  as a ticket, claimed, or its outcome waiting in the inbox): "running with its attempt
-  counted before the function is called" (docs/semantics.md) holds as in a local run.
+  inbox outcome for its current attempt, or is an eager attempt of its driver, from the
+  transaction that started the attempt until the one that applied its outcome (a new
+  driver counts an eager attempt of a dead one interrupted, as a resume does).  So
+  "running with its attempt counted before the function is called" holds as locally.
 - **Store time.**  Lease expiry and staleness are judged with the store's clock at the
   moment of the transaction, never with a worker's: the memory and SQLite stores use
   ``time.time()`` of the process running the transaction (one host), PostgreSQL uses
