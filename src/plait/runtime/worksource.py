@@ -15,11 +15,12 @@ The contract, from the loop's side:
    its attempts); ``report`` is how every outcome reaches the loop (``RunLoop.report``).
 2. ``start(call, fallback)`` hands over one attempt the loop has begun: RunState counts
    it and holds the step ``running``.  For an attempt of the step itself the start of
-   the attempt is committed before ``start`` is called (persist before execute); for
-   the step's fallback (``fallback=True``, after its last attempt failed) nothing new is stored
-   first.  ``start`` returns a handle of the source's choosing, which the loop keeps
-   while the attempt is out and gives back to ``cancel``; it must not report from
-   inside ``start``.
+   the attempt is committed before ``start`` is called (persist before execute; a
+   remote source is called just before that commit and runs nothing until it: point
+   5); for the step's fallback (``fallback=True``, after its last attempt failed)
+   nothing new is stored first.  ``start`` returns a handle of the source's choosing,
+   which the loop keeps while the attempt is out and gives back to ``cancel``; it must
+   not report from inside ``start``.
 3. ``cancel(handle)`` asks the attempt to stop (the run halts: fail-fast, a cancel, a
    timeout).  It must not report from inside ``cancel`` either.
 4. For every ``start`` the source reports exactly one ``Outcome`` naming the same step

@@ -17,9 +17,9 @@ Claims (``docs/design/workers.md``): how the attempts of a run are executed by a
 number of processes while ONE process decides everything about the run.
 
 - A run is driven by one process, its **driver**: the holder of the run lease
-  (``claim_run`` / ``heartbeat`` / ``release_run``).  Only the driver writes the run's
-  step rows, and it decides every rule (trigger rules, retries, fallbacks, the run's end)
-  through the pure core.
+  (``claim_run`` / ``heartbeat`` / ``release_run``).  Only the driver moves the run's
+  step rows (a claim only names its worker there), and it decides every rule (trigger
+  rules, retries, fallbacks, the run's end) through the pure core.
 - With the step change that stores a step ``running`` and counts its attempt, the
   driver's ``WriteBatch`` stores a **ticket** (``dispatch``): a claimable attempt.
   Unless the attempt is **eager**: the driving worker has a free slot and the step no
