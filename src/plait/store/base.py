@@ -578,10 +578,17 @@ class Store(Protocol):
         ...
 
     # ------------------------------------------------------------------ breakers
-    # Circuit breakers shared by every driver of a store (docs/semantics.md).  The store keeps
-    # each breaker's state as an opaque JSON object with a version; the rules stay in
-    # ``core.guards.CircuitBreaker`` (``runtime.breakers.SharedBreaker`` reads the
-    # state, applies a rule, and writes it back with a compare-and-set).
+    # The state of circuit breakers (docs/semantics.md), for a store other processes
+    # share.  The store keeps each breaker's state as an opaque JSON object with a
+    # version; the rules stay in ``core.guards.CircuitBreaker``
+    # (``runtime.breakers.StoreBreakers`` reads the state, applies a rule, and writes it
+    # back with a compare-and-set).
+
+    # Whether other processes may use this store's data at the same time (a SQLite
+    # file, a PostgreSQL database).  What must be one across them, like a circuit
+    # breaker's state, is then kept in the store; a store no other process sees
+    # (memory) leaves it to the process.
+    multi_process: bool
 
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         """The stored state of breaker ``key`` and its version; ``(None, 0)`` when none
