@@ -1,4 +1,4 @@
-"""Limits that hold across every process sharing a store (SPEC 7): a pool's rate judged
+"""Limits that hold across every process sharing a store: a pool's rate judged
 when its tickets are claimed, and circuit breakers' state kept with a compare-and-set
 (``store.base``'s ``claim_attempts``, ``get_breaker`` and ``put_breaker``).
 
