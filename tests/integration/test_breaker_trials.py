@@ -129,3 +129,14 @@ async def test_a_trial_that_never_reports_is_let_go_after_reset_after(
     await engine.cancel(run_id)  # the first trial's late release changes nothing
     await asyncio.wait_for(task, RUN_TIMEOUT_S)
     assert (await engine.breakers.state(spec)).state == "closed"
+
+
+async def test_a_refused_attempt_does_not_count_against_the_breaker(engine: Engine) -> None:
+    service = Service()
+    spec = CircuitBreakerSpec(key=f"svc-{uuid.uuid4().hex[:8]}", failure_threshold=1,
+                              reset_after=RESET)
+    assert (await run_with(engine, flow(service, spec.key))).status == "failed"
+    before = (await engine.breakers.state(spec)).to_json()
+    refused = await run_with(engine, flow(service, spec.key))
+    assert "circuit breaker" in (refused.steps["call"].error or "")
+    assert (await engine.breakers.state(spec)).to_json() == before  # not reopened

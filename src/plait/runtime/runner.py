@@ -164,10 +164,10 @@ class AttemptRunner:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 call.stop()
-                if guarded is not None:  # a trial it held is let go at once
-                    await self._settle(call, guarded, "cancelled", None)
                 self._report(Outcome(call.index, call.attempt, "cancelled", None, None,
                                      fallback))
+                if guarded is not None:  # a trial it held is let go at once
+                    await self._settle(call, guarded, "cancelled", None)
                 raise  # plait cancelled this attempt: never swallowed
             # raised by the step's own code, nobody cancelled the attempt: a failure
             outcome = failed(call, StepError(f"the step raised CancelledError: {exc}",
@@ -177,8 +177,12 @@ class AttemptRunner:
         else:
             # a plain tuple: the hot path (see Outcome)
             outcome = (call.index, call.attempt, "ok", value, None, fallback)
-        if guarded is not None:
-            await self._settle(call, guarded, outcome[2], outcome[4])
+        if guarded is not None:  # told before the outcome is, so the next attempt sees it
+            try:
+                await self._settle(call, guarded, outcome[2], outcome[4])
+            except asyncio.CancelledError:
+                self._report(outcome)  # cancelled meanwhile: the outcome still stands
+                raise
         report = self._report  # (a local: see LocalSource.start)
         report(outcome)
 
