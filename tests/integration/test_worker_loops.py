@@ -205,15 +205,24 @@ async def test_a_run_whose_driving_fails_is_released_and_driven_again(
 async def test_an_attempt_that_fails_in_the_worker_is_stored_interrupted_and_retried(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         steps_module: str) -> None:
-    """The circuit breaker's read fails with what no store raises: the attempt's task
-    fails in the worker, not in the step.  Its lease is not held forever: it is stored
-    interrupted, and the step retries."""
+    """The attempt runner itself fails once (not the step: the runner turns every
+    failure of a step into its outcome).  The attempt's lease is not held forever: it
+    is stored interrupted, and the step retries."""
+    from plait.runtime import executor
+
+    class Runner(executor.AttemptRunner):
+        failures = 0
+
+        async def run(self, call: Any, fallback: bool) -> None:
+            if Runner.failures == 0:
+                Runner.failures += 1
+                raise Injected("the attempt runner failed (injected)")
+            await super().run(call, fallback)
+    monkeypatch.setattr(executor, "AttemptRunner", Runner)
     store = MemoryStore()
     await store.open()
     definition = _chain(steps_module)
     definition["defaults"] = {"retry": {"max_retries": 1, "initial_delay": "0s"}}
-    definition["steps"][0]["circuit_breaker"] = {"key": "svc", "failure_threshold": 5}
-    _fail(monkeypatch, store, "get_breaker")
     worker = _worker(store)
     running = asyncio.create_task(worker.run())
     try:
@@ -222,11 +231,11 @@ async def test_an_attempt_that_fails_in_the_worker_is_stored_interrupted_and_ret
     finally:
         worker.stop()
         await asyncio.wait_for(running, 10)
-    attempts = [(a.step_id, a.attempt, a.status) for a in await store.get_attempts(run.run_id)]
-    assert attempts == [("a", 1, "failed"), ("a", 2, "completed"), ("b", 1, "completed")]
-    (first,) = [a for a in await store.get_attempts(run.run_id) if a.attempt == 1
-                and a.step_id == "a"]
-    assert "WorkerError" in str(first.error) and "get_breaker failed" in str(first.error)
+    attempts = await store.get_attempts(run.run_id)
+    assert [(a.step_id, a.attempt, a.status) for a in attempts] == [
+        ("a", 1, "failed"), ("a", 2, "completed"), ("b", 1, "completed")]
+    assert "WorkerError" in str(attempts[0].error)
+    assert "the attempt runner failed" in str(attempts[0].error)
     assert len(_failures(caplog, "attempt 1 of step 'a'")) == 1
 
 

@@ -167,7 +167,7 @@ def nested(summaries: Sequence[RunSummary]) -> list[tuple[RunSummary, int]]:
 def show_json(run: RunRecord, steps: Sequence[StepRecord],
               attempts: Sequence[AttemptRecord],
               logs: Sequence[LogRecord] = ()) -> JSONDict:
-    """The SPEC 8 run object (as ``plait run --json``) plus ``retry_of``,
+    """The run object of ``plait run --json`` (docs/cli.md) plus ``retry_of``,
     ``parent_run_id``, ``fingerprint``, ``input``, ``created_at``, ``started_at``,
     ``finished_at``, ``attempts`` (in start order) and ``logs`` (the records steps
     logged through ``ctx.logger``, in order)."""

@@ -9,8 +9,9 @@ handed to ``Completions``, whose loop stores the outcomes of one turn with ONE
 ``complete_attempts`` (split when the store refuses a value), and whose heartbeat loop
 extends the leases every lease/3.  An attempt whose lease is lost is cancelled (the store
 discards its result and notes it); one whose task fails for a reason of the worker's own
-(a store call of the circuit breaker, a bug) is logged and stored ``interrupted``, so
-that it retries under the step's policy rather than holding its lease forever.
+(the runner turns every failure of the step into its outcome: this is a bug, or an
+error no store should raise) is logged and stored ``interrupted``, so that it retries
+under the step's policy rather than holding its lease forever.
 
 On drain (``let_go``) the attempts still running get the worker's grace; then they are
 cancelled and stored ``interrupted`` (they retry elsewhere under the step's policy).
@@ -33,17 +34,16 @@ from ..core.model import JSON
 from ..core.runstate import RunState, StepRuntime
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import CircuitOpenError, StoreError
+from ..errors import StoreError
 from ..steps.builtin import declared_keys
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
 from ..store.base import Lease, Outcome
 from .binding import import_step_call
-from .breakers import SharedBreaker
 from .claims import error_dict
 from .completions import Completions
 from .context import AttemptLogs
 from .engine import run_secrets
-from .runner import AttemptRunner, error_info, failed
+from .runner import AttemptRunner, error_info
 from .runview import RunView
 from .untrusted import refusal
 from .worksource import Reported
@@ -309,23 +309,11 @@ class Executor:
                           decision if isinstance(decision, dict) else None)
         if lease.step_id != call.step.id:
             call = _item_call(call, lease)
-        guard = call.step.circuit_breaker
-        breaker = SharedBreaker(self.store, guard) \
-            if guard is not None and not lease.fallback else None
-        if breaker is not None and not await breaker.allow(self.clock()):
-            assert guard is not None
-            return self._outcome(lease, failed(
-                call, CircuitOpenError(guard.key, step=call.step.id), False))
         runner = AttemptRunner(_OneStep(index, fn, checked.graph.size),
                                checked.spec.limits.max_output_bytes, self.clock,
                                reported.append)
         await runner.run(call, lease.fallback)
-        outcome = reported[-1]
-        waits = outcome[4] is not None and "ApprovalRequested" in outcome[4].names
-        if breaker is not None and outcome[2] in ("ok", "error") and not waits:
-            # the breaker's state is the store's: every worker of the cluster sees it
-            await breaker.record(outcome[2] == "ok", self.clock())
-        return self._outcome(lease, outcome)
+        return self._outcome(lease, reported[-1])
 
     def _call(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepCall:
         payload = lease.payload
