@@ -118,7 +118,7 @@ class EagerSlots:
                      "discarded: the run was taken over", worker.name, key[1], key[0],
                      run_id, extra={"run_id": run_id, "step_id": key[0],
                                     "worker": worker.name})
-        self.spawn(worker.driver._note_discarded(run_id, [key]))
+        self.spawn(worker.driver.note_discarded(run_id, [key]))
 
 
 class Driver:
@@ -232,7 +232,7 @@ class Driver:
                 # one never written); each is noted, as a late ticket result is
                 _log.warning("worker %s: run %s was taken over (%s)", self.name, run_id,
                              exc, extra={"run_id": run_id, "worker": self.name})
-                await self._note_discarded(run_id, source.discarded())
+                await self.note_discarded(run_id, source.discarded())
         except RunBusy:
             pass
         except asyncio.CancelledError:
@@ -246,7 +246,7 @@ class Driver:
             self._driving.pop(run_id, None)
             self._runs.set()  # room for another run
 
-    async def _note_discarded(self, run_id: str, keys: list[AttemptKey]) -> None:
+    async def note_discarded(self, run_id: str, keys: list[AttemptKey]) -> None:
         """History notes for eager results a refused batch lost (as a late ticket
         result leaves: ``late_result_note``), written without an owner."""
         if not keys:
