@@ -50,12 +50,12 @@ from typing import Any
 from ..core.durations import format_duration
 from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
+from ..core.timestamps import iso
 from ..core.trust import TrustPolicy, call_problem
 from ..core.validate import CheckedWorkflow
 from ..errors import NetworkRefused, StoreError
-from ..runtime.binding import import_untrusted_call
-from ..runtime.netpolicy import NetworkPolicy
-from ..runtime.results import iso
+from ..steps.binding import import_untrusted_call
+from ..steps.netpolicy import NetworkPolicy
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.observations import NotificationKey
 from .notify_targets import (

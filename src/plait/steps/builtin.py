@@ -13,15 +13,15 @@ from ..core import expressions
 from ..core.durations import parse_duration
 from ..core.model import JSON, StepSpec
 from ..core.numbers import MAX_EPOCH, real, shown
+from ..core.timestamps import iso
 from ..errors import FatalError
-from ..runtime.binding import (
+from .binding import (
     ParamPlan,
     compile_plan,
     import_call,
     import_untrusted_call,
     invoke,
 )
-from ..runtime.results import iso
 from .registry import StepCall, StepType, register_step_type
 from .types import HTTP_FIELDS, LLM_FIELDS
 

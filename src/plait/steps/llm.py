@@ -70,8 +70,7 @@ from ..core.model import JSON, JSONDict
 from ..core.numbers import MAX_INT, shown
 from ..core.trust import key_env_problem
 from ..errors import FatalError, HTTPStatusError, StepError
-from ..runtime.context import MAX_NOTE_BYTES
-from ..runtime.secrets import add_redacted
+from .context import MAX_NOTE_BYTES
 from .http import (
     _RETRYABLE_TRANSPORT,
     RETRYABLE_STATUSES,
@@ -84,6 +83,7 @@ from .http import (
 )
 from .netclient import guarded_client
 from .registry import StepCall
+from .secrets import add_redacted
 
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 ROLES = ("system", "user", "assistant", "tool", "developer")

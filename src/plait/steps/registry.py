@@ -26,8 +26,8 @@ from ..core.steptypes import (
 )
 from ..core.trust import TrustPolicy, bounded
 from ..errors import PlaitError, TemplateError
-from ..runtime import netpolicy, offloop
-from ..runtime.context import StepContext, StepLog
+from . import netpolicy, offloop
+from .context import StepContext, StepLog
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
@@ -39,7 +39,7 @@ class Services:
     """What the runtime lends to step types (owned by the engine)."""
 
     executor: Executor
-    # where steps that talk HTTP may connect (http, llm): see runtime.netpolicy
+    # where steps that talk HTTP may connect (http, llm): see steps.netpolicy
     http_policy: netpolicy.NetworkPolicy = netpolicy.DEFAULT
     # the engine's store: where steps with `cache:` keep results (runtime.stepcache)
     store: Store | None = None
