@@ -16,7 +16,7 @@ Fields (every value but ``api_key_env`` may contain templates)::
 One attempt POSTs ``{base_url}/chat/completions`` with ``{"model", "messages", ...}`` and
 ``Authorization: Bearer <key>``, the key read from the named environment variable when
 the attempt starts.  The key is never stored, logged or shown: it is added to the values
-redacted from everything stored (``runtime.secrets.add_redacted``), so even a provider
+redacted from everything stored (``steps.secrets.add_redacted``), so even a provider
 that echoes it in an error message leaves only ``***`` in the history.  A variable that
 is not set fails the step at once (no retry), naming the variable.
 
