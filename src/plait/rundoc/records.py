@@ -12,6 +12,7 @@ from ..core.model import JSONDict
 from ..core.timestamps import iso
 from ..errors import RunNotFound, StoreError
 from ..runtime.results import RunResult
+from ..steps.traits import traits
 from ..store.base import AttemptRecord, EventRecord, RunRecord, StepRecord, Store
 from .notes import waits_of
 
@@ -122,8 +123,9 @@ class LogRecord:
 
 
 async def child_runs(store: Store, run: RunRecord) -> dict[str, list[RunRecord]]:
-    """The child runs each ``workflow``/``loop`` step of ``run`` started, in order
-    (their ids are derived from the run, the step and the iteration)."""
+    """The child runs each step of ``run`` started (a type with the ``child_runs``
+    trait: ``workflow``, ``loop``), in order (their ids are derived from the run, the
+    step and the iteration)."""
     try:
         definition = (await store.get_workflow(run.workflow, run.version)).definition
     except StoreError:
@@ -131,11 +133,10 @@ async def child_runs(store: Store, run: RunRecord) -> dict[str, list[RunRecord]]
     steps = definition.get("steps") if isinstance(definition, dict) else None
     found: dict[str, list[RunRecord]] = {}
     for step in steps if isinstance(steps, list) else []:
-        if not isinstance(step, dict) or step.get("type") not in ("workflow", "loop"):
+        if not isinstance(step, dict) or (count := traits(step.get("type")).child_runs) is None:
             continue
         step_id = str(step.get("id"))
-        most = step.get("max_iterations") if step.get("type") == "loop" else 1
-        for key in range(most if isinstance(most, int) else 1):
+        for key in range(count(step)):
             try:
                 child = await store.get_run(child_run_id(run.run_id, step_id, str(key)))
             except RunNotFound:
