@@ -1,4 +1,4 @@
-"""Graph-level validation (SPEC 2) and the checked form the run loop executes."""
+"""Graph-level validation (docs/definitions.md) and the checked form the run loop executes."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def duration(run: RunRecord) -> float | None:
 def show_json(run: RunRecord, steps: Sequence[StepRecord],
               attempts: Sequence[AttemptRecord],
               logs: Sequence[LogRecord] = ()) -> JSONDict:
-    """The run object of ``plait run --json`` plus ``retry_of``,
+    """The run object of ``plait run --json`` (docs/cli.md) plus ``retry_of``,
     ``parent_run_id``, ``fingerprint``, ``input``, ``created_at``, ``started_at``,
     ``finished_at``, ``attempts`` (in start order) and ``logs`` (the records steps
     logged through ``ctx.logger``, in order)."""

@@ -3,9 +3,9 @@
 ``ok``: the core takes the output (it may refuse it: declared keys missing, a reducer
 that cannot combine, which fails the attempt instead).  Any failure (``error``, ``refused``,
 ``interrupted``, a refused output) is retried after the policy's delay; else the step's
-fallback runs; else the step fails, which under fail-fast halts the run.  A circuit
-breaker counts the step's successes and failures, never those of its fallback, nor a
-refusal by the breaker itself.  Error messages are redacted before the core sees them.
+fallback runs; else the step fails, which under fail-fast halts the run.  (A circuit
+breaker is told of the attempts it let through where they run: ``runtime.runner``.)
+Error messages are redacted before the core sees them.
 (``cancelled`` needs none of this: the loop cancels the step with its halt reason.)
 
 What the loop must do next is returned, not called back, so nothing here refers to the
@@ -26,7 +26,6 @@ from ..core.validate import CheckedWorkflow
 from ..errors import OutputError, TemplateError, TransitionError
 from ..steps.registry import RunAccess, StepCall
 from .approvals import Approvals
-from .pools import shared_limits
 from .runner import error_info
 from .secrets import Secrets
 from .timers import Timers
@@ -71,9 +70,6 @@ class OutcomeRules:
             except (OutputError, TransitionError) as refused:
                 error = error_info(refused)
             else:
-                breaker = self._steps[i].circuit_breaker
-                if breaker is not None and not fallback:
-                    shared_limits().breaker(breaker.key, breaker).record_success()
                 return None
         elif (kind == "error" and not fallback and error is not None
               and "ApprovalRequested" in error.names and self._approvals is not None):
@@ -91,9 +87,6 @@ class OutcomeRules:
             original = state.rows[i].error
             state.fail(i, f"{original}; fallback failed: {info}", now)
             return True
-        if step.circuit_breaker is not None and kind != "refused":
-            shared_limits().breaker(step.circuit_breaker.key,
-                                    step.circuit_breaker).record_failure(now)
         delay = state.fail_attempt(i, info, now, self._rand())
         if delay is not None:
             self._timers.add(now + delay, "retry", i)

@@ -1,4 +1,4 @@
-"""Which exception names a step's ``retry_on`` / ``no_retry_on`` may give (SPEC 5).
+"""Which exception names a step's ``retry_on`` / ``no_retry_on`` may give (docs/semantics.md).
 
 A name is matched against the class names along the raised exception's MRO, so a name
 no exception can have never matches and silently changes nothing.  Here the names are

@@ -3,7 +3,7 @@
 The runs the server starts (or continues: approve, retry, cancel of a run nobody
 executes) are executed by its ``Engine`` in tasks of the lifespan's task group, as
 ``plait run`` and ``wf.run`` execute them (``Engine.execute`` / ``Engine.resume``).
-With PostgreSQL they are stored for the workers instead (SPEC 7: ``announce``), and the
+With PostgreSQL they are stored for the workers instead (``announce``, docs/workers.md), and the
 server runs a ``Worker`` itself unless told not to.
 
 The engines' listeners wake the event streams of a run as soon as a batch of it is

@@ -1,4 +1,4 @@
-"""The ``map`` step type (SPEC 3): runs its inline ``step`` once per item of ``over``.
+"""The ``map`` step type (docs/map.md): runs its inline ``step`` once per item of ``over``.
 
 An attempt of a map step only renders ``over`` and checks it: a list of at most
 ``limits.max_map_items`` items.  Its output goes to the core, which expands the map

@@ -1,5 +1,5 @@
-"""The httpx client every step type that talks HTTP uses (``http``, later ``llm`` and
-notifications): each TCP connection, redirects included, is judged by the run's
+"""The httpx client of every step type that talks HTTP (``http``, ``llm``) and of
+notifications: each TCP connection, redirects included, is judged by the run's
 ``NetworkPolicy`` (``plait.steps.netpolicy``) before it is made.
 
 Why at the connection and not before the request: the check must cover every redirect

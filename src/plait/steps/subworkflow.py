@@ -1,4 +1,4 @@
-"""The ``workflow`` and ``loop`` step types: child runs (SPEC 3, docs/subworkflows.md).
+"""The ``workflow`` and ``loop`` step types: child runs (docs/subworkflows.md).
 
 ``workflow: NAME | NAME@VERSION | ./path.yaml`` names the child.  A stored workflow is
 read from the run's store when the step runs; a path is resolved against the parent's
