@@ -284,6 +284,10 @@ FORMAT = {
     # `call`; a map's inline step is built from its own arguments)
     "plait.workflow": {"python", "map"},
 }
+# Not comparisons, so not found by the scan, and kept as format too: core.trust's
+# OUTGOING_FIELDS and NETWORK_TYPES name the fields of http and llm steps that leave the
+# process (the only places an untrusted definition may read a secret); a trait there
+# would read as "no such fields" whenever the types are not registered yet.
 
 
 def _is_type_of_step(node: ast.expr) -> bool:
