@@ -2,7 +2,7 @@
 roll-up of a run's tokens over its child runs (``workflow`` and ``loop`` steps, and map
 items of those types), at any depth.
 
-Pure: the callers (``observe.metrics``, ``cli.llm_calls``) read the store.  A child run
+Pure: the callers (``observe.metrics``, ``rundoc.llm_calls``) read the store.  A child run
 is found two ways, both without the store: under its parent *run* through its
 ``parent_run_id``, and under its parent *step* through its id, which derives from the
 parent run, the step and a key (``"0"``, or a loop's iteration: ``child_run_id``).

@@ -42,7 +42,7 @@ user message), redacted like every note, and cut (``cut`` names by how much; els
 null) so that the note is at most ``limits.max_output_bytes`` of JSON (and at most a
 history note's bound): each message keeps the head of its content with a marker
 ``… [N more bytes cut]``.  ``plait show --step``, ``plait show --json``, the API and the
-UI show the messages as a conversation (``cli.llm_calls``).
+UI show the messages as a conversation (``rundoc.llm_calls``).
 
 Token usage: every attempt that got a completion (also one whose JSON was refused) adds
 a history note ``{"usage": {"attempt", "model", "prompt_tokens", "completion_tokens",
