@@ -9,8 +9,8 @@ from ..core.model import JSON, StepSpec, WorkflowSpec
 from ..core.steptypes import traits_of
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, InputError, Problem
+from ..steps.binding import import_call, signature_of
 from ..steps.registry import get_step_type
-from .binding import import_call, signature_of
 from .retry_names import retry_name_problems
 
 
