@@ -35,13 +35,13 @@ from ..core.runstate import RunState, StepRuntime
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import StoreError
+from ..steps.binding import import_step_call
 from ..steps.builtin import declared_keys
+from ..steps.context import AttemptLogs
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
 from ..store.base import Lease, Outcome
-from .binding import import_step_call
 from .claims import error_dict
 from .completions import Completions
-from .context import AttemptLogs
 from .engine import run_secrets
 from .runner import AttemptRunner, error_info
 from .runview import RunView

@@ -56,13 +56,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..core.trust import TrustPolicy
+from ..steps.netpolicy import NetworkPolicy
 from ..store.base import Store
 from .children import ChildRuns
 from .claims import Subscribe
 from .driver import Driver, EagerSlots, in_flight
 from .engine import Engine, default_worker_id
 from .executor import VIEWS_KEPT, Executor, StepLoadError
-from .netpolicy import NetworkPolicy
 from .scheduler import Scheduler
 
 __all__ = ["RESTARTS", "VIEWS_KEPT", "Notifications", "Restarts", "StepLoadError",
