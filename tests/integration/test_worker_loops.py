@@ -61,7 +61,7 @@ def _fail(monkeypatch: pytest.MonkeyPatch, store: Store, method: str,
 
 def _worker(store: Store, **kwargs: Any) -> Worker:
     # eager=False: every attempt is a ticket, so claims and completions carry the work
-    options: dict[str, Any] = {"name": "w1", "concurrency": 2, "lease": 0.3, "poll": 0.05,
+    options: dict[str, Any] = {"name": "w1", "concurrency": 2, "lease": 1.0, "poll": 0.05,
                                "grace": 1.0, "schedules": False, "eager": False,
                                "restarts": QUICK}
     options.update(kwargs)
@@ -103,11 +103,12 @@ def steps_module(write_steps_module: StepsModule) -> str:
 
 
 # the loop, the store method only it calls, and how long its run's first step naps (the
-# heartbeat loop only beats while an attempt runs: one that outlives its lease, which
-# the reaper would take if the loop stayed dead, and max_retries 0 would fail the run)
+# heartbeat loop only beats while an attempt runs: one that outlives its lease of 0.6 s
+# by more than the reaper's period, 0.3 s, so that the reaper would take it if the loop
+# stayed dead, and max_retries 0 would fail the run)
 LOOPS = [("claim", "claim_attempts", 0.0), ("completion", "complete_attempts", 0.0),
          ("drive", "runs_to_drive", 0.0), ("drive", "reap_expired", 0.0),
-         ("heartbeat", "extend_leases", 0.5)]
+         ("heartbeat", "extend_leases", 1.0)]
 
 
 @pytest.mark.parametrize(("loop", "method", "nap"), LOOPS,
@@ -118,7 +119,7 @@ async def test_a_loop_that_fails_once_is_restarted_and_the_work_gets_done(
     store = MemoryStore()
     await store.open()
     failing = _fail(monkeypatch, store, method)
-    worker = _worker(store)
+    worker = _worker(store, lease=0.6)
     running = asyncio.create_task(worker.run())
     try:
         checked = check_definition(_chain(steps_module, nap))
