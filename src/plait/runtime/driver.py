@@ -12,7 +12,9 @@ resumed run does.  A run whose driving fails unexpectedly is logged and released
 once: any worker (this one too) takes it over.
 
 While the worker has free slots, the runs it drives run their attempts here
-(``EagerSlots``: an eager attempt takes a slot a claimed ticket would otherwise take).
+(``executor.EagerSlots``: an eager attempt takes a slot a claimed ticket would
+otherwise take); a result such an attempt lost when its run was taken over is noted
+in the run's history (``executor.note_discarded``).
 
 On drain (``let_go``) the eager attempts finish first and their outcomes are stored by
 their runs' drivers (within the grace); then the runs are let go at once, for another
@@ -26,20 +28,16 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ..core.model import JSONDict
 from ..core.runstate import RunState
 from ..core.states import RunStatus
 from ..errors import RunBusy, RunTakenOver, StaleWriteError, StoreError
-from ..store.base import AttemptKey, RunRecord, Store, WriteBatch, late_result_note
-from .claims import ClaimSource
-from .executor import wait_woken
+from ..store.base import AttemptKey, RunRecord, Store
+from .claims import ClaimSource, Subscribe
+from .executor import Executor, note_discarded, wait_woken
+from .executor import Owner as ExecutorOwner
 from .untrusted import refused
-
-if TYPE_CHECKING:
-    from .worker import Worker
 
 _log = logging.getLogger("plait.worker")
 _FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -62,77 +60,27 @@ async def in_flight(store: Store, run_id: str, state: RunState) -> dict[int, Att
     return found
 
 
-class EagerSlots:
-    """The worker's ``--concurrency`` as the runs it drives see it (``LocalSlots``):
-    an eager attempt takes a slot a claimed ticket would otherwise take.  Its tasks
-    are the worker's (its attempts TaskGroup, ``group``), not the run loop's."""
-
-    __slots__ = ("_worker", "busy", "group", "stored", "tasks", "unsettled")
-
-    def __init__(self, worker: Worker) -> None:
-        self._worker = worker
-        self.group: asyncio.TaskGroup | None = None
-        self.busy = 0  # eager attempts whose body runs (or is about to)
-        self.unsettled = 0  # eager attempts whose outcome is not stored yet
-        self.stored = 0  # eager attempts whose outcome a run's batch stored
-        # eager attempts running, and the notes of their late results being written
-        self.tasks: set[asyncio.Task[None]] = set()
+class Owner(ExecutorOwner, Protocol):
+    """What the driver reads of the worker that owns it (``runtime.worker.Worker``)."""
 
     @property
-    def name(self) -> str:
-        return self._worker.name
-
-    def take(self) -> bool:
-        worker = self._worker
-        if not worker.eager or worker.draining \
-                or self.busy + worker.executor.running >= worker.concurrency:
-            return False
-        self.busy += 1
-        self.unsettled += 1
-        return True
-
-    def release(self) -> None:
-        self.busy -= 1
-        self._worker.executor.slot_freed()
-
-    def settled(self, count: int, stored: bool) -> None:
-        self.unsettled -= count
-        if stored:
-            self.stored += count
-
-    def spawn(self, body: Coroutine[object, object, None]) -> asyncio.Task[None]:
-        assert self.group is not None
-        task = self.group.create_task(body)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
-
-    def dispatched(self, workflow: str, seconds: float) -> None:
-        report = self._worker.on_dispatch
-        if report is not None:
-            report(workflow, seconds)
-
-    def late(self, run_id: str, key: AttemptKey) -> None:
-        worker = self._worker
-        _log.warning("worker %s: the result of eager attempt %d of step %r (run %s) was "
-                     "discarded: the run was taken over", worker.name, key[1], key[0],
-                     run_id, extra={"run_id": run_id, "step_id": key[0],
-                                    "worker": worker.name})
-        self.spawn(worker.driver.note_discarded(run_id, [key]))
+    def max_runs(self) -> int: ...
+    @property
+    def subscribe(self) -> Subscribe | None: ...
 
 
 class Driver:
     """See the module docstring.  ``group`` (the worker's runs TaskGroup) is set by
     ``Worker.run`` before the drive loop starts."""
 
-    def __init__(self, worker: Worker, slots: EagerSlots) -> None:
+    def __init__(self, worker: Owner, executor: Executor) -> None:
         self._worker = worker
         self.store, self.name, self.clock = worker.store, worker.name, worker.clock
         self.engine, self.lease, self.poll = worker.engine, worker.lease, worker.poll
         self.subscribe = worker.subscribe
         self.group: asyncio.TaskGroup | None = None
-        self._slots = slots
-        self._workflow = worker.executor.workflow
+        self._slots = executor.slots
+        self._workflow = executor.workflow
         self._driving: dict[str, asyncio.Task[None]] = {}  # run id -> its driver
         self._runs = asyncio.Event()  # a run may need a driver, or stop
 
@@ -232,7 +180,7 @@ class Driver:
                 # one never written); each is noted, as a late ticket result is
                 _log.warning("worker %s: run %s was taken over (%s)", self.name, run_id,
                              exc, extra={"run_id": run_id, "worker": self.name})
-                await self.note_discarded(run_id, source.discarded())
+                await note_discarded(self.store, self.name, run_id, source.discarded())
         except RunBusy:
             pass
         except asyncio.CancelledError:
@@ -245,17 +193,6 @@ class Driver:
         finally:
             self._driving.pop(run_id, None)
             self._runs.set()  # room for another run
-
-    async def note_discarded(self, run_id: str, keys: list[AttemptKey]) -> None:
-        """History notes for eager results a refused batch lost (as a late ticket
-        result leaves: ``late_result_note``), written without an owner."""
-        if not keys:
-            return
-        notes: list[tuple[str | None, JSONDict]] = [
-            (step, late_result_note(step, attempt, fallback, self.name))
-            for step, attempt, fallback in keys]
-        with contextlib.suppress(StoreError):
-            await self.store.write(WriteBatch(run_id, notes=notes))
 
     async def let_go(self, grace: float) -> list[asyncio.Task[None]]:
         """The eager attempts of the runs it drives finish first (no new one starts:

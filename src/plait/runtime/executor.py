@@ -13,6 +13,10 @@ discards its result and notes it); one whose task fails for a reason of the work
 error no store should raise) is logged and stored ``interrupted``, so that it retries
 under the step's policy rather than holding its lease forever.
 
+The worker's ``--concurrency`` is shared with the eager attempts of the runs it drives
+(``EagerSlots``, as ``ClaimSource`` sees it): an eager attempt takes a slot a claimed
+ticket would otherwise take, and its task is the worker's too.
+
 On drain (``let_go``) the attempts still running get the worker's grace; then they are
 cancelled and stored ``interrupted`` (they retry elsewhere under the step's policy).
 """
@@ -25,12 +29,12 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol
 
 from ..core.jsoncheck import clean_text
 from ..core.mapping import item_step, split_item_id
-from ..core.model import JSON
+from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepRuntime
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
@@ -39,18 +43,14 @@ from ..steps.binding import import_step_call
 from ..steps.builtin import declared_keys
 from ..steps.context import AttemptLogs
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
-from ..store.base import Lease, Outcome
+from ..store.base import AttemptKey, Lease, Outcome, Store, WriteBatch, late_result_note
 from .claims import error_dict
 from .completions import Completions
-from .engine import run_secrets
+from .engine import Engine, run_secrets
 from .runner import AttemptRunner, error_info
 from .runview import RunView
 from .untrusted import refusal
 from .worksource import Reported
-
-if TYPE_CHECKING:
-    from .driver import EagerSlots
-    from .worker import Worker
 
 _log = logging.getLogger("plait.worker")
 
@@ -129,17 +129,117 @@ def _item_call(call: StepCall, lease: Lease) -> StepCall:
                                                  else 0))
 
 
+class Owner(Protocol):
+    """What the executor reads of the worker that owns it (``runtime.worker.Worker``)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def lease(self) -> float: ...
+    @property
+    def poll(self) -> float: ...
+    @property
+    def grace(self) -> float: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def eager(self) -> bool: ...  # eager attempts allowed (EagerSlots)
+    @property
+    def draining(self) -> bool: ...
+    @property
+    def on_dispatch(self) -> Callable[[str, float], None] | None: ...
+
+
+async def note_discarded(store: Store, worker: str, run_id: str,
+                         keys: list[AttemptKey]) -> None:
+    """History notes for eager results a refused batch lost (as a late ticket
+    result leaves: ``late_result_note``), written without an owner."""
+    if not keys:
+        return
+    notes: list[tuple[str | None, JSONDict]] = [
+        (step, late_result_note(step, attempt, fallback, worker))
+        for step, attempt, fallback in keys]
+    with contextlib.suppress(StoreError):
+        await store.write(WriteBatch(run_id, notes=notes))
+
+
+class EagerSlots:
+    """The worker's ``--concurrency`` as the runs it drives see it (``LocalSlots``):
+    an eager attempt takes a slot a claimed ticket would otherwise take.  Its tasks
+    are the worker's (its attempts TaskGroup, ``group``), not the run loop's."""
+
+    __slots__ = ("_executor", "_worker", "busy", "group", "stored", "tasks", "unsettled")
+
+    def __init__(self, worker: Owner, executor: Executor) -> None:
+        self._worker, self._executor = worker, executor
+        self.group: asyncio.TaskGroup | None = None
+        self.busy = 0  # eager attempts whose body runs (or is about to)
+        self.unsettled = 0  # eager attempts whose outcome is not stored yet
+        self.stored = 0  # eager attempts whose outcome a run's batch stored
+        # eager attempts running, and the notes of their late results being written
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def name(self) -> str:
+        return self._worker.name
+
+    def take(self) -> bool:
+        worker = self._worker
+        if not worker.eager or worker.draining \
+                or self.busy + self._executor.running >= worker.concurrency:
+            return False
+        self.busy += 1
+        self.unsettled += 1
+        return True
+
+    def release(self) -> None:
+        self.busy -= 1
+        self._executor.slot_freed()
+
+    def settled(self, count: int, stored: bool) -> None:
+        self.unsettled -= count
+        if stored:
+            self.stored += count
+
+    def spawn(self, body: Coroutine[object, object, None]) -> asyncio.Task[None]:
+        assert self.group is not None
+        task = self.group.create_task(body)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def dispatched(self, workflow: str, seconds: float) -> None:
+        report = self._worker.on_dispatch
+        if report is not None:
+            report(workflow, seconds)
+
+    def late(self, run_id: str, key: AttemptKey) -> None:
+        worker = self._worker
+        _log.warning("worker %s: the result of eager attempt %d of step %r (run %s) was "
+                     "discarded: the run was taken over", worker.name, key[1], key[0],
+                     run_id, extra={"run_id": run_id, "step_id": key[0],
+                                    "worker": worker.name})
+        self.spawn(note_discarded(self._executor.store, worker.name, run_id, [key]))
+
+
 class Executor:
     """See the module docstring.  ``group`` (the worker's attempts TaskGroup) is set by
     ``Worker.run`` before the claim loop starts."""
 
-    def __init__(self, worker: Worker, slots: EagerSlots) -> None:
+    def __init__(self, worker: Owner) -> None:
         self._worker = worker
         self.store, self.name, self.clock = worker.store, worker.name, worker.clock
         self.engine, self.lease, self.grace = worker.engine, worker.lease, worker.grace
         self.poll = worker.poll
         self.group: asyncio.TaskGroup | None = None
-        self._slots = slots
+        # the worker's --concurrency as the runs it drives see it
+        self.slots = EagerSlots(worker, self)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # token -> its running attempt
         # leases held until their completion is stored, and the outcomes to store
         self.completions = Completions(self.store, self.name, self.lease)
@@ -178,7 +278,7 @@ class Executor:
         delay = self.poll
         while not self.draining:
             self._work.clear()  # before claiming: a wake-up during the claim is kept
-            free = self.concurrency - len(self._tasks) - self._slots.busy
+            free = self.concurrency - len(self._tasks) - self.slots.busy
             # whether a slot freeing should claim again: only when tickets may be left
             # (the claim filled every free slot, failed, or there was no slot to claim
             # with); a claim that took fewer saw none left, and a ticket stored since

@@ -60,7 +60,7 @@ from ..steps.netpolicy import NetworkPolicy
 from ..store.base import Store
 from .children import ChildRuns
 from .claims import Subscribe
-from .driver import Driver, EagerSlots, in_flight
+from .driver import Driver, in_flight
 from .engine import Engine, default_worker_id
 from .executor import VIEWS_KEPT, Executor, StepLoadError
 from .scheduler import Scheduler
@@ -153,9 +153,9 @@ class Worker:
         self._stop = asyncio.Event()
         self.draining = False
         self._failed: WorkerFailed | None = None
-        self.slots = EagerSlots(self)
-        self.executor = Executor(self, self.slots)
-        self.driver = Driver(self, self.slots)
+        self.executor = Executor(self)
+        self.slots = self.executor.slots
+        self.driver = Driver(self, self.executor)
 
     @property
     def completed(self) -> int:
