@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import OutputError, TransitionError
 from . import expressions
+from .effects import Effect
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
 from .rows import AttemptChange, StepChange, StepRuntime, StepsView, new_change
@@ -109,6 +110,10 @@ class RunRows:
         # steps whose parents are final and whose `when` is not cheap to render: the
         # runtime renders each off the event loop, then calls settle_when (drained by it)
         self.when_due: list[int] = []
+        # what the rules fired since the last event asked the runtime to do
+        self._effects: list[Effect] = []
+        # Python steps whose approval was given (they wait at most once)
+        self.given_approval: set[int] = set()
 
     def queued_later(self) -> list[tuple[float, int]]:
         """Queued steps due in the future (retry delays), for the loop's timers."""

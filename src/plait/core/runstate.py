@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import TransitionError
+from ..errors import OutputError, TransitionError
+from .effects import NO_EFFECTS, CancelRunning, CountBreaker, Effects, Park, Retry
+from .events import AttemptEnded, AttemptKind, Event
 from .judging import Judging
 from .mapitems import MapItems, MapRows
 from .model import JSON
-from .retry import ErrorInfo, next_delay
+from .policy import Fail, after_attempt, counts_failure, refused_output
+from .retry import ErrorInfo
 from .rows import AttemptChange, StepChange, StepRuntime, StepsView, new_change
 from .runrows import (
     CANCELLED,
@@ -32,6 +35,8 @@ from .runrows import (
 )
 from .states import FINAL_STEP_STATES, STEP_TRANSITIONS, RunStatus
 from .validate import CheckedWorkflow
+
+_UNSAID = ErrorInfo(type="RunError", message="the work source reported no error info")
 
 __all__ = ["AttemptChange", "MapItems", "RunState", "StepChange", "StepRuntime",
            "StepsView"]
@@ -149,22 +154,84 @@ class RunState(MapRows, Judging):
         self._transitions.append((i, source, COMPLETED, now))
         self._finished(i, now)
 
-    def fail_attempt(self, i: int, error: ErrorInfo, now: float, rand: float) -> float | None:
-        """An attempt failed.  Returns the delay before the retry (the step is queued
-        again, due at ``now + delay``) or None when retries are spent: the loop then
-        runs the fallback or calls ``fail``."""
+    # ----------------------------------------------------------------- attempts
+
+    def apply(self, event: Event) -> Effects:
+        """Judge ``event``: move the run's rows as its rules say, and return what the
+        runtime must do about it (``core.effects``; most events: ``NO_EFFECTS``)."""
+        if isinstance(event, AttemptEnded):
+            if event.kind == "ok":
+                return self.attempt_ok(event.i, event.output, event.at, event.rand,
+                                       fallback=event.fallback)
+            return self._attempt_failed(event.i, event.kind, event.error or _UNSAID,
+                                        event.fallback, event.at, event.rand)
+        raise TypeError(f"RunState cannot apply {type(event).__name__} yet")
+
+    def attempt_ok(self, i: int, output: JSON, now: float, rand: float, *,
+                   fallback: bool = False) -> Effects:
+        """``AttemptEnded(kind="ok")`` without building the event (every step's path).
+        An output the state refuses (declared keys missing, a reducer that cannot
+        combine it) fails the attempt instead."""
+        try:
+            self.succeed(i, output, now, fallback=fallback)
+        except (OutputError, TransitionError) as refused:
+            return self._attempt_failed(i, "ok", refused_output(refused), fallback, now,
+                                        rand)
+        if self.steps[i].circuit_breaker is not None and not fallback:
+            self._effects.append(CountBreaker(i=i, success=True))
+        return self.take_effects() if self._effects else NO_EFFECTS
+
+    def _attempt_failed(self, i: int, kind: AttemptKind, error: ErrorInfo,
+                        fallback: bool, now: float, rand: float) -> Effects:
+        """Retry, run the fallback, fail, or park (``policy.after_attempt``)."""
         step, row = self.steps[i], self.rows[i]
-        self.attempt_changes.append(AttemptChange(step.id, row.attempts, now, True, "failed",
-                                          error=str(error), worker=row.worker))
-        row.error = str(error)
-        delay = None if self.halting else next_delay(step.retry, row.attempts, error, rand)
-        if delay is None:
-            return None
+        verdict = after_attempt(step, i, kind=kind, error=error, attempts=row.attempts,
+                                fallback=fallback, first_error=row.error,
+                                halting=self.halting, at=now, rand=rand)
+        if counts_failure(step, kind, fallback, verdict):
+            self._effects.append(CountBreaker(i=i, success=False))
+        if isinstance(verdict, Park):
+            self._park_code(i, now, verdict)
+        elif fallback and isinstance(verdict, Fail):  # (its attempt is closed already)
+            self.fail(i, verdict.reason, now)
+        else:
+            row.error = str(error)
+            self.end_attempt(i, "failed", now, row.error)
+            if isinstance(verdict, Fail):
+                self.fail(i, verdict.reason, now)
+            else:
+                if isinstance(verdict, Retry):
+                    self._queue_again(i, verdict.due, now)
+                self._effects.append(verdict)
+        return self.take_effects()
+
+    def _queue_again(self, i: int, due: float, now: float) -> None:
+        """RUNNING -> QUEUED, ready at ``due`` (the runtime's timer says when)."""
         self.running.discard(i)
-        row.next_attempt_at = now + delay
+        self.rows[i].next_attempt_at = due
         self._move(i, QUEUED, now)
         self._record(i, RUNNING, QUEUED, now)
-        return delay
+
+    def _park_code(self, i: int, now: float, park: Park) -> None:
+        """A Python step asked for approval: its attempt ends (``waiting``) and the
+        step waits, once; asked again after its approval was given, it fails."""
+        if i in self.given_approval:  # its next attempt did not see the decision
+            self.end_attempt(i, "failed", now)
+            self.fail(i, "the step asked for approval again after its approval was "
+                         "given (a step waits at most once)", now)
+            return
+        self.end_attempt(i, "waiting", now)
+        self.wait(i, now)
+        self._effects.append(park)
+
+    def take_effects(self) -> Effects:
+        """What the rules fired since the last event asked the runtime to do (a step
+        failed by its ``when``, settled off the loop, may halt the run)."""
+        effects = self._effects
+        if not effects:
+            return NO_EFFECTS
+        self._effects = []
+        return effects
 
     def retry_due(self, i: int) -> None:
         """A retry's delay has passed: the step is ready again."""
@@ -180,6 +247,9 @@ class RunState(MapRows, Judging):
         self._record(i, source, FAILED, now)
         step = self.steps[i]
         if self.spec.on_failure == "fail_fast" and not step.allow_failure:
+            if not self.halting:  # what runs is cancelled once, as the run halts
+                self._effects.append(CancelRunning(
+                    reason=f"step {step.id!r} failed (on_failure: fail_fast)"))
             self.halting = True
             self.failure_reason = f"step {step.id!r} failed (on_failure: fail_fast)"
         self._finished(i, now)

@@ -39,7 +39,7 @@ from .timers import Timers
 class Approvals:
     """The parked approval steps of one run and their deadlines."""
 
-    __slots__ = ("_checked", "_clock", "_delivered", "_journal", "_notes_seen", "_run_id",
+    __slots__ = ("_checked", "_clock", "_journal", "_notes_seen", "_run_id",
                  "_state", "_store", "_timers", "code", "parked")
 
     def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store,
@@ -56,22 +56,14 @@ class Approvals:
         # the parked steps that are code waits -> their on_timeout
         self.code: dict[int, str] = {}
         self._journal = journal if journal is not None else StepLog(lambda t: t)
-        self._delivered: set[int] = set()  # code waits given their approval
 
-    def park_code(self, i: int, now: float, *, resumed: bool = False) -> None:
-        """Step ``i`` (a Python step) asked for approval: its attempt ended (closed in
-        history as ``waiting``) and it waits.  ``resumed``: it was waiting when the run
-        stopped; its deadline is read back from its ``wait`` note in ``apply``."""
+    def park_code(self, i: int, now: float) -> None:
+        """Step ``i`` (a Python step) asked for approval and waits (its attempt closed
+        by the state, ``Park``), or was waiting when the run stopped: its deadline is
+        the request's (a resumed wait's is read back from its ``wait`` note in
+        ``apply``)."""
         step_id = self._checked.spec.steps[i].id
         request = self._journal.wait_requests.pop(step_id, None) or {}
-        if i in self._delivered:  # its next attempt did not see the decision
-            self._state.end_attempt(i, "failed", now)
-            self._state.fail(i, "the step asked for approval again after its approval "
-                                "was given (a step waits at most once)", now)
-            return
-        if not resumed:
-            self._state.end_attempt(i, "waiting", now)
-            self._state.wait(i, now)
         on_timeout = request.get("on_timeout")
         self.code[i] = on_timeout if isinstance(on_timeout, str) else "reject"
         deadline = None
@@ -190,7 +182,7 @@ class Approvals:
         by = decision.get("by")
         if decision.get("decision") == "approved":
             self._journal.decisions[self._checked.spec.steps[i].id] = decision
-            self._delivered.add(i)
+            self._state.given_approval.add(i)
             self._state.requeue(i, now)
             return
         reason = f"rejected by {by}" if by != "timeout" else "approval timed out (rejected)"

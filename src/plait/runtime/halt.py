@@ -32,11 +32,10 @@ class Halt:
         self.reason = reason
         self._cancel_all(reason)
 
-    def after_failure(self) -> None:
-        """A step failed for good: when that halted the run (fail-fast), cancel what is
-        out."""
-        if self._state.halting and (self._out or self._whens.judging):
-            self._cancel_all(self.why())
+    def cancel_running(self, reason: str) -> None:
+        """The run halted (a step failed under fail-fast): cancel what is out."""
+        if self._out or self._whens.judging:
+            self._cancel_all(reason)
 
     def why(self) -> str:
         return self.reason or self._state.failure_reason or "run stopped"

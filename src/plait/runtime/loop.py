@@ -36,7 +36,7 @@ from .context import StepLog
 from .ending import cancel_everything, final_change
 from .halt import Halt
 from .host import RunHost
-from .outcomes import FollowUp, OutcomeRules
+from .outcomes import OutcomeEffects
 from .pools import PoolSlots
 from .results import RunResult
 from .runner import error_info, failed
@@ -123,9 +123,10 @@ class RunLoop:
         self._wake: asyncio.Future[None] | None = None
         self._create_task: Spawn  # a task the run owns
         self._start_attempt: Callable[[StepCall, bool], object]  # WorkSource.start
-        # what an outcome means for its step (OutcomeRules.apply)
+        # feeds an outcome to the state and carries out its effects
+        self._effects: OutcomeEffects
         self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float],
-                               FollowUp]
+                               None]
         # the claim that gave us the run just read its cancel request and renewed the
         # heartbeat: the first poll is due a poll interval after it
         self._last_cancel_poll = run.heartbeat_at or 0.0
@@ -168,11 +169,13 @@ class RunLoop:
             async with asyncio.TaskGroup() as tg:
                 self._create_task = tg.create_task
                 self._aio = asyncio.get_running_loop()
-                self._handle = OutcomeRules(self.checked, self.state, self.secrets,
-                                            self.view, self.timers, self.clock,
-                                            self._rand, self.approvals).apply
                 self.source.open(tg.create_task, self.report)
                 self._start_attempt = self.source.start
+                self._effects = OutcomeEffects(
+                    self.checked, self.state, self.secrets, self.view, self.timers,
+                    self.clock, self._rand, self.approvals, self.halt, self.tasks,
+                    self._start_attempt)
+                self._handle = self._effects.apply
                 try:
                     await self._main()
                 finally:
@@ -289,7 +292,7 @@ class RunLoop:
             if self._types[i].parks:
                 self.approvals.park(i, resumed=True)
             else:  # a Python step in ctx.wait_for_approval
-                self.approvals.park_code(i, now, resumed=True)
+                self.approvals.park_code(i, now)
         if self.approvals.parked:
             await self.writer.commit_run(run_change)
             await self._check_decisions()
@@ -307,7 +310,7 @@ class RunLoop:
     async def _check_decisions(self) -> None:
         """Apply stored approval decisions, and deadlines that have passed."""
         self._decisions_due = False
-        await self.approvals.apply(self.halt.after_failure)
+        await self.approvals.apply(self._carry_out)
         await self.writer.flush()
 
     async def _park_run(self) -> None:
@@ -427,9 +430,16 @@ class RunLoop:
                 return
         self._signal()
 
+    def _carry_out(self) -> None:
+        """Effects of rules that fired outside an outcome (a decision, a ``when``)."""
+        effects = self.state.take_effects()
+        if effects:
+            self._effects.carry_out(effects, self.clock())
+
     def _process(self, now: float) -> None:
         if self._judged:
             self.whens.settle(now)
+            self._carry_out()
         outcomes, self.outcomes = self.outcomes, []
         tasks, pool_of, handle, rows, slots = self.tasks, self._pool_of, self._handle, \
             self._rows, self._slots
@@ -443,8 +453,8 @@ class RunLoop:
                 slots.release(pool)
             if kind == "cancelled":
                 self.state.cancel_step(i, now, self.halt.why())
-            elif (follow := handle(i, kind, output, error, fallback, now)) is not None:
-                self._follow(follow)
+            else:
+                handle(i, kind, output, error, fallback, now)
         if self._remote:  # applied (or dropped): consumed by the batch that follows
             self.source.applied(outcomes)
 
@@ -457,15 +467,7 @@ class RunLoop:
     def _apply(self, i: int, kind: OutcomeKind, output: JSON, error: ErrorInfo | None,
                fallback: bool, now: float) -> None:
         """An outcome that did not come through ``report`` (inline, resumed)."""
-        follow = self._handle(i, kind, output, error, fallback, now)
-        if follow is not None:
-            self._follow(follow)
-
-    def _follow(self, follow: StepCall | bool) -> None:
-        if isinstance(follow, StepCall):  # the step's fallback, for the source to run
-            self.tasks[follow.index] = self._start_attempt(follow, True)
-        else:  # a step failed for good: under fail-fast the run halted
-            self.halt.after_failure()
+        self._handle(i, kind, output, error, fallback, now)
 
     # ------------------------------------------------------------- waiting
 

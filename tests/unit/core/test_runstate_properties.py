@@ -23,7 +23,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from plait import Retry, StepContext, Workflow
+from plait.core import effects as fx
 from plait.core import expressions
+from plait.core.events import AttemptEnded
 from plait.core.model import TRIGGERS
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import AttemptChange, RunState, StepChange, StepRuntime
@@ -235,16 +237,23 @@ class Driver:
             self.state.succeed(i, output, self.now)
         else:
             error = RETRYABLE if outcome == "retry" else FATAL
-            delay = self.state.fail_attempt(i, error, self.now, self.rand.random())
-            if delay is None:
-                self.state.fail(i, str(error), self.now)
-            else:
-                assert outcome == "retry"
-                assert delay >= 1.0
-                self.retry_at[i] = self.now + delay
+            self.ended(i, error)
         self.drain()
         if self.state.halting:
             self.stop_running("fail_fast")
+
+    def ended(self, i: int, error: ErrorInfo) -> None:
+        """An attempt of step ``i`` failed: the state decides (retry or fail)."""
+        done = self.state.apply(AttemptEnded(i=i, kind="error", at=self.now,
+                                                error=error, rand=self.rand.random()))
+        for effect in done:
+            if isinstance(effect, fx.Retry):
+                assert error.retryable
+                assert effect.due >= self.now + 1.0
+                self.retry_at[i] = effect.due
+            else:  # a failure under fail_fast halts the run (see finish_one)
+                assert isinstance(effect, fx.CancelRunning), effect
+                assert self.state.halting
 
     def stop_running(self, reason: str) -> None:
         for i in self.running:
@@ -280,11 +289,7 @@ class Driver:
             # the attempt that was running died with the process: a failed attempt
             sid = self.graph.ids[i]
             self.plan.outcomes[sid][rows[i].attempts - 1] = "retry"
-            delay = state.fail_attempt(i, RETRYABLE, self.now, self.rand.random())
-            if delay is None:
-                state.fail(i, "interrupted", self.now)
-            else:
-                self.retry_at[i] = self.now + delay
+            self.ended(i, RETRYABLE)
         state.interrupted.clear()
         self.drain()
         self.completed_before_crash |= completed_before
