@@ -17,6 +17,7 @@ from typing import Literal
 
 from .model import JSON
 from .retry import ErrorInfo
+from .states import RunStatus
 
 # how an attempt ended: ``refused`` is a circuit breaker's refusal to start it
 AttemptKind = Literal["ok", "error", "refused", "interrupted", "cancelled"]
@@ -46,7 +47,7 @@ class Decision:
 
     i: int
     approved: bool
-    by: str | None
+    by: JSON
     at: float
     decided_at: JSON = None
     data: JSON = None
@@ -66,7 +67,7 @@ class ChildEnded:
     """The child run that step ``i`` waits on ended with ``status``."""
 
     i: int
-    status: str
+    status: RunStatus
     at: float
     output: JSON = None
     error: str | None = None
@@ -74,10 +75,12 @@ class ChildEnded:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CancelRequested:
-    """The run is cancelled (on request, or its task was interrupted)."""
+    """The run is cancelled on request; ``interrupted``: its own task was cancelled
+    (Ctrl-C), so no attempt will report its end."""
 
     reason: str
     at: float
+    interrupted: bool = False
 
 
 Event = AttemptEnded | Decision | TimerFired | ChildEnded | CancelRequested

@@ -6,6 +6,9 @@ fallback's own failure fails the step, keeping the error that made the fallback
 necessary.  A Python step that asked for approval (``ctx.wait_for_approval``) did not
 fail: it is parked until a person decides.
 
+A ``workflow`` or ``loop`` step whose child run did not complete fails for good,
+naming the child (``child_failure``).
+
 A step's circuit breaker counts the step's own attempts: its successes and failures,
 never its fallback's, nor a refusal by the breaker itself, nor a request for approval.
 """
@@ -16,10 +19,11 @@ from dataclasses import dataclass
 
 from ..errors import OutputError, StepError
 from .effects import Park, Retry, RunFallback
-from .events import AttemptKind
+from .events import AttemptKind, ChildEnded
 from .jsoncheck import clean_text
 from .model import StepSpec
 from .retry import ErrorInfo, next_delay
+from .states import RunStatus
 
 # the class name of the exception a step raises to wait for approval
 APPROVAL_REQUESTED = "ApprovalRequested"
@@ -69,3 +73,12 @@ def refused_output(exc: OutputError | Exception) -> ErrorInfo:
         else True
     return ErrorInfo(type=names[0], message=clean_text(str(exc)), names=names,
                      retryable=retryable)
+
+
+def child_failure(step: StepSpec, child: ChildEnded, run_id: str, workflow: str) -> str | None:
+    """Why step ``step`` fails because its child run ``run_id`` (of ``workflow``)
+    ended as it did; None when the child completed (its output is the step's)."""
+    if child.status is RunStatus.COMPLETED:
+        return None
+    return (f"step {step.id!r}: child run {run_id} of workflow {workflow!r} "
+            f"{child.status}: {child.error or 'no error recorded'}")

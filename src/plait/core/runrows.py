@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import OutputError, TransitionError
 from . import expressions
-from .effects import Effect
+from .effects import Effect, ParkReason
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
 from .rows import AttemptChange, StepChange, StepRuntime, StepsView, new_change
@@ -102,6 +102,7 @@ class RunRows:
         self.halting = False  # fail_fast tripped or run cancelled: start nothing new
         self.cancelled = False
         self.failure_reason: str | None = None
+        self.halt_reason: str | None = None  # why the run halted (cancel, timeout...)
         # what happened since the last drain, in order, for the loop to persist
         self._transitions: list[tuple[int, StepStatus, StepStatus, float]] = []
         self.attempt_changes: list[AttemptChange] = []
@@ -114,6 +115,7 @@ class RunRows:
         self._effects: list[Effect] = []
         # Python steps whose approval was given (they wait at most once)
         self.given_approval: set[int] = set()
+        self.parked: dict[int, ParkReason] = {}  # waiting steps and why (parking)
 
     def queued_later(self) -> list[tuple[float, int]]:
         """Queued steps due in the future (retry delays), for the loop's timers."""

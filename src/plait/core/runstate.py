@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import OutputError, TransitionError
-from .effects import NO_EFFECTS, CancelRunning, CountBreaker, Effects, Park, Retry
-from .events import AttemptEnded, AttemptKind, Event
+from .effects import NO_EFFECTS, CancelRunning, CountBreaker, Effects, Finish, Park, Retry
+from .events import AttemptEnded, AttemptKind, CancelRequested, Decision, Event, TimerFired
 from .judging import Judging
 from .mapitems import MapItems, MapRows
 from .model import JSON
+from .parking import Parking
 from .policy import Fail, after_attempt, counts_failure, refused_output
 from .retry import ErrorInfo
 from .rows import AttemptChange, StepChange, StepRuntime, StepsView, new_change
@@ -42,7 +43,7 @@ __all__ = ["AttemptChange", "MapItems", "RunState", "StepChange", "StepRuntime",
            "StepsView"]
 
 
-class RunState(MapRows, Judging):
+class RunState(MapRows, Judging, Parking):
     """One run's state and the rules of what happens to its steps and to it (see the
     module docstring)."""
 
@@ -88,9 +89,12 @@ class RunState(MapRows, Judging):
                 heappush(state._ready, state._rank[i])
         return state
 
+    # ----------------------------------------------------------------- the end
+
     def run_status(self) -> RunStatus:
-        """The run's final status once ``done`` (failed if any step failed
-        without allow_failure; cancelled if cancelled)."""
+        """The run's final status once ``done``: cancelled if cancelled; failed if a
+        step failed without allow_failure or the run halted on a failure; else
+        completed."""
         if self.cancelled:
             return RunStatus.CANCELLED
         for i, row in enumerate(self.rows):
@@ -99,6 +103,26 @@ class RunState(MapRows, Judging):
         if self.failure_reason:
             return RunStatus.FAILED
         return RunStatus.COMPLETED
+
+    def finish(self, *, refused: str | None = None,
+               output_error: str | None = None) -> Finish:
+        """How the run ends once ``done`` (or interrupted): its status and why.
+        ``refused``: the engine's rules refuse the definition, so the run never
+        completes.  ``output_error``: its output could not be rendered, which fails a
+        run that would complete."""
+        status = self.run_status()
+        if status is RunStatus.COMPLETED:
+            if refused is not None:
+                return Finish(status=RunStatus.FAILED, error=refused)
+            if output_error is not None:
+                return Finish(status=RunStatus.FAILED, error=f"run output: {output_error}")
+            return Finish(status=status)
+        if status is RunStatus.CANCELLED:
+            return Finish(status=status, error=self.halt_reason or "cancelled")
+        failed = [s.id for s, r in zip(self.steps, self.rows, strict=True)
+                  if r.status is FAILED and not s.allow_failure]
+        return Finish(status=status,
+                      error=self.failure_reason or "failed steps: " + ", ".join(failed))
 
     # ----------------------------------------------------------------- events
 
@@ -160,12 +184,23 @@ class RunState(MapRows, Judging):
         """Judge ``event``: move the run's rows as its rules say, and return what the
         runtime must do about it (``core.effects``; most events: ``NO_EFFECTS``)."""
         if isinstance(event, AttemptEnded):
+            if event.kind == "cancelled":  # the run halted (or the step was cancelled)
+                self.cancel_step(event.i, event.at, self.stop_reason())
+                return NO_EFFECTS
             if event.kind == "ok":
                 return self.attempt_ok(event.i, event.output, event.at, event.rand,
                                        fallback=event.fallback)
             return self._attempt_failed(event.i, event.kind, event.error or _UNSAID,
                                         event.fallback, event.at, event.rand)
-        raise TypeError(f"RunState cannot apply {type(event).__name__} yet")
+        if isinstance(event, Decision):
+            self._decided(event)
+            return self.take_effects()
+        if isinstance(event, TimerFired):
+            return self._timer_fired(event)
+        if isinstance(event, CancelRequested):
+            return self._cancel_requested(event)
+        raise TypeError(f"RunState cannot apply {type(event).__name__}: a child run's "
+                        "end is its step's outcome (the step waits in an attempt)")
 
     def attempt_ok(self, i: int, output: JSON, now: float, rand: float, *,
                    fallback: bool = False) -> Effects:
@@ -212,18 +247,6 @@ class RunState(MapRows, Judging):
         self._move(i, QUEUED, now)
         self._record(i, RUNNING, QUEUED, now)
 
-    def _park_code(self, i: int, now: float, park: Park) -> None:
-        """A Python step asked for approval: its attempt ends (``waiting``) and the
-        step waits, once; asked again after its approval was given, it fails."""
-        if i in self.given_approval:  # its next attempt did not see the decision
-            self.end_attempt(i, "failed", now)
-            self.fail(i, "the step asked for approval again after its approval was "
-                         "given (a step waits at most once)", now)
-            return
-        self.end_attempt(i, "waiting", now)
-        self.wait(i, now)
-        self._effects.append(park)
-
     def take_effects(self) -> Effects:
         """What the rules fired since the last event asked the runtime to do (a step
         failed by its ``when``, settled off the loop, may halt the run)."""
@@ -248,8 +271,8 @@ class RunState(MapRows, Judging):
         step = self.steps[i]
         if self.spec.on_failure == "fail_fast" and not step.allow_failure:
             if not self.halting:  # what runs is cancelled once, as the run halts
-                self._effects.append(CancelRunning(
-                    reason=f"step {step.id!r} failed (on_failure: fail_fast)"))
+                self.halt_reason = f"step {step.id!r} failed (on_failure: fail_fast)"
+                self._effects.append(CancelRunning(reason=self.halt_reason))
             self.halting = True
             self.failure_reason = f"step {step.id!r} failed (on_failure: fail_fast)"
         self._finished(i, now)
@@ -262,18 +285,6 @@ class RunState(MapRows, Judging):
 
     def waiting_steps(self) -> list[int]:
         return [i for i, r in enumerate(self.rows) if r.status is WAITING]
-
-    def wait(self, i: int, now: float) -> None:
-        """The step is parked (approval, long delay) and holds no concurrency slot."""
-        self._move(i, WAITING, now)
-        self.running.discard(i)
-        self._record(i, RUNNING, WAITING, now)
-
-    def requeue(self, i: int, now: float) -> None:
-        """A waiting step is ready to run again (a Python step's approval arrived)."""
-        self._move(i, QUEUED, now)
-        self._record(i, WAITING, QUEUED, now)
-        heappush(self._ready, self._rank[i])
 
     def cancel_step(self, i: int, now: float, reason: str) -> None:
         row = self.rows[i]
@@ -290,12 +301,48 @@ class RunState(MapRows, Judging):
         # when the run goes on (a single step was cancelled), dependants are judged
         self._finished(i, now, propagate=not self.halting)
 
+    # ----------------------------------------------------------------- halting
+
+    def _timer_fired(self, e: TimerFired) -> Effects:
+        """A retry's delay (or a pool's rate window) passed: the step is ready again if
+        it is still queued.  The run's timeout halts it.  (An approval's deadline is
+        decided as a ``Decision`` by ``timeout``, once the runtime stored it.)"""
+        if e.kind == "run_timeout":
+            timeout = self.spec.timeout or 0.0
+            return self._halt(f"run timed out after {timeout:g}s", cancelled=False)
+        if e.kind != "approval_timeout" and self.rows[e.i].status is QUEUED:
+            self.retry_due(e.i)
+        return NO_EFFECTS
+
+    def _cancel_requested(self, e: CancelRequested) -> Effects:
+        """Cancel the run (once).  ``interrupted``: nothing will report any more, so
+        every step that has not ended is cancelled now."""
+        if e.interrupted:
+            self.halt(e.reason, cancelled=True)
+            for i in list(self.running):
+                self.cancel_step(i, e.at, e.reason)
+            self.cancel_unstarted(e.at, e.reason)
+            return NO_EFFECTS
+        if self.cancelled:
+            return NO_EFFECTS
+        return self._halt(e.reason, cancelled=True)
+
+    def _halt(self, reason: str, *, cancelled: bool) -> Effects:
+        self.halt(reason, cancelled=cancelled)
+        return [CancelRunning(reason=reason)]
+
     def halt(self, reason: str, *, cancelled: bool) -> None:
-        """Start nothing new (fail-fast, cancel, run timeout)."""
+        """Start nothing new (fail-fast, cancel, run timeout).  A cancel or a timeout
+        gives the run the reason it stops for; a timeout is its failure."""
         self.halting = True
+        self.halt_reason = reason
         self.cancelled = self.cancelled or cancelled
         if not cancelled and self.failure_reason is None:
             self.failure_reason = reason
+
+    def stop_reason(self) -> str:
+        """Why the run starts nothing new: what is cancelled is cancelled for it."""
+        return self.halt_reason or self.failure_reason or "run stopped"
 
     def cancel_unstarted(self, now: float, reason: str) -> None:
         """Once halting and nothing runs: every step not final is cancelled."""
@@ -304,6 +351,7 @@ class RunState(MapRows, Judging):
                 self.cancel_step(i, now, reason)
         self._ready.clear()
         self.when_due.clear()
+        self.parked.clear()
 
     # ----------------------------------------------------------------- rules
 

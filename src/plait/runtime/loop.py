@@ -21,11 +21,13 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..core import expressions
+from ..core.effects import Effects
+from ..core.events import CancelRequested, TimerFired
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON
 from ..core.retry import ErrorInfo
 from ..core.runstate import RunState
-from ..core.states import RunStatus, StepStatus
+from ..core.states import RunStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import InterruptedAttempt, RunError, RunTakenOver
 from ..steps.registry import StepCall, StepType, get_step_type
@@ -33,7 +35,7 @@ from ..store.base import RunChange, RunRecord
 from ..store.memory import MemoryStore
 from .approvals import Approvals
 from .context import StepLog
-from .ending import cancel_everything, final_change
+from .ending import final_change
 from .halt import Halt
 from .host import RunHost
 from .outcomes import OutcomeEffects
@@ -119,14 +121,16 @@ class RunLoop:
         self.whens = WhenJudge(checked, state)
         # the judge's own dict and list, read on every turn
         self._judging, self._judged = self.whens.judging, self.whens.judged
-        self.halt = Halt(state, self.tasks, self.whens, source.cancel)
+        self.halt = Halt(self.tasks, self.whens, source.cancel)
+        # feeds an outcome to the state and carries out what it decides
+        self._effects = OutcomeEffects(checked, state, secrets, self.view, self.timers,
+                                       self.clock, self._rand, self.approvals, self.halt,
+                                       self.tasks, source.start)
+        self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float],
+                               None] = self._effects.apply
         self._wake: asyncio.Future[None] | None = None
         self._create_task: Spawn  # a task the run owns
         self._start_attempt: Callable[[StepCall, bool], object]  # WorkSource.start
-        # feeds an outcome to the state and carries out its effects
-        self._effects: OutcomeEffects
-        self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float],
-                               None]
         # the claim that gave us the run just read its cancel request and renewed the
         # heartbeat: the first poll is due a poll interval after it
         self._last_cancel_poll = run.heartbeat_at or 0.0
@@ -171,11 +175,6 @@ class RunLoop:
                 self._aio = asyncio.get_running_loop()
                 self.source.open(tg.create_task, self.report)
                 self._start_attempt = self.source.start
-                self._effects = OutcomeEffects(
-                    self.checked, self.state, self.secrets, self.view, self.timers,
-                    self.clock, self._rand, self.approvals, self.halt, self.tasks,
-                    self._start_attempt)
-                self._handle = self._effects.apply
                 try:
                     await self._main()
                 finally:
@@ -224,7 +223,7 @@ class RunLoop:
                 break
             if not self.tasks and not self._judging and state.halting:
                 # nothing runs any more: whatever has not started never will
-                state.cancel_unstarted(self.clock(), self.halt.why())
+                state.cancel_unstarted(self.clock(), state.stop_reason())
                 parked.clear()
                 continue
             if not self.tasks and not self._judging and not timers.busy() \
@@ -270,7 +269,8 @@ class RunLoop:
         if self.spec.timeout is not None:
             self.timers.add(now + self.spec.timeout, "run_timeout", -1)
         if run.cancel_requested:  # cancelled while nobody executed it
-            self.halt.stop("cancelled on request", cancelled=True)
+            self._effects.carry_out(state.apply(CancelRequested(
+                reason="cancelled on request", at=now)), now)
         state.start(now)
         if len(self._rows) != len(self._types):  # map items, restored
             self._grow()
@@ -290,8 +290,10 @@ class RunLoop:
         state.interrupted.clear()
         for i in state.waiting_steps():
             if self._types[i].parks:
+                state.park(i, "approval", now, resumed=True)
                 self.approvals.park(i, resumed=True)
             else:  # a Python step in ctx.wait_for_approval
+                state.park(i, "code_approval", now, resumed=True)
                 self.approvals.park_code(i, now)
         if self.approvals.parked:
             await self.writer.commit_run(run_change)
@@ -310,7 +312,7 @@ class RunLoop:
     async def _check_decisions(self) -> None:
         """Apply stored approval decisions, and deadlines that have passed."""
         self._decisions_due = False
-        await self.approvals.apply(self._carry_out)
+        await self.approvals.apply(self._carry)
         await self.writer.flush()
 
     async def _park_run(self) -> None:
@@ -364,8 +366,9 @@ class RunLoop:
             else:
                 attempt = state.begin(i, now, worker)
             if step_type.parks and self._refused is None:
-                state.wait(i, now)
+                state.park(i, "approval", now)
                 self.approvals.park(i)
+                self._carry_out()  # what it asks cannot be shown: it failed
                 continue
             # begin() set started_at (at the step's first attempt)
             call = StepCall(step, i, attempt, state.rows[i].started_at or now, view)
@@ -430,6 +433,10 @@ class RunLoop:
                 return
         self._signal()
 
+    def _carry(self, effects: Effects) -> None:
+        if effects:
+            self._effects.carry_out(effects, self.clock())
+
     def _carry_out(self) -> None:
         """Effects of rules that fired outside an outcome (a decision, a ``when``)."""
         effects = self.state.take_effects()
@@ -451,10 +458,7 @@ class RunLoop:
             # a fallback runs outside the step's pool slot
             if not fallback and (pool := pool_of[i]) is not None:
                 slots.release(pool)
-            if kind == "cancelled":
-                self.state.cancel_step(i, now, self.halt.why())
-            else:
-                handle(i, kind, output, error, fallback, now)
+            handle(i, kind, output, error, fallback, now)
         if self._remote:  # applied (or dropped): consumed by the batch that follows
             self.source.applied(outcomes)
 
@@ -494,24 +498,23 @@ class RunLoop:
                 handle.cancel()
 
     def _fire_timers(self, now: float) -> None:
+        state = self.state
         for kind, i in self.timers.pop_due(now):
-            if kind == "retry" or kind == "ready":
-                if self.state.rows[i].status is StepStatus.QUEUED:
-                    self.state.retry_due(i)
-            elif kind == "approval_timeout":
+            if kind == "approval_timeout":
                 # decided in _check_decisions, after the stored decisions are read
                 if i in self.approvals.parked:
                     self._decisions_due = True
-            elif kind == "run_timeout":
-                self.halt.stop(f"run timed out after {self.spec.timeout:g}s",
-                               cancelled=False)
+            else:
+                self._effects.carry_out(state.apply(TimerFired(kind=kind, i=i, at=now)),
+                                        now)
 
     # ------------------------------------------------------------- halting
 
     def request_cancel(self, reason: str) -> None:
-        if not self.state.halting or not self.state.cancelled:
-            self.halt.stop(reason, cancelled=True)
-            self._signal()
+        now = self.clock()
+        self._effects.carry_out(self.state.apply(CancelRequested(reason=reason, at=now)),
+                                now)
+        self._signal()
 
     async def _poll_cancel(self, now: float) -> None:
         """Other processes reach a running run through the store: notice a cancel
@@ -536,16 +539,15 @@ class RunLoop:
 
     async def _finish(self) -> None:
         await self.writer.commit_run(await final_change(
-            self.checked, self.state, self.writer.run, cancel_reason=self.halt.reason,
-            secrets=self.secrets, clock=self.clock, refused=self._refused))
+            self.checked, self.state, self.writer.run, secrets=self.secrets,
+            clock=self.clock, refused=self._refused))
 
     async def _abort(self, reason: str) -> None:
         """The run's task was cancelled (Ctrl-C): record everything as cancelled."""
         now = self.clock()
-        cancel_everything(self.state, reason, now)
-        self.halt.reason = reason
+        self.state.apply(CancelRequested(reason=reason, at=now, interrupted=True))
+        end = self.state.finish()
         run = self.writer.run
         if run.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.WAITING):
-            await self.writer.commit_run(RunChange(source=run.status,
-                                                   target=RunStatus.CANCELLED, at=now,
-                                                   error=reason))
+            await self.writer.commit_run(RunChange(source=run.status, target=end.status,
+                                                   at=now, error=end.error))

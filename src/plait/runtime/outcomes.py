@@ -9,7 +9,7 @@ counts of circuit breakers (their state is this process's, not the run's).
 
 What the runtime adds before the state sees an outcome: secrets are redacted from
 outputs and error messages, and a retry's jitter is drawn.  (``cancelled`` needs none
-of this: the loop cancels the step with its halt reason.)
+of this: the state cancels the step for the reason the run halted.)
 
 Nothing here refers to the loop: a finished run's objects are freed by reference
 counting, without waiting for the cyclic garbage collector (see ``runtime.gctune``).
@@ -72,7 +72,7 @@ class OutcomeEffects:
 
     def apply(self, i: int, kind: OutcomeKind, output: JSON, error: ErrorInfo | None,
               fallback: bool, now: float) -> None:
-        """Any outcome but ``cancelled``: the state judges it, its effects are done."""
+        """An attempt's outcome: the state judges it, its effects are carried out."""
         if kind == "ok":
             if self._secrets.redacting:
                 output = self._secrets.redact(output)
@@ -104,7 +104,7 @@ class OutcomeEffects:
             elif isinstance(effect, Park):
                 self._approvals.park_code(effect.i, now)
             elif isinstance(effect, CancelRunning):
-                self._halt.cancel_running(effect.reason)
+                self._halt.cancel_running()
             elif isinstance(effect, CountBreaker):
                 self._count(effect, now)
 
