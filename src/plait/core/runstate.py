@@ -1,13 +1,17 @@
 """The live state of one run: a driven state machine (graphlib-shaped).
 
 The run loop owns the clock, the randomness and the I/O.  It asks ``pop_ready()`` for
-the next step to start, reports what happened (``begin``, ``succeed``, ``fail_attempt``,
-``fail``, ``cancel``...), and drains ``changes`` to persist them before acting on them.
-Every rule of a run (trigger rules, guards, ``when``, retries, fail-fast, the run's
-final status) is decided here and in the modules this one is built from: ``runrows``
-(the rows, the ready heap, the changes to persist), ``judging`` (a step whose parents
-are final) and ``mapitems`` (a map step's items).  Each event costs O(1) plus the
-step's children.
+the next step to start and ``begin``s it; everything else that happens to the run is
+an event (``core.events``) it hands to ``apply``, which moves the rows as the rules
+say and returns what the runtime must do (``core.effects``).  The loop drains the
+changes (``drain``) and persists them before acting on the effects.
+
+Every rule of a run is decided here and in the modules this one is built from:
+``runrows`` (the rows, the ready heap, the changes to persist), ``judging`` (trigger
+rules, guards and ``when`` of a step whose parents are final), ``mapitems`` (a map
+step's items), ``parking`` (waiting steps and decisions) and ``policy`` (what follows
+an attempt).  Here: an attempt's end, halting (fail-fast, cancel, the run's timeout)
+and the run's end (``finish``).  Each event costs O(1) plus the step's children.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 The loop asks the core's RunState what may start, commits every change to the store
 *before* acting on it (a step is stored ``running`` with its attempt counted before its
 function is called), hands attempts to a ``WorkSource`` and feeds the outcomes the
-source reports back to the core.  Every decision is made here, whatever the source:
-retry, then fallback, then fail; circuit breakers; fail-fast; cancel; approvals;
-timers; the run's output and end.  Changes that happen together are committed together
-(group commit, ``RunWriter``).  Approval steps are parked without an attempt; when only
-people can move the run on, it is stored ``waiting`` and the loop returns.
+source reports back to the core as events.  The core decides (retry, then fallback,
+then fail; fail-fast; cancel; approvals; timers; the run's end) and returns effects,
+which the loop carries out (``runtime.outcomes``): it decides nothing itself.  Changes
+that happen together are committed together (group commit, ``RunWriter``).  Approval
+steps are parked without an attempt; when only people can move the run on, it is
+stored ``waiting`` and the loop returns.
 
 The seam's contract is in ``runtime.worksource``; ``LocalSource`` (``runtime.local``)
 runs attempts as tasks of the run's TaskGroup.
