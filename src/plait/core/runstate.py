@@ -288,7 +288,10 @@ class RunState(MapRows, Judging, Parking):
                                                   status, error=error, worker=row.worker))
 
     def waiting_steps(self) -> list[int]:
-        return [i for i, r in enumerate(self.rows) if r.status is WAITING]
+        """Steps parked when the run stopped (not map steps, which wait on their
+        items)."""
+        return [i for i, r in enumerate(self.rows) if r.status is WAITING
+                and i not in self.maps]
 
     def cancel_step(self, i: int, now: float, reason: str) -> None:
         row = self.rows[i]

@@ -79,6 +79,7 @@ def test_restore_of_a_waiting_map_keeps_finished_items() -> None:
     assert state.interrupted == [2]  # m[1]: its attempt died with the process
     assert not state.new_rows  # the rows are stored already
     assert not state.done
+    assert state.waiting_steps() == []  # the map waits on its items, not on a person
     lost = ErrorInfo(type="X", message="lost", names=("X",))
     assert state.apply(AttemptEnded(i=2, kind="interrupted", at=10.0, error=lost)) \
         == [Retry(i=2, due=11.0)]
