@@ -20,7 +20,7 @@ from . import expressions
 from .effects import Effect, ParkReason
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
-from .rows import AttemptChange, StepChange, StepRuntime, StepsView
+from .rows import AttemptChange, StepChange, StepRuntime, StepsView, new_change
 from .states import FINAL_STEP_STATES, STEP_TRANSITIONS, StepStatus
 from .validate import CheckedWorkflow
 
@@ -210,7 +210,7 @@ class RunRows:
                         r.status, r.attempts, r.output, r.error, r.started_at,
                         r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
                         r.worker)
-            append(StepChange(ids[i], source, target, at, snap))
+            append(new_change(StepChange, (ids[i], source, target, at, snap)))
         return changes, attempts
 
 
