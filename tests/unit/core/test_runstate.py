@@ -1,4 +1,4 @@
-"""RunState by example: the driven state machine of SPEC 5 and its restore (SPEC 6)."""
+"""RunState by example: the driven state machine of a run and its restore after a crash."""
 
 from __future__ import annotations
 
