@@ -152,7 +152,7 @@ class StaleWriteError(StoreError):
 
 
 class DecisionTaken(StaleWriteError):
-    """An approval step already has a stored decision: the first one stands (SPEC 8).
+    """An approval step already has a stored decision: the first one stands (docs/operations.md).
     ``decision`` is the standing one ({"decision": "approved"|"rejected", "by", "at",
     "data"})."""
 

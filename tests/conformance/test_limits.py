@@ -1,4 +1,4 @@
-"""Limits that hold across every process sharing a store (SPEC 7): a pool's rate judged
+"""Limits that hold across every process sharing a store: a pool's rate judged
 when its tickets are claimed, and circuit breakers' state kept with a compare-and-set
 (``store.base``'s ``claim_attempts``, ``get_breaker`` and ``put_breaker``).
 
@@ -217,3 +217,39 @@ async def test_concurrent_updaters_count_every_failure_once(store: Store, uid: U
     assert (breaker.failures, version) == (8, 9)  # the first put, then one per failure
     assert breaker.state == "open"
     assert sum(tries) >= 8
+
+
+async def _take_trial(store: Store, spec: CircuitBreakerSpec, now: float, holder: str) -> bool:
+    """Ask for the breaker's trial at ``now`` as ``holder``: read, apply the core's
+    rule, compare-and-set (again on a lost race).  Whether it was granted."""
+    for _ in range(1000):
+        state, version = await store.get_breaker(spec.key)
+        breaker = CircuitBreaker.from_json(spec, state)
+        if not breaker.allow(now, holder):
+            return False
+        if await store.put_breaker(spec.key, breaker.to_json(), version):
+            return True
+        await asyncio.sleep(0)
+    raise AssertionError(f"breaker {spec.key!r}: the trial was never decided")
+
+
+async def test_one_trial_lease_across_stores_and_another_once_it_runs_out(
+        store: Store, uid: UID) -> None:
+    spec = CircuitBreakerSpec(key=uid("api"), failure_threshold=1, reset_after=30.0)
+    opened = CircuitBreaker(spec)
+    opened.record_failure(1000.25)
+    assert await store.put_breaker(spec.key, opened.to_json(), 0)
+    others = await _sharing_breakers(store, 3, spec.key)
+    try:
+        stores = [store, *others]
+        won = await asyncio.gather(*(_take_trial(stores[n % len(stores)], spec, 1030.5,
+                                                 f"w{n}/run-é/s#1") for n in range(6)))
+    finally:
+        for other in others:
+            await other.close()
+    assert won.count(True) == 1, won
+    state, _ = await store.get_breaker(spec.key)
+    held = CircuitBreaker.from_json(spec, state)  # the lease, stored exactly
+    assert (held.holder, held.trial_until) == (f"w{won.index(True)}/run-é/s#1", 1060.5)
+    assert not await _take_trial(store, spec, 1060.4, "late")
+    assert await _take_trial(store, spec, 1060.5, "next")  # the lease ran out

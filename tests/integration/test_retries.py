@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from plait import FatalError, Retry, StepContext, Workflow
+from plait.core.model import CircuitBreakerSpec
 from plait.runtime.engine import Engine
 from plait.store import MemoryStore
 
@@ -361,7 +362,8 @@ async def test_a_success_resets_the_breaker_across_runs_of_one_engine(engine: En
     # fail, succeed, fail, succeed: never two consecutive failures
     assert (await run_with(engine, wf_ok)).steps["s"].status == "completed"
     assert (await run_with(engine, wf_ok2)).steps["s"].status == "completed"
-    assert engine.breaker("k", None).state == "closed"
+    state = await engine.breakers.state(CircuitBreakerSpec(key="k", failure_threshold=2))
+    assert (state.state, state.failures) == ("closed", 0)
 
 
 # ---------------------------------------------------------------- outputs and templates

@@ -1,4 +1,4 @@
-"""``plait run --db postgresql://...``: the run is stored for the workers (SPEC 7).
+"""``plait run --db postgresql://...``: the run is stored for the workers (docs/workers.md).
 
 This process never executes it: it stores the definition and the run, wakes the
 listening workers (``NOTIFY plait_run`` with the run id, right after the run's commit;

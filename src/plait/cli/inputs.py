@@ -108,7 +108,7 @@ def _read_file(file: str) -> str:
 
 
 def _parse(text: str, option: str, what: str, root: str) -> JSON:
-    """The JSON in ``text``, checked as run inputs are (SPEC 5: valid Unicode, at most
+    """The JSON in ``text``, checked as run inputs are (docs/limits.md: valid Unicode, at most
     4,300-digit integers, nested at most 256 levels), else click.BadParameter."""
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)

@@ -15,7 +15,7 @@ _STORED = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]{0,63})(?:@(?P<version>[0-9]+
 
 def add_import_paths(definition: Path | None) -> None:
     """Put the definition file's directory and the current directory first on
-    ``sys.path``, so ``python`` steps' ``call: module:function`` import (SPEC 8)."""
+    ``sys.path``, so ``python`` steps' ``call: module:function`` import (docs/cli.md)."""
     wanted = [str(Path.cwd())]
     if definition is not None:
         wanted.insert(0, str(definition.resolve().parent))

@@ -4,7 +4,7 @@ shared pieces every command that opens a store uses (``opened_store``, ``guarded
 The work is the runtime's: this module opens the store, hands the engine a listener
 for progress, turns the first Ctrl-C into a cancellation the engine records (the run
 ends ``cancelled`` with its running steps cancelled) and the second into an immediate
-stop, and maps errors to the exit codes of SPEC 8.
+stop, and maps errors to the exit codes of docs/cli.md.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def _missing_hint(db: str) -> str:
 
 async def run_command(target: str, input: JSON, *, db: str, view: RunView,
                       detach: bool = False) -> ExitCode:
-    """``plait run``: the exit code of SPEC 8 (problems are written to ``view.err``).
+    """``plait run``: its exit code (docs/cli.md; problems are written to ``view.err``).
     With ``detach`` the run is stored and handed to a background ``plait resume``; on
     PostgreSQL the workers execute it (``follow``)."""
 
@@ -168,7 +168,7 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunView,
             run = await _submit(engine, checked, input, target)
             if not stored_reference(target):
                 await control.remember_source(store, run.run_id, Path(target))
-            if for_workers(db):  # SPEC 7: the workers execute it, never this process
+            if for_workers(db):  # the workers execute it, never this process
                 await announce(store, run)
                 if detach:
                     view.submitted(run)
@@ -204,7 +204,7 @@ async def shown(engine: Engine, view: RunView, result: RunResult) -> ExitCode:
     """Show the run's outcome; the exit code for it.  A run that waits shows what each
     waiting step asks (``waiting`` in --json: an approval's prompt and content)."""
     if result.status == "waiting":
-        from .notes import waits_of
+        from ..rundoc.notes import waits_of
 
         events = await engine.store.get_events(result.run_id)
         result.waits = waits_of({sid: s.status for sid, s in result.steps.items()}, events)
@@ -321,7 +321,7 @@ async def retry_command(run_id: str, *, from_step: str | None, new_input: JSON,
                               {"input": new_input} if replace_input else {})
             steps = await store.get_steps(new.run_id)
             view.notices().print(_retry_notice(old, new, steps))
-            if for_workers(db):  # SPEC 7: the workers execute it, as `plait run`'s
+            if for_workers(db):  # the workers execute it, as `plait run`'s
                 await announce(store, new)
                 return await _follow(engine, new, view, db)
             try:

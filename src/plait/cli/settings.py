@@ -1,6 +1,6 @@
 """The command line's defaults, in one place.
 
-``DEFAULT_DB`` is the store of SPEC 6: a SQLite file under ``./.plait/`` of the current
+``DEFAULT_DB`` is the CLI's default store: a SQLite file under ``./.plait/`` of the current
 directory, created by the first command that stores something (``plait run``); the
 commands that only read leave a missing file missing.  ``--db`` and ``PLAIT_DB``
 override it.

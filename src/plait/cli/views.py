@@ -88,7 +88,7 @@ class RunView(ABC):
 
 
 class JsonView(RunView):
-    """``--json``: exactly one JSON object on stdout (SPEC 8); the status line of a run
+    """``--json``: exactly one JSON object on stdout (docs/cli.md); the status line of a run
     that did not complete goes to stderr.  While the run executes, whatever its steps
     print (or the programs they start) goes to stderr, so stdout stays parseable."""
 

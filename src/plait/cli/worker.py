@@ -1,4 +1,4 @@
-"""``plait worker``: one process of a cluster (SPEC 7), around ``runtime.worker.Worker``.
+"""``plait worker``: one process of a cluster (docs/workers.md), around ``runtime.worker.Worker``.
 
 The command puts the current directory on ``sys.path``, imports the ``--import``
 modules (one that fails: exit 2 naming it, before anything connects), opens the store,

@@ -1,4 +1,4 @@
-"""What bounds a template's render (SPEC 4), without Jinja2: its time and size limits,
+"""What bounds a template's render (docs/expressions.md), without Jinja2: its time and size limits,
 the stop flag its owner sets, and the context key of declared outputs.  The sandbox
 (``sandbox``) enforces them; the runtime holds a ``Stop`` per attempt whether or not the
 step has templates."""

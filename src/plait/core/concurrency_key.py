@@ -1,8 +1,8 @@
-"""``concurrency_key`` and ``max_runs_per_key`` (SPEC 7): their checks, and the key of a
+"""``concurrency_key`` and ``max_runs_per_key`` (docs/schedules.md): their checks, and the key of a
 run rendered from its input.
 
 A run's key is decided when the run is created, before any step ran, so the template
-may read ``input`` only.  It is rendered in the sandbox like every template (SPEC 4).
+may read ``input`` only.  It is rendered in the sandbox like every template (docs/expressions.md).
 Holding runs back while ``max_runs_per_key`` runs of their key are running is the
 workers' business (a run waits ``pending``); this module only says what the key is.
 """

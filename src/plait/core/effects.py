@@ -1,8 +1,7 @@
 """What the run's state asks the runtime to do (returned by ``RunState.apply``).
 
 The state decides; the runtime carries the effects out, in order, and decides
-nothing: it sets the timers, starts fallbacks, parks steps, cancels what runs and
-counts circuit breakers (whose state lives in the process, not in the run).  Most
+nothing: it sets the timers, starts fallbacks, parks steps and cancels what runs.  Most
 events have no effect: they return ``NO_EFFECTS``, a shared empty tuple, so the
 path of a step that succeeds allocates nothing.  Starting ready steps is not an
 effect: the loop takes them from the ready heap (``pop_ready``) as slots allow.
@@ -55,14 +54,6 @@ class CancelRunning:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CountBreaker:
-    """Count an attempt of step ``i`` in its circuit breaker (``success`` or not)."""
-
-    i: int
-    success: bool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class SetTimer:
     """Tell the state ``TimerFired(kind, i)`` at ``due``."""
 
@@ -79,6 +70,6 @@ class Finish:
     error: str | None = None
 
 
-Effect = Retry | RunFallback | Park | CancelRunning | CountBreaker | SetTimer | Finish
+Effect = Retry | RunFallback | Park | CancelRunning | SetTimer | Finish
 Effects = Sequence[Effect]
 NO_EFFECTS: tuple[Effect, ...] = ()

@@ -1,4 +1,4 @@
-"""Sandboxed Jinja2 expressions (SPEC 4).
+"""Sandboxed Jinja2 expressions (docs/expressions.md).
 
 A string that is exactly one ``{{ expr }}`` yields the expression's native value; any
 other string containing ``{{`` or ``{%`` renders to text; other strings are literals.
@@ -155,7 +155,7 @@ def templates_in(value: JSON) -> Iterator[tuple[str, str]]:
 
 
 def truthy(value: JSON) -> bool:
-    """Truthiness of a rendered guard: Python's (SPEC 4), so any non-empty string,
+    """Truthiness of a rendered guard: Python's (docs/expressions.md), so any non-empty string,
     "false" and "no" included, is true; a guard that must be false renders a native
     value (``{{ x == 'no' }}``)."""
     return bool(value)

@@ -1,6 +1,6 @@
 """Checking that a value is JSON every store can hold, naming the key path of what is not.
 
-SPEC 5: a step's output (and a run's input) is JSON: dicts with string keys, lists,
+A step's output (and a run's input) is JSON (docs/limits.md): dicts with string keys, lists,
 strings that are valid Unicode (no lone surrogate, which UTF-8 cannot encode), integers
 of at most 4,300 digits (Python's int <-> str conversion limit: a longer one could be
 stored by one process and not read back by another), finite floats, booleans and None,

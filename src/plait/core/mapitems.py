@@ -10,27 +10,13 @@ first item that failed (its unstarted items cancelled).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ..errors import OutputError
 from .mapping import item_id, item_step, map_concurrency
 from .model import JSON
-from .rows import StepRuntime
+from .rows import MapItems, StepRuntime
 from .runrows import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING, WAITING, RunRows
 from .states import FINAL_STEP_STATES
-
-
-@dataclass(slots=True)
-class MapItems:
-    """The items of one expanded map step (rows ``first .. first + count - 1``)."""
-
-    first: int
-    count: int
-    limit: int  # items running at once, at most
-    queued: int = 0  # items released so far (in order)
-    ended: int = 0  # items that reached a final status
-    failed: str | None = None  # why the map fails (the first item that failed)
-
 
 
 class MapRows(RunRows):

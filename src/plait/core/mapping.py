@@ -1,4 +1,4 @@
-"""Map steps (SPEC 3): the names of their items and the StepSpec each item runs.
+"""Map steps (docs/map.md): the names of their items and the StepSpec each item runs.
 
 A map step ``fetch`` renders ``over`` to a list; item ``k`` is the persisted step
 ``fetch[k]`` running the map's inline step (``StepSpec.item``).  User ids never contain

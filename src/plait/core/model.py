@@ -21,7 +21,7 @@ DEFAULT_CONCURRENCY = 16
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
-    """How a failed attempt is retried (SPEC 5).  ``max_retries`` counts retries, so a
+    """How a failed attempt is retried (docs/semantics.md).  ``max_retries`` counts retries, so a
     step runs at most ``max_retries + 1`` attempts."""
 
     max_retries: int = 3
@@ -83,7 +83,7 @@ class Limits:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScheduleSpec:
-    """One entry of ``schedules:`` (SPEC 7): start a run with ``input`` at every time
+    """One entry of ``schedules:`` (docs/schedules.md): start a run with ``input`` at every time
     ``cron`` (five fields, or an ``@hourly``-style alias) names in ``timezone``.
     ``catch_up`` says which fires missed while no scheduler ran are started: only the
     latest (``skip``) or each of them (``all``, bounded: ``core.schedule``)."""
@@ -96,7 +96,7 @@ class ScheduleSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheSpec:
-    """``cache: {key, ttl}`` of a step (SPEC 3): a completed result of the same workflow,
+    """``cache: {key, ttl}`` of a step (docs/caching.md): a completed result of the same workflow,
     step and rendered ``key`` younger than ``ttl`` seconds is reused without running."""
 
     key: str

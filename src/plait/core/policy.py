@@ -8,9 +8,6 @@ fail: it is parked until a person decides.
 
 A ``workflow`` or ``loop`` step whose child run did not complete fails for good,
 naming the child (``child_failure``).
-
-A step's circuit breaker counts the step's own attempts: its successes and failures,
-never its fallback's, nor a refusal by the breaker itself, nor a request for approval.
 """
 
 from __future__ import annotations
@@ -55,13 +52,6 @@ def after_attempt(step: StepSpec, i: int, *, kind: AttemptKind, error: ErrorInfo
     if step.fallback is not None and not halting:
         return RunFallback(i=i)
     return Fail(reason=str(error))
-
-
-def counts_failure(step: StepSpec, kind: AttemptKind, fallback: bool,
-                   verdict: AfterAttempt) -> bool:
-    """Whether the step's circuit breaker counts this failed attempt."""
-    return step.circuit_breaker is not None and not fallback and kind != "refused" \
-        and not isinstance(verdict, Park)
 
 
 def refused_output(exc: OutputError | Exception) -> ErrorInfo:

@@ -1,4 +1,4 @@
-"""State reducers: how a key written by several steps combines (SPEC 1.2)."""
+"""State reducers: how a key written by several steps combines (docs/definitions.md)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 ``StepRuntime`` is one step's row (mutable, owned by the run's state).  ``StepChange``
 and ``AttemptChange`` are what the state hands the loop to commit (``drain``), in
 order; the stores write them.  ``StepsView`` is ``steps.<id>`` as templates see it.
+``MapItems`` counts the items of an expanded map step (``mapitems``).
 """
 
 from __future__ import annotations
@@ -88,3 +89,14 @@ class StepsView(Mapping[str, JSONDict]):
     def __len__(self) -> int:
         return len(self._index)
 
+
+@dataclass(slots=True)
+class MapItems:
+    """The items of one expanded map step (rows ``first .. first + count - 1``)."""
+
+    first: int
+    count: int
+    limit: int  # items running at once, at most
+    queued: int = 0  # items released so far (in order)
+    ended: int = 0  # items that reached a final status
+    failed: str | None = None  # why the map fails (the first item that failed)

@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from ..errors import OutputError, TransitionError
 from . import expressions
 from .effects import Effect, ParkReason
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
-from .rows import AttemptChange, StepChange, StepRuntime, StepsView, new_change
+from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
 from .states import FINAL_STEP_STATES, STEP_TRANSITIONS, StepStatus
 from .validate import CheckedWorkflow
-
-if TYPE_CHECKING:
-    from .mapitems import MapItems
 
 S = StepStatus
 # Members bound to module names: reading ``StepStatus.X`` goes through the enum's class

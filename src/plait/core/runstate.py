@@ -19,15 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import OutputError, TransitionError
-from .effects import NO_EFFECTS, CancelRunning, CountBreaker, Effects, Finish, Park, Retry
+from .effects import NO_EFFECTS, CancelRunning, Effects, Finish, Park, Retry
 from .events import AttemptEnded, AttemptKind, CancelRequested, Decision, Event, TimerFired
 from .judging import Judging
-from .mapitems import MapItems, MapRows
+from .mapitems import MapRows
 from .model import JSON
 from .parking import Parking
-from .policy import Fail, after_attempt, counts_failure, refused_output
+from .policy import Fail, after_attempt, refused_output
 from .retry import ErrorInfo
-from .rows import AttemptChange, StepChange, StepRuntime, StepsView, new_change
+from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
 from .runrows import (
     CANCELLED,
     COMPLETED,
@@ -216,8 +216,6 @@ class RunState(MapRows, Judging, Parking):
         except (OutputError, TransitionError) as refused:
             return self._attempt_failed(i, "ok", refused_output(refused), fallback, now,
                                         rand)
-        if self.steps[i].circuit_breaker is not None and not fallback:
-            self._effects.append(CountBreaker(i=i, success=True))
         return self.take_effects() if self._effects else NO_EFFECTS
 
     def _attempt_failed(self, i: int, kind: AttemptKind, error: ErrorInfo,
@@ -227,8 +225,6 @@ class RunState(MapRows, Judging, Parking):
         verdict = after_attempt(step, i, kind=kind, error=error, attempts=row.attempts,
                                 fallback=fallback, first_error=row.error,
                                 halting=self.halting, at=now, rand=rand)
-        if counts_failure(step, kind, fallback, verdict):
-            self._effects.append(CountBreaker(i=i, success=False))
         if isinstance(verdict, Park):
             self._park_code(i, now, verdict)
         elif fallback and isinstance(verdict, Fail):  # (its attempt is closed already)

@@ -1,4 +1,4 @@
-"""The Jinja2 sandbox templates render in, and its bounds (SPEC 4).
+"""The Jinja2 sandbox templates render in, and its bounds (docs/expressions.md).
 
 Every render has a ``Budget``: a deadline (``MAX_SECONDS``) and a stop flag that the
 runtime sets when the step is cancelled.  The sandbox checks it on every call, attribute

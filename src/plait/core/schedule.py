@@ -1,4 +1,4 @@
-"""When a schedule fires (SPEC 7): which fire times are due, and the next one.
+"""When a schedule fires (docs/schedules.md): which fire times are due, and the next one.
 
 Pure: the caller passes the last fire time it recorded and ``now``; nothing here reads
 a clock or a store.  Times are seconds since the epoch; a fire time is always a whole

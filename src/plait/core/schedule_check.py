@@ -1,4 +1,4 @@
-"""The ``schedules:`` field of a definition (SPEC 7): its shape, read by the loader and
+"""The ``schedules:`` field of a definition (docs/schedules.md): its shape, read by the loader and
 the Python front end alike (``parse_schedules``), and what is checked with the whole
 definition (``schedule_problems``): the cron expression, the time zone, the catch_up
 rule, the input against the workflow's input schema, and repeats.

@@ -1,4 +1,4 @@
-"""Compiling and rendering templates with Jinja2, in the sandbox (SPEC 4).
+"""Compiling and rendering templates with Jinja2, in the sandbox (docs/expressions.md).
 
 ``expressions`` is the face the rest of plait uses; it imports this module (and with it
 Jinja2, about 30 ms) with the first template it compiles, so a definition without

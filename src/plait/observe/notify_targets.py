@@ -157,7 +157,7 @@ def targets_from_environment(environ: Mapping[str, str] | None = None) -> list[T
 
 def call_modules(value: JSON) -> list[tuple[str, str]]:
     """``(location, module)`` of each ``call:`` target of a ``notify:`` list: what an
-    untrusted definition (SPEC 9, registered over the API) must have allowed by
+    untrusted definition (registered over the API: docs/security.md) must have allowed by
     ``PLAIT_ALLOWED_MODULES`` as for its ``python`` steps, since a notification calls
     the function in the server's process."""
     found: list[tuple[str, str]] = []

@@ -1,21 +1,29 @@
-"""Circuit breakers shared by every driver of a store (SPEC 5, 7): the state lives in
-the store (``Store.get_breaker`` / ``put_breaker``), the rules in
-``core.guards.CircuitBreaker``.
+"""Where a circuit breaker's state lives, and what an attempt tells it.
 
-Each call reads the state, applies the core's rule to it, and writes it back with a
-compare-and-set on the version it read; when another driver wrote in between, it
-reads again and applies the rule again, so every failure is counted once and only one
-driver of the cluster gets a half-open breaker's trial.  A call that changes nothing
-(an allowed attempt on a closed breaker, a success on a clean one) writes nothing.
+The rules are ``core.guards.CircuitBreaker``'s; this module keeps the state, one per
+breaker key where the key is judged, and is the only place that does:
 
-``runtime.pools.SharedLimits`` keeps the per-process breakers of local runs; this is
-their form for runs driven on a cluster.
+- ``StoreBreakers``: in the store, for a store other processes share
+  (``Store.multi_process``: PostgreSQL, a SQLite file).  Each call reads the state,
+  applies the rule, and writes it back with a compare-and-set on the version it read;
+  when another process wrote in between it reads again and applies the rule again, so
+  every failure is counted once and one caller across the store gets a trial.  A call
+  that changes nothing (an allowed attempt on a closed breaker, a success on a clean
+  one) writes nothing.
+- ``LocalBreakers``: in this process, for a store nobody else sees (memory), shared by
+  every run of the event loop whichever engine and store runs it.
+
+``breakers_for(store)`` chooses; ``Breakers.allow`` and ``Breakers.settle`` are what
+the step boundary (``runtime.runner.AttemptRunner``) calls around an attempt, for local
+runs and workers alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import weakref
 from collections.abc import Callable
 
 from ..core.guards import CircuitBreaker
@@ -27,45 +35,107 @@ TRIES = 32  # read-apply-write rounds before a call gives up (contention, not er
 _BACKOFF = 0.002  # seconds, doubled per lost race (with jitter), at most _MAX_BACKOFF
 _MAX_BACKOFF = 0.05
 
+_log = logging.getLogger("plait.breakers")
 
-class SharedBreaker:
-    """One breaker key of a store, with the rules of ``spec`` (each driver has them
-    from its definition; the store holds only the state)."""
+Rule = Callable[[CircuitBreaker], bool]
 
-    __slots__ = ("spec", "store", "tries")
 
-    def __init__(self, store: Store, spec: CircuitBreakerSpec, *, tries: int = TRIES) -> None:
+class Breakers:
+    """The circuit breakers as the runtime consults them (the rules:
+    ``CircuitBreaker``).  A subclass keeps the state: ``_apply`` applies a rule to the
+    breaker of a key and keeps what it changed."""
+
+    __slots__ = ("__weakref__",)
+
+    async def allow(self, spec: CircuitBreakerSpec, now: float, holder: str) -> bool:
+        """Whether an attempt may start at ``now`` (``holder`` takes the trial if it is
+        one: see ``CircuitBreaker.allow``)."""
+        return await self._apply(spec, lambda b: b.allow(now, holder))
+
+    async def record_success(self, spec: CircuitBreakerSpec) -> None:
+        await self._apply(spec, _succeeded)
+
+    async def record_failure(self, spec: CircuitBreakerSpec, now: float) -> None:
+        def failed(breaker: CircuitBreaker) -> bool:
+            breaker.record_failure(now)
+            return False
+        await self._apply(spec, failed)
+
+    async def release(self, spec: CircuitBreakerSpec, holder: str) -> None:
+        """Let ``holder``'s trial go at once (nothing when it holds none)."""
+        await self._apply(spec, lambda b: b.release(holder))
+
+    async def settle(self, spec: CircuitBreakerSpec, holder: str, kind: str, waits: bool,
+                     now: float) -> None:
+        """Tell the breaker how an attempt it let through ended: ``ok`` closes it, an
+        ``error`` counts as a failure, and an attempt that told nothing of the service
+        (``cancelled``, or parked to wait for approval: ``waits``) lets its trial go at
+        once.  A store that cannot take it is logged, never raised: the attempt's outcome
+        must still be reported, and a trial left held runs out by itself."""
+        try:
+            if kind == "ok":
+                await self.record_success(spec)
+            elif kind == "error" and not waits:
+                await self.record_failure(spec, now)
+            else:
+                await self.release(spec, holder)
+        except StoreError as exc:
+            _log.warning("circuit breaker %r: the end of attempt %s was not recorded (%s)",
+                         spec.key, holder, exc)
+
+    async def state(self, spec: CircuitBreakerSpec) -> CircuitBreaker:
+        """The breaker's state now (a copy: changing it changes nothing kept)."""
+        raise NotImplementedError
+
+    async def _apply(self, spec: CircuitBreakerSpec, rule: Rule) -> bool:
+        raise NotImplementedError
+
+
+def _succeeded(breaker: CircuitBreaker) -> bool:
+    breaker.record_success()
+    return True
+
+
+class LocalBreakers(Breakers):
+    """The breakers of one event loop's runs, in memory."""
+
+    __slots__ = ("_breakers",)
+
+    def __init__(self) -> None:
+        self._breakers: dict[str, CircuitBreaker] = {}
+
+    async def _apply(self, spec: CircuitBreakerSpec, rule: Rule) -> bool:
+        found = self._breakers.get(spec.key)
+        if found is None:
+            found = self._breakers[spec.key] = CircuitBreaker(spec)
+        found.spec = spec  # the newest definition's rules
+        return rule(found)
+
+    async def state(self, spec: CircuitBreakerSpec) -> CircuitBreaker:
+        found = self._breakers.get(spec.key)
+        return CircuitBreaker.from_json(spec, None if found is None else found.to_json())
+
+
+class StoreBreakers(Breakers):
+    """The breakers of a store that several processes share (see the module
+    docstring); each process has the rules from its definitions, the store holds only
+    the state."""
+
+    __slots__ = ("store", "tries")
+
+    def __init__(self, store: Store, *, tries: int = TRIES) -> None:
         self.store = store
-        self.spec = spec
         self.tries = tries
 
-    async def allow(self, now: float) -> bool:
-        """Whether an attempt guarded by the breaker may start at ``now``: True while
-        closed, and once per opening after ``reset_after`` (the trial, taken by one
-        caller across the store); False otherwise."""
-        return await self._apply(lambda breaker: breaker.allow(now))
+    async def state(self, spec: CircuitBreakerSpec) -> CircuitBreaker:
+        found, _ = await self.store.get_breaker(spec.key)
+        return CircuitBreaker.from_json(spec, found)
 
-    async def record(self, ok: bool, now: float) -> None:
-        """Count an attempt's end: a success closes the breaker, a failure counts
-        towards opening it (or reopens it after a failed trial)."""
-        def rule(breaker: CircuitBreaker) -> bool:
-            if ok:
-                breaker.record_success()
-            else:
-                breaker.record_failure(now)
-            return ok
-        await self._apply(rule)
-
-    async def state(self) -> CircuitBreaker:
-        """The stored state (a copy: changing it changes nothing stored)."""
-        found, _ = await self.store.get_breaker(self.spec.key)
-        return CircuitBreaker.from_json(self.spec, found)
-
-    async def _apply(self, rule: Callable[[CircuitBreaker], bool]) -> bool:
-        key = self.spec.key
+    async def _apply(self, spec: CircuitBreakerSpec, rule: Rule) -> bool:
+        key = spec.key
         for lost in range(self.tries):
             found, version = await self.store.get_breaker(key)
-            breaker = CircuitBreaker.from_json(self.spec, found)
+            breaker = CircuitBreaker.from_json(spec, found)
             before = breaker.to_json()
             answer = rule(breaker)
             after = breaker.to_json()
@@ -75,5 +145,30 @@ class SharedBreaker:
                 return answer
             await asyncio.sleep(min(_BACKOFF * 2 ** lost, _MAX_BACKOFF) * random.random())
         raise StoreError(f"circuit breaker {key!r}: its state changed under each of "
-                         f"{self.tries} read-and-update rounds (other drivers updating "
+                         f"{self.tries} read-and-update rounds (other processes updating "
                          f"it); the update was not stored")
+
+
+_BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LocalBreakers] = \
+    weakref.WeakKeyDictionary()
+_BY_STORE: weakref.WeakKeyDictionary[Store, StoreBreakers] = weakref.WeakKeyDictionary()
+
+
+def breakers_for(store: Store | None) -> Breakers:
+    """Where the breakers of runs on ``store`` are judged: the store when other
+    processes share it, else the running event loop's ``LocalBreakers``."""
+    if store is not None and store.multi_process:
+        shared = _BY_STORE.get(store)
+        if shared is None:
+            shared = _BY_STORE[store] = StoreBreakers(store)
+        return shared
+    loop = asyncio.get_running_loop()
+    local = _BY_LOOP.get(loop)
+    if local is None:
+        local = _BY_LOOP[loop] = LocalBreakers()
+    return local
+
+
+def holder_of(run_id: str, step_id: str, attempt: int) -> str:
+    """Who holds a trial: one attempt of one step of one run."""
+    return f"{run_id}/{step_id}#{attempt}"

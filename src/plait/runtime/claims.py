@@ -16,7 +16,7 @@ and brings the outcomes that workers put in the run's inbox back to the loop.
   drivers.  An inbox row of an attempt already resolved (cancelled meanwhile, or from
   before a takeover) is consumed silently.  The worker that executed the attempt
   (``Outcome.worker``) becomes the step's worker before the loop applies the outcome,
-  so the attempt's end and the step's row name it (SPEC 6: the driver begins an
+  so the attempt's end and the step's row name it (the driver begins an
   attempt before anyone claimed it).  The attempt's history notes travel in the
   outcome (``Outcome.logs``: ``{"log": record}`` for ``ctx.logger``, ``usage``,
   ``cache``, ``emit``, ``wait``; a bare log record, as older workers wrote, is a
@@ -59,10 +59,10 @@ from ..core.runstate import RunState
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import StoreError
+from ..steps.binding import import_step_call
+from ..steps.context import StepLog
 from ..steps.registry import StepCall, StepFunction
 from ..store.base import AttemptKey, Outcome, Store, Ticket
-from .binding import import_step_call
-from .context import StepLog
 from .runner import AttemptRunner, attempt_functions, finite_seconds, item_function
 from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
 

@@ -18,9 +18,8 @@ from collections.abc import Callable
 
 from ..core.concurrency_key import run_key
 from ..core.expressions import RenderError
-from ..core.guards import CircuitBreaker
 from ..core.jsoncheck import ensure_input
-from ..core.model import JSON, CircuitBreakerSpec, JSONDict
+from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.suggest import did_you_mean
@@ -39,20 +38,21 @@ from ..errors import (
     StoreError,
     TransitionError,
 )
+from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import Services
+from ..steps.secrets import Secrets
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
+from .breakers import Breakers, breakers_for
 from .children import ChildRuns
 from .claims import ClaimSource
 from .gctune import relaxed_gc
 from .local import LocalSource
 from .loop import RunLoop
-from .netpolicy import NetworkPolicy
 from .observers import Observers, default_observers
 from .pools import PoolRegistry, shared_limits
 from .preflight import check_input_params, preflight
 from .results import RunResult
-from .secrets import Secrets
 from .threads import DaemonThreadPool, shared_pool
 from .untrusted import refused
 from .worksource import WorkSource
@@ -438,5 +438,7 @@ class Engine:
     def pools(self) -> PoolRegistry:
         return shared_limits().pools
 
-    def breaker(self, key: str, spec: CircuitBreakerSpec) -> CircuitBreaker:
-        return shared_limits().breaker(key, spec)
+    @property
+    def breakers(self) -> Breakers:
+        """Where the circuit breakers of this engine's runs are judged (its store's)."""
+        return breakers_for(self.store)

@@ -4,8 +4,9 @@ The state decides what an outcome means for its step (``core.policy``: retry, th
 fallback, then fail, or park a Python step that asked for approval) and returns
 effects; this carries them out, whatever ran the attempt: a retry's timer, the
 fallback's start (a fallback ``output:`` of cheap templates is rendered here, at
-once), a parked step's deadline, cancelling what runs when the run halted, and the
-counts of circuit breakers (their state is this process's, not the run's).
+once), a parked step's deadline, and cancelling what runs when the run halted.  (A
+circuit breaker is told of the attempts it let through where they run:
+``runtime.runner``.)
 
 What the runtime adds before the state sees an outcome: secrets are redacted from
 outputs and error messages, and a retry's jitter is drawn.  (``cancelled`` needs none
@@ -20,15 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core import expressions
-from ..core.effects import (
-    CancelRunning,
-    CountBreaker,
-    Effects,
-    Park,
-    Retry,
-    RunFallback,
-    SetTimer,
-)
+from ..core.effects import CancelRunning, Effects, Park, Retry, RunFallback, SetTimer
 from ..core.events import AttemptEnded
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON
@@ -37,11 +30,10 @@ from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
 from ..errors import OutputError, TemplateError
 from ..steps.registry import RunAccess, StepCall
+from ..steps.secrets import Secrets
 from .approvals import Approvals
 from .halt import Halt
-from .pools import shared_limits
 from .runner import error_info
-from .secrets import Secrets
 from .timers import Timers
 from .worksource import OutcomeKind
 
@@ -105,16 +97,6 @@ class OutcomeEffects:
                 self._approvals.park_code(effect.i, now)
             elif isinstance(effect, CancelRunning):
                 self._halt.cancel_running()
-            elif isinstance(effect, CountBreaker):
-                self._count(effect, now)
-
-    def _count(self, effect: CountBreaker, now: float) -> None:
-        breaker = self._steps[effect.i].circuit_breaker
-        assert breaker is not None
-        if effect.success:
-            shared_limits().breaker(breaker.key, breaker).record_success()
-        else:
-            shared_limits().breaker(breaker.key, breaker).record_failure(now)
 
     def _run_fallback(self, i: int, now: float) -> None:
         step, row = self._steps[i], self._state.rows[i]

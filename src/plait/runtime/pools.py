@@ -1,8 +1,8 @@
-"""What every run of a process shares (SPEC 1.1, 5): named pools (a concurrency limit
-and a rate window) and circuit breakers.
+"""What every run of a process shares: named pools (a concurrency limit and a rate
+window).  Circuit breakers are kept by ``runtime.breakers``.
 
 Shared per event loop, which in practice is per process: every ``Engine`` in the loop
-(one per ``run_async`` call, the CLI's, a server's) sees the same pools and breakers, so
+(one per ``run_async`` call, the CLI's, a server's) sees the same pools, so
 fifty concurrent runs of a workflow with ``pools: {llm: {concurrency: 4}}`` run at most
 four ``llm`` steps at once between them.  A pool's waiters are callbacks into run loops,
 which only makes sense inside one event loop.  ``PoolSlots`` is one run's side of them.
@@ -15,8 +15,8 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from ..core.guards import CircuitBreaker, RateWindow
-from ..core.model import CircuitBreakerSpec, PoolSpec
+from ..core.guards import RateWindow
+from ..core.model import PoolSpec
 from ..core.runstate import RunState
 from ..core.states import StepStatus
 from .timers import Timers
@@ -63,19 +63,12 @@ class PoolRegistry:
 
 
 class SharedLimits:
-    """The pools and circuit breakers of one event loop's runs."""
+    """The pools of one event loop's runs."""
 
-    __slots__ = ("__weakref__", "breakers", "pools")
+    __slots__ = ("__weakref__", "pools")
 
     def __init__(self) -> None:
         self.pools = PoolRegistry()
-        self.breakers: dict[str, CircuitBreaker] = {}
-
-    def breaker(self, key: str, spec: CircuitBreakerSpec) -> CircuitBreaker:
-        found = self.breakers.get(key)
-        if found is None:
-            found = self.breakers[key] = CircuitBreaker(spec)
-        return found
 
 
 _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharedLimits] = \
@@ -83,8 +76,7 @@ _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharedLimits] = \
 
 
 def shared_limits() -> SharedLimits:
-    """The running event loop's pools and breakers (made on first use, dropped with the
-    loop)."""
+    """The running event loop's pools (made on first use, dropped with the loop)."""
     loop = asyncio.get_running_loop()
     found = _BY_LOOP.get(loop)
     if found is None:

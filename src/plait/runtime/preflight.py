@@ -1,21 +1,22 @@
-"""What is checked before a run is stored (SPEC 1.2, 2): every python step's function
-imports, its retry exception names exist, and parameters that only the run input can
-supply are in it.  Kept apart from the engine so ``plait validate`` checks imports
-without loading the run loop and the stores."""
+"""What is checked before a run is stored (docs/binding.md, docs/definitions.md):
+every python step's function imports, its retry exception names exist, and parameters
+that only the run input can supply are in it.  Kept apart from the engine so
+``plait validate`` checks imports without loading the run loop and the stores."""
 
 from __future__ import annotations
 
 from ..core.model import JSON, StepSpec, WorkflowSpec
+from ..core.steptypes import traits_of
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, InputError, Problem
+from ..steps.binding import import_call, signature_of
 from ..steps.registry import get_step_type
-from .binding import import_call, signature_of
 from .retry_names import retry_name_problems
 
 
 def check_input_params(checked: CheckedWorkflow, value: JSON) -> None:
     """Before anything runs: Python-built steps whose parameters can only come from the
-    input must find them there (SPEC 1.2), naming the function and the parameter."""
+    input must find them there (docs/binding.md), naming the function and the parameter."""
     for step, name in _input_params(checked):
         if not (isinstance(value, dict) and name in value):
             assert step.func is not None
@@ -63,17 +64,17 @@ def _check_imports(checked: CheckedWorkflow) -> bool:
 
 def import_problems(spec: WorkflowSpec) -> list[Problem]:
     """A problem for each python step's (or fallback's) ``module:function`` that does not
-    import from here (the definition need not be valid otherwise: SPEC 2 lists every
+    import from here (the definition need not be valid otherwise: validation lists every
     problem at once)."""
     problems = []
     for i, step in enumerate(spec.steps):
         targets = []
-        if step.type == "python" and step.func is None:
+        if traits_of(step.type).imports_call and step.func is None:
             targets.append(("call", step.config.get("call")))
         if step.fallback is not None and step.fallback.call and step.fallback.func is None:
             targets.append(("fallback.call", step.fallback.call))
         inline = step.item  # a map's inline step: the same, at `step.`
-        if inline is not None and inline.type == "python" and inline.func is None:
+        if inline is not None and traits_of(inline.type).imports_call and inline.func is None:
             targets.append(("step.call", inline.config.get("call")))
         if inline is not None and inline.fallback is not None and inline.fallback.call \
                 and inline.fallback.func is None:

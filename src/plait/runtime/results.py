@@ -1,21 +1,15 @@
-"""What a finished (or stopped) run looks like to callers: the SPEC 8 ``--json`` shape."""
+"""What a finished (or stopped) run looks like to callers: the ``--json`` shape of docs/cli.md."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Protocol
 
 from ..core.model import JSON, JSONDict
 from ..core.states import StepStatus
+from ..core.timestamps import iso as iso  # where it lived: still importable here
 from ..store.base import RunRecord, StepRecord
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(slots=True)
@@ -28,7 +22,7 @@ class StepResult:
     finished_at: float | None
     skip_reason: str | None
     fallback_used: bool
-    # completed from the step cache without running (``cache:``); not in SPEC 8's list
+    # completed from the step cache without running (``cache:``; docs/caching.md)
     cached: bool = False
 
     @classmethod
@@ -153,7 +147,7 @@ class RunResult:
         return self.status == "completed"
 
     def to_json(self) -> JSONDict:
-        """Exactly the object ``plait run --json`` prints (SPEC 8)."""
+        """Exactly the object ``plait run --json`` prints (docs/cli.md)."""
         return {"run_id": self.run_id, "workflow": self.workflow, "version": self.version,
                 "status": self.status, "output": self.output, "error": self.error,
                 "duration_s": self.duration_s,

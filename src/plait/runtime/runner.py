@@ -4,6 +4,7 @@ The supervised step boundary: the step's circuit breaker is asked first, then th
 step's attempt function (or its fallback) runs under the step's timeout; its value is
 checked to be JSON within the run's output limit; every exception becomes error info;
 a cancellation by plait is reported as ``cancelled`` and raised on, never swallowed.
+The breaker is told how an attempt it let through ended (``Breakers.settle``).
 What the outcome means for the run is the run loop's business, not the runner's.
 """
 
@@ -15,15 +16,15 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 
 from ..core.jsoncheck import clean_text, ensure_json
-from ..core.model import JSON
+from ..core.model import JSON, CircuitBreakerSpec
 from ..core.retry import ErrorInfo
 from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, StepError, StepTimeout
+from ..steps.binding import compile_plan, import_call, import_untrusted_call, invoke
 from ..steps.builtin import declared_keys
 from ..steps.registry import StepCall, StepFunction, get_step_type
 from . import stepcache
-from .binding import compile_plan, import_call, import_untrusted_call, invoke
-from .pools import shared_limits
+from .breakers import breakers_for, holder_of
 from .untrusted import refusal
 from .worksource import Outcome, OutcomeKind, Report, Reported
 
@@ -124,16 +125,14 @@ class AttemptRunner:
         step = call.step
         value: JSON = None
         outcome: Reported
+        guarded: CircuitBreakerSpec | None = None  # the breaker that let it through
         try:
             if call.services.trust is not None:  # the server's rules, before anything
                 refused = refusal(call.run.checked, call.services.trust, step.id)
                 if refused is not None:
                     raise refused
             if step.circuit_breaker is not None and not fallback:
-                breaker = shared_limits().breaker(step.circuit_breaker.key,
-                                                  step.circuit_breaker)
-                if not breaker.allow(self._clock()):
-                    raise CircuitOpenError(step.circuit_breaker.key, step=step.id)
+                guarded = await self._admit(call, step.circuit_breaker)
             runs, i = self._runs, call.index
             run = runs[i] if i < len(runs) else item_function(call.run.checked, step.id)
             lookup: stepcache.CacheLookup | None = None
@@ -167,6 +166,8 @@ class AttemptRunner:
                 call.stop()
                 self._report(Outcome(call.index, call.attempt, "cancelled", None, None,
                                      fallback))
+                if guarded is not None:  # a trial it held is let go at once
+                    await self._settle(call, guarded, "cancelled", None)
                 raise  # plait cancelled this attempt: never swallowed
             # raised by the step's own code, nobody cancelled the attempt: a failure
             outcome = failed(call, StepError(f"the step raised CancelledError: {exc}",
@@ -176,8 +177,29 @@ class AttemptRunner:
         else:
             # a plain tuple: the hot path (see Outcome)
             outcome = (call.index, call.attempt, "ok", value, None, fallback)
+        if guarded is not None:  # told before the outcome is, so the next attempt sees it
+            try:
+                await self._settle(call, guarded, outcome[2], outcome[4])
+            except asyncio.CancelledError:
+                self._report(outcome)  # cancelled meanwhile: the outcome still stands
+                raise
         report = self._report  # (a local: see LocalSource.start)
         report(outcome)
+
+    async def _admit(self, call: StepCall, spec: CircuitBreakerSpec) -> CircuitBreakerSpec:
+        """``spec`` when its breaker lets the attempt start (taking the trial if it is
+        one), else CircuitOpenError."""
+        holder = holder_of(call.run.run_id, call.step.id, call.attempt)
+        if not await breakers_for(call.services.store).allow(spec, self._clock(), holder):
+            raise CircuitOpenError(spec.key, step=call.step.id)
+        return spec
+
+    async def _settle(self, call: StepCall, spec: CircuitBreakerSpec, kind: str,
+                      error: ErrorInfo | None) -> None:
+        waits = error is not None and "ApprovalRequested" in error.names
+        await breakers_for(call.services.store).settle(
+            spec, holder_of(call.run.run_id, call.step.id, call.attempt), kind, waits,
+            self._clock())
 
     @staticmethod
     async def _fallback(call: StepCall) -> JSON:

@@ -1,4 +1,4 @@
-"""Starting the runs of schedules (SPEC 7), exactly once across processes.
+"""Starting the runs of schedules (docs/schedules.md), exactly once across processes.
 
 A ``Scheduler`` reads the latest stored version of every workflow.  For each of its
 schedules it asks the store where the schedule stands (``Store.last_fire``, which

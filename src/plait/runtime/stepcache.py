@@ -1,4 +1,4 @@
-"""The step cache (SPEC 3): ``cache: {key: "{{ ... }}", ttl: 1h}`` on any step.
+"""The step cache (docs/caching.md): ``cache: {key: "{{ ... }}", ttl: 1h}`` on any step.
 
 Before an attempt runs the step, its ``key`` is rendered with the step's template
 context (a render error fails the step without retry, like any template error) and the

@@ -1,5 +1,5 @@
 """``when`` conditions the core could not judge on the event loop (templates that are
-not cheap: SPEC 4, a render never stalls the run).
+not cheap: a render never stalls the run, docs/expressions.md).
 
 Each renders in a worker thread, in a task the run owns like an attempt's; its value
 comes back to the loop, which gives it to the core (``RunState.settle_when``) in its
@@ -17,7 +17,7 @@ from ..core import expressions
 from ..core.model import JSON
 from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
-from . import offloop
+from ..steps import offloop
 from .worksource import Spawn
 
 

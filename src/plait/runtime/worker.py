@@ -42,8 +42,11 @@ from ..core.runstate import RunState, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..core.trust import TrustPolicy
 from ..core.validate import CheckedWorkflow
-from ..errors import CircuitOpenError, RunBusy, RunTakenOver, StaleWriteError, StoreError
+from ..errors import RunBusy, RunTakenOver, StaleWriteError, StoreError
+from ..steps.binding import import_step_call
 from ..steps.builtin import declared_keys
+from ..steps.context import AttemptLogs
+from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
 from ..store.base import (
     AttemptKey,
@@ -54,15 +57,11 @@ from ..store.base import (
     WriteBatch,
     late_result_note,
 )
-from .binding import import_step_call
-from .breakers import SharedBreaker
 from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
 from .completions import Completions
-from .context import AttemptLogs
 from .engine import Engine, default_worker_id, run_secrets
-from .netpolicy import NetworkPolicy
-from .runner import AttemptRunner, error_info, failed
+from .runner import AttemptRunner, error_info
 from .runview import RunView
 from .scheduler import Scheduler
 from .untrusted import refusal, refused
@@ -445,23 +444,11 @@ class Worker:
                           decision if isinstance(decision, dict) else None)
         if lease.step_id != call.step.id:
             call = _item_call(call, lease)
-        guard = call.step.circuit_breaker
-        breaker = SharedBreaker(self.store, guard) \
-            if guard is not None and not lease.fallback else None
-        if breaker is not None and not await breaker.allow(self.clock()):
-            assert guard is not None
-            return self._outcome(lease, failed(
-                call, CircuitOpenError(guard.key, step=call.step.id), False))
         runner = AttemptRunner(_OneStep(index, fn, checked.graph.size),
                                checked.spec.limits.max_output_bytes, self.clock,
                                reported.append)
         await runner.run(call, lease.fallback)
-        outcome = reported[-1]
-        waits = outcome[4] is not None and "ApprovalRequested" in outcome[4].names
-        if breaker is not None and outcome[2] in ("ok", "error") and not waits:
-            # the breaker's state is the store's: every worker of the cluster sees it
-            await breaker.record(outcome[2] == "ok", self.clock())
-        return self._outcome(lease, outcome)
+        return self._outcome(lease, reported[-1])
 
     def _call(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepCall:
         payload = lease.payload

@@ -5,7 +5,8 @@ to retry, fall back or fail, what a cancel or an approval means, what is stored 
 when.  A ``WorkSource`` only carries attempts out and their outcomes back, so the same
 loop can drive a run whose attempts are tasks of this process (``LocalSource``, in
 ``runtime.local``) or rows that workers of a cluster claim and execute, whose outcomes
-come back from an inbox table (a future ``ClaimSource``; docs/design/workers.md).
+come back from an inbox table (``ClaimSource``, in ``runtime.claims``;
+docs/design/workers.md).
 
 The contract, from the loop's side:
 
@@ -14,11 +15,12 @@ The contract, from the loop's side:
    its attempts); ``report`` is how every outcome reaches the loop (``RunLoop.report``).
 2. ``start(call, fallback)`` hands over one attempt the loop has begun: RunState counts
    it and holds the step ``running``.  For an attempt of the step itself the start of
-   the attempt is committed before ``start`` is called (SPEC 6); for the step's
-   fallback (``fallback=True``, after its last attempt failed) nothing new is stored
-   first.  ``start`` returns a handle of the source's choosing, which the loop keeps
-   while the attempt is out and gives back to ``cancel``; it must not report from
-   inside ``start``.
+   the attempt is committed before ``start`` is called (persist before execute; a
+   remote source is called just before that commit and runs nothing until it: point
+   5); for the step's fallback (``fallback=True``, after its last attempt failed)
+   nothing new is stored first.  ``start`` returns a handle of the source's choosing,
+   which the loop keeps while the attempt is out and gives back to ``cancel``; it must
+   not report from inside ``start``.
 3. ``cancel(handle)`` asks the attempt to stop (the run halts: fail-fast, a cancel, a
    timeout).  It must not report from inside ``cancel`` either.
 4. For every ``start`` the source reports exactly one ``Outcome`` naming the same step
@@ -34,8 +36,12 @@ The contract, from the loop's side:
    what ``claims()`` returns (tickets to dispatch, inbox outcomes consumed, tickets
    withdrawn, history notes: the ``ctx.logger`` records the consumed outcomes carry),
    so an attempt and its ticket are stored together, and an outcome is consumed by the
-   batch that writes what it caused.  After each turn that processed
-   outcomes the loop calls ``applied(outcomes)`` with them (dropped ones too).
+   batch that writes what it caused.  A remote source may also run an attempt in this
+   process (``ClaimSource``'s eager attempts): the loop asks its ``reserve(step)``
+   before it begins the attempt, and the source starts it only once the batch storing
+   it is committed (``committed()``, called by the writer after each commit).  After
+   each turn that processed outcomes the loop calls ``applied(outcomes)`` with them
+   (dropped ones too).
    ``adopt(running)`` is asked once, when the loop starts, which of the steps stored
    ``running`` still have their attempt out (a run taken over): it returns their
    handles, and the loop waits for their outcomes instead of counting them

@@ -1,5 +1,5 @@
-"""``plait serve``: the REST API and the web UI (SPEC 9).  ``create_app`` builds the
-FastAPI application; ``plait.cli.serve`` runs it with uvicorn."""
+"""``plait serve``: the REST API and the web UI (docs/rest.md, docs/ui.md).
+``create_app`` builds the FastAPI application; ``plait.cli.serve`` runs it with uvicorn."""
 
 from __future__ import annotations
 

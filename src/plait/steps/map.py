@@ -1,4 +1,4 @@
-"""The ``map`` step type (SPEC 3): runs its inline ``step`` once per item of ``over``.
+"""The ``map`` step type (docs/map.md): runs its inline ``step`` once per item of ``over``.
 
 An attempt of a map step only renders ``over`` and checks it: a list of at most
 ``limits.max_map_items`` items.  Its output goes to the core, which expands the map
@@ -66,4 +66,4 @@ def register_map() -> None:
     register_step_type(StepType(name="map", run=run_map,
                                 fields=frozenset({"over", "step", "concurrency"}),
                                 required=frozenset({"over", "step"}), check=_check_map,
-                                literal_fields=frozenset({"step"})))
+                                literal_fields=frozenset({"step"}), expands=True))

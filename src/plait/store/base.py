@@ -7,22 +7,24 @@ Contract highlights:
   a change whose source is not the stored status, and (TransitionError) one the
   transition table forbids.  This is how persist-before-execute and fencing hold.
 - Stored values are JSON only.
-- Schedules (SPEC 7): ``claim_fire`` creates the run of one fire of a schedule exactly
-  once across every process sharing the store (the fire is a unique row, recorded in
-  the transaction that creates the run); ``last_fire`` tells a scheduler where a
-  schedule stopped, recording its first sighting so that every scheduler starts from
-  the same time.
+- Schedules (docs/schedules.md): ``claim_fire`` creates the run of one fire of a
+  schedule exactly once across every process sharing the store (the fire is a unique
+  row, recorded in the transaction that creates the run); ``last_fire`` tells a
+  scheduler where a schedule stopped, recording its first sighting so that every
+  scheduler starts from the same time.
 
-Claims (issue 11; ``docs/design/workers.md``): how the attempts of a run are executed by
-any number of processes while ONE process decides everything about the run.
+Claims (``docs/design/workers.md``): how the attempts of a run are executed by any
+number of processes while ONE process decides everything about the run.
 
 - A run is driven by one process, its **driver**: the holder of the run lease
-  (``claim_run`` / ``heartbeat`` / ``release_run``).  Only the driver writes the run's
-  step rows, and it decides every rule (trigger rules, retries, fallbacks, the run's end)
-  through the pure core.
-- On a cluster the driver does not call step functions.  In the transaction in which it
-  stores a step ``running`` with its attempt counted (an ordinary step change of a
-  ``WriteBatch``), it stores a **ticket** (``WriteBatch.dispatch``): a claimable attempt.
+  (``claim_run`` / ``heartbeat`` / ``release_run``).  Only the driver moves the run's
+  step rows (a claim only names its worker there), and it decides every rule (trigger
+  rules, retries, fallbacks, the run's end) through the pure core.
+- With the step change that stores a step ``running`` and counts its attempt, the
+  driver's ``WriteBatch`` stores a **ticket** (``dispatch``): a claimable attempt.
+  Unless the attempt is **eager**: the driving worker has a free slot and the step no
+  store-wide limit (pool, breaker), so it runs the attempt itself once that batch is
+  committed (``runtime.claims.ClaimSource.reserve``), reporting to its loop directly.
 - Any process claims tickets (``claim_attempts``), keeps its leases alive
   (``extend_leases``) while it runs them, and completes them (``complete_attempts``) into
   the run's **outcome inbox**.  A ticket whose lease runs out is turned into an
@@ -39,10 +41,10 @@ any number of processes while ONE process decides everything about the run.
   consuming an outcome that is not in the inbox refuses the whole batch, so two drivers
   never both apply one outcome.
 - Invariant: a step stored ``running`` in a run driven on a cluster has a ticket or an
-  inbox outcome for its current attempt, from the transaction that started the attempt
-  until the one that applied its outcome.  The step stays ``running`` meanwhile (queued
-  as a ticket, claimed, or its outcome waiting in the inbox): "running with its attempt
-  counted before the function is called" (SPEC 6) holds as in a local run.
+  inbox outcome for its current attempt, or is an eager attempt of its driver, from the
+  transaction that started the attempt until the one that applied its outcome (a new
+  driver counts an eager attempt of a dead one interrupted, as a resume does).  So
+  "running with its attempt counted before the function is called" holds as locally.
 - **Store time.**  Lease expiry and staleness are judged with the store's clock at the
   moment of the transaction, never with a worker's: the memory and SQLite stores use
   ``time.time()`` of the process running the transaction (one host), PostgreSQL uses
@@ -106,8 +108,9 @@ class RunRecord:
     cancel_requested: bool = False
     owner: str | None = None  # the process executing the run (see claim_run)
     heartbeat_at: float | None = None
-    # SPEC 7: the run's key rendered from its input when it was created, and how many
-    # runs of that key may execute at once (both None: no key; see claim_run)
+    # concurrency keys (docs/schedules.md): the run's key rendered from its input when
+    # it was created, and how many runs of that key may execute at once (both None: no
+    # key; see claim_run)
     concurrency_key: str | None = None
     max_runs_per_key: int | None = None
 
@@ -453,7 +456,7 @@ class Store(Protocol):
         a distance from the caller's present (``PostgresStore.claim_run``), so hosts
         whose clocks disagree agree on when a lease ran out.
 
-        Concurrency keys (SPEC 7): a run with a ``concurrency_key`` that is ``pending``
+        Concurrency keys (docs/schedules.md): a run with a ``concurrency_key`` that is ``pending``
         or ``waiting``, not already ``owner``'s and not asked to cancel (cancelling it
         needs the claim; it runs no step) is taken only while fewer than its
         ``max_runs_per_key`` OTHER runs of the key hold a slot; otherwise None, as for
@@ -575,10 +578,17 @@ class Store(Protocol):
         ...
 
     # ------------------------------------------------------------------ breakers
-    # Circuit breakers shared by every driver of a store (SPEC 5, 7).  The store keeps
-    # each breaker's state as an opaque JSON object with a version; the rules stay in
-    # ``core.guards.CircuitBreaker`` (``runtime.breakers.SharedBreaker`` reads the
-    # state, applies a rule, and writes it back with a compare-and-set).
+    # The state of circuit breakers (docs/semantics.md), for a store other processes
+    # share.  The store keeps each breaker's state as an opaque JSON object with a
+    # version; the rules stay in ``core.guards.CircuitBreaker``
+    # (``runtime.breakers.StoreBreakers`` reads the state, applies a rule, and writes it
+    # back with a compare-and-set).
+
+    # Whether other processes may use this store's data at the same time (a SQLite
+    # file, a PostgreSQL database).  What must be one across them, like a circuit
+    # breaker's state, is then kept in the store; a store no other process sees
+    # (memory) leaves it to the process.
+    multi_process: bool
 
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         """The stored state of breaker ``key`` and its version; ``(None, 0)`` when none
@@ -594,7 +604,7 @@ class Store(Protocol):
         ...
 
     # ------------------------------------------------------------------ step cache
-    # Results of steps with ``cache: {key, ttl}`` (SPEC 3), keyed by workflow name,
+    # Results of steps with ``cache: {key, ttl}`` (docs/caching.md), keyed by workflow name,
     # step id and rendered key; only completed results are put.
 
     async def get_cached(self, workflow: str, step_id: str, key: str,

@@ -439,6 +439,8 @@ class MemoryStore:
     # ------------------------------------------------------------------ breakers
     # (no await: each call is one transaction)
 
+    multi_process = False  # no other process sees it: breakers are the process's
+
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         found = self._breakers.get(key)
         if found is None:

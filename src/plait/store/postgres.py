@@ -495,6 +495,8 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ breakers
 
+    multi_process = True  # breakers live in the database, for every process
+
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         return await postgres_claims.get_breaker(self._db, key)
 

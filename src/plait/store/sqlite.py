@@ -442,6 +442,8 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ breakers
 
+    multi_process = True  # other processes may open the file: breakers live in it
+
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         return await self._run(sqlite_claims.get_breaker, self._db, key)
 

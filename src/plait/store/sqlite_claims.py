@@ -1,5 +1,5 @@
 """The SQLite store's claims: tickets and the outcome inbox (the contract is
-``store.base``'s docstring; the tables are ``migrations/sqlite/0002_attempt_tickets.sql``).
+``store.base``'s docstring; the tables are ``migrations/sqlite/0003_attempt_tickets.sql``).
 
 Every function here is a job of ``Database``: the writes run inside a group commit's
 transaction (``BEGIN IMMEDIATE``: this process's and every other process's writers are

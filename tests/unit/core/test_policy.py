@@ -1,11 +1,11 @@
 """What follows an attempt, decided by the core alone: retry, fallback, fail, park for
-approval, and what a circuit breaker counts (no runtime, no store)."""
+approval (no runtime, no store)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from plait.core.effects import CancelRunning, CountBreaker, Park, Retry, RunFallback
+from plait.core.effects import CancelRunning, Park, Retry, RunFallback
 from plait.core.events import AttemptEnded
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState
@@ -17,7 +17,6 @@ S = StepStatus
 FLAKY = ErrorInfo(type="ValueError", message="flaky", names=("ValueError",))
 FATAL = ErrorInfo(type="FatalError", message="no", names=("FatalError",), retryable=False)
 ASKS = ErrorInfo(type="ApprovalRequested", message="", names=("ApprovalRequested",))
-BREAKER = {"key": "k", "failure_threshold": 3}
 
 
 def running(*steps: dict[str, Any], **top: Any) -> RunState:
@@ -114,19 +113,3 @@ def test_asking_again_after_the_approval_was_given_fails_the_step() -> None:
     assert ended(state, error=ASKS) == ()
     assert state.rows[0].status is S.FAILED
     assert "asked for approval again" in (state.rows[0].error or "")
-
-
-def test_the_breaker_counts_the_steps_own_successes_and_failures() -> None:
-    state = running(t("a", circuit_breaker=BREAKER, retry={"max_retries": 1}))
-    assert ended(state) == [CountBreaker(i=0, success=False), Retry(i=0, due=3.0)]
-    state.retry_due(0)
-    state.begin(state.pop_ready() or 0, 3.0)
-    assert state.attempt_ok(0, 1, 4.0, 0.0) == [CountBreaker(i=0, success=True)]
-
-
-def test_the_breaker_counts_no_refusal_no_fallback_and_no_approval_request() -> None:
-    state = running(t("a", circuit_breaker=BREAKER, fallback={"output": 1}))
-    assert ended(state, kind="refused", error=FATAL) == [RunFallback(i=0)]
-    assert state.attempt_ok(0, 1, 3.0, 0.0, fallback=True) == ()
-    asks = running(t("a", circuit_breaker=BREAKER))
-    assert ended(asks, error=ASKS) == [Park(i=0, reason="code_approval")]

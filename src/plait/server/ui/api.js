@@ -1,4 +1,4 @@
-// The REST API of SPEC section 9, called with the session cookie; every state-changing
+// The REST API (docs/rest.md), called with the session cookie; every state-changing
 // request carries the CSRF token read from the plait_csrf cookie.
 
 export class ApiError extends Error {

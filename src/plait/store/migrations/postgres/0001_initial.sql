@@ -26,7 +26,7 @@ CREATE TABLE plait_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Every stored version of every definition; name + version never changes (SPEC 2).
+-- Every stored version of every definition; name + version never changes.
 -- ``id`` orders names by when they were first stored (list_workflows).
 CREATE TABLE workflows (
     id          bigint           GENERATED ALWAYS AS IDENTITY UNIQUE,

@@ -1,5 +1,5 @@
 -- 0004_pool_rates_breakers: limits that hold across every worker of the cluster
--- (SPEC 7): a pool's rate, judged when its tickets are claimed, and the state of
+-- (docs/workers.md): a pool's rate, judged when its tickets are claimed, and the state of
 -- circuit breakers.  The conventions of 0001_initial and the lock order of
 -- 0003_attempt_tickets hold.
 

@@ -1,5 +1,5 @@
 -- 0005_concurrency_keys: runs bounded per concurrency key across every worker of the
--- cluster (SPEC 7).  The conventions of 0001_initial and the lock order of
+-- cluster (docs/schedules.md).  The conventions of 0001_initial and the lock order of
 -- 0003_attempt_tickets hold.  Runs stored before this migration have no key (NULL).
 
 -- The run's key, rendered from its input when it was created, and how many runs of

@@ -114,7 +114,7 @@ $$;
 -- Store one batch of a run's changes (Store.write): 0004's function, whose attempt
 -- upsert also sets the worker when an attempt's end names one.  On a cluster the
 -- driver begins an attempt before any worker claimed it; the end carries the worker
--- that executed it (from its outcome), which history must show (SPEC 6).
+-- that executed it (from its outcome), which history must show.
 CREATE OR REPLACE FUNCTION plait_write_batch(
     p_run_id text,
     p_run_source text, p_run_target text, p_run_at double precision,

@@ -7,7 +7,7 @@
 --   * Child tables refer to a run by its integer key ``runs.id`` (small and fast to
 --     index); the public id (``runs.run_id``) appears once, in ``runs``.
 
--- Every stored version of every definition; name + version never changes (SPEC 2).
+-- Every stored version of every definition; name + version never changes.
 CREATE TABLE workflows (
     name        TEXT    NOT NULL,
     version     INTEGER NOT NULL,

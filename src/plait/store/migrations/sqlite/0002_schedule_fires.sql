@@ -1,4 +1,4 @@
--- 0002_schedule_fires: the fires of schedules (SPEC 7), so that each fire starts its
+-- 0002_schedule_fires: the fires of schedules (docs/schedules.md), so that each fire starts its
 -- run exactly once across every process sharing the file.
 --
 -- A schedule is named by its workflow and its key within it (core.schedule.

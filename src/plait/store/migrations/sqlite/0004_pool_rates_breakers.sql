@@ -1,5 +1,5 @@
 -- 0004_pool_rates_breakers: limits that hold across every process sharing the file
--- (SPEC 7): a pool's rate judged when a ticket is claimed, and circuit breakers'
+-- (docs/workers.md): a pool's rate judged when a ticket is claimed, and circuit breakers'
 -- state.  The conventions of 0001_initial hold.
 
 -- The rate of a ticket's pool (Ticket.rate_count / rate_period; NULL: none).

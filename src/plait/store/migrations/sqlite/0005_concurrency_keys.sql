@@ -1,4 +1,4 @@
--- 0005_concurrency_keys: runs bounded per concurrency key (SPEC 7).  The conventions
+-- 0005_concurrency_keys: runs bounded per concurrency key (docs/schedules.md).  The conventions
 -- of 0001_initial hold.  Runs stored before this migration have no key (NULL).
 
 -- The run's key, rendered from its input when it was created, and how many runs of

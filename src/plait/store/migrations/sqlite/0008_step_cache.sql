@@ -1,4 +1,4 @@
--- 0008_step_cache: results of steps with `cache: {key, ttl}` (SPEC 3), shared by every
+-- 0008_step_cache: results of steps with `cache: {key, ttl}` (docs/caching.md), shared by every
 -- process on the store.  The conventions of 0001_initial hold.
 
 -- One row per workflow name, step id and rendered key (key_hash: the SHA-256 of the

@@ -4,7 +4,7 @@ starts is redacted, whether a template read it or step code took it from the
 environment itself.
 
 Redaction covers the secret as it is and the forms plait (and the services it calls)
-derive from it (SPEC 4): URL-encoded (``quote`` and ``quote_plus``, hex digits in either case),
+derive from it: URL-encoded (``quote`` and ``quote_plus``, hex digits in either case),
 JSON-escaped, HTML-escaped, and base64 (standard and URL-safe, with or without padding).
 Base64 is also caught where the secret is part of a longer encoded value (a Basic
 ``user:secret`` header): the characters of an encoding that depend on the secret alone

@@ -2,8 +2,8 @@
 
 A ``NetworkPolicy`` is a value; the engine builds one from the environment when it is
 given none (``NetworkPolicy.from_environment()``), so ``plait run`` and ``wf.run`` are
-protected by default (SPEC 4).  The step types that talk HTTP (``http`` now, ``llm`` and
-notifications later) connect only through ``plait.steps.netclient``, which asks this
+protected by default (docs/security.md).  The step types that talk HTTP (``http``,
+``llm``) and notifications connect only through ``plait.steps.netclient``, which asks this
 module about every TCP connection, each redirect hop included, *before* connecting:
 
 1. ``check_host`` judges the host name as the URL gives it (``only_hosts``, metadata

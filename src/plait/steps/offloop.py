@@ -1,4 +1,4 @@
-"""Rendering a template off the event loop (SPEC 4: a render never stalls the run).
+"""Rendering a template off the event loop (a render never stalls the run: docs/expressions.md).
 
 Used for every template that is not cheap: a step's fields (``StepCall.rendered``), a
 deferred ``when`` and the run's ``output`` (the run loop)."""

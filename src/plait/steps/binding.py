@@ -3,7 +3,7 @@
 A parameter resolves, in order, to: a ``with`` argument, ``input``, ``ctx`` (or any
 parameter annotated ``StepContext``), a step id (its output), a declared output key (the
 shared state), a key of the run input; else its default; else the call fails naming the
-function and the parameter (SPEC 1.2).
+function and the parameter (docs/binding.md).
 
 Everything but the run input is known from the definition, so it is worked out once per
 checked workflow: a ``ParamPlan`` lists, per parameter, where its value comes from, and
