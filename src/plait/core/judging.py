@@ -30,6 +30,8 @@ class Judging(RunRows):
     """The rules that judge a step once its parents are final (see the module
     docstring)."""
 
+    __slots__ = ()
+
     def _judge(self, i: int, now: float) -> None:
         """All parents are final: queue, skip or mark upstream_failed."""
         step = self.spec.steps[i]

@@ -22,6 +22,8 @@ from .states import FINAL_STEP_STATES
 class MapRows(RunRows):
     """A run's rows with the items of its map steps (see the module docstring)."""
 
+    __slots__ = ()
+
     def _restore_items(self, i: int, rows: Mapping[str, StepRuntime]) -> None:
         """The stored item rows of map step ``i`` (none if it never expanded)."""
         mid, count = self.ids[i], 0

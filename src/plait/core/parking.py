@@ -36,6 +36,8 @@ def rejection(by: JSON) -> str:
 class Parking(RunRows):
     """A run's parked steps and their decisions (see the module docstring)."""
 
+    __slots__ = ()
+
     def park(self, i: int, reason: ParkReason, now: float, *,
              resumed: bool = False) -> None:
         """Step ``i`` waits: an approval step as it starts, or (``resumed``) a step

@@ -51,6 +51,8 @@ class RunState(MapRows, Judging, Parking):
     """One run's state and the rules of what happens to its steps and to it (see the
     module docstring)."""
 
+    __slots__ = ()
+
     @classmethod
     def restore(cls, checked: CheckedWorkflow, *, run_id: str, input: JSON,
                 rows: Mapping[str, StepRuntime], now: float,
