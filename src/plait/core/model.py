@@ -159,7 +159,8 @@ class _StepDraft:
     fills them with plain attribute stores and then makes it a StepSpec (assigning
     ``__class__`` is allowed between classes with identical slots).  A frozen
     dataclass's __init__ calls object.__setattr__ once per field instead, which makes
-    100,000 steps built in Python cost 0.15 s more."""
+    100,000 steps built in Python cost 0.15 s more (benchmarks/child.py chain:10000:
+    validate_s 0.073 s with the swap, 0.093 s without)."""
 
     __slots__ = StepSpec.__slots__
 

@@ -1,195 +1,57 @@
 """The live state of one run: a driven state machine (graphlib-shaped).
 
 The run loop owns the clock, the randomness and the I/O.  It asks ``pop_ready()`` for
-the next step to start, reports what happened (``begin``, ``succeed``, ``fail_attempt``,
-``fail``, ``cancel``...), and drains ``changes`` to persist them before acting on them.
-Every rule of SPEC 5 (trigger rules, guards, ``when``, retries, fail-fast, the run's
-final status) is decided here.  Each event costs O(1) plus the step's children.
+the next step to start and ``begin``s it; everything else that happens to the run is
+an event (``core.events``) it hands to ``apply``, which moves the rows as the rules
+say and returns what the runtime must do (``core.effects``).  The loop drains the
+changes (``drain``) and persists them before acting on the effects.
+
+Every rule of a run is decided here and in the modules this one is built from:
+``runrows`` (the rows, the ready heap, the changes to persist), ``judging`` (trigger
+rules, guards and ``when`` of a step whose parents are final), ``mapitems`` (a map
+step's items), ``parking`` (waiting steps and decisions) and ``policy`` (what follows
+an attempt).  Here: an attempt's end, halting (fail-fast, cancel, the run's timeout)
+and the run's end (``finish``).  Each event costs O(1) plus the step's children.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Mapping
 
 from ..errors import OutputError, TransitionError
-from . import expressions
-from .mapping import item_id, item_step, map_concurrency
-from .model import JSON, JSONDict, StepSpec
-from .reducers import reduce_value
-from .retry import ErrorInfo, next_delay
-from .states import (
-    FINAL_STEP_STATES,
-    STEP_TRANSITIONS,
-    RunStatus,
-    StepStatus,
+from .effects import NO_EFFECTS, CancelRunning, Effects, Finish, Park, Retry
+from .events import AttemptEnded, AttemptKind, CancelRequested, Decision, Event, TimerFired
+from .judging import Judging
+from .mapitems import MapRows
+from .model import JSON
+from .parking import Parking
+from .policy import Fail, after_attempt, refused_output
+from .retry import ErrorInfo
+from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
+from .runrows import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PENDING,
+    QUEUED,
+    RUNNING,
+    WAITING,
+    heappush,
 )
+from .states import FINAL_STEP_STATES, STEP_TRANSITIONS, RunStatus
 from .validate import CheckedWorkflow
 
-S = StepStatus
-# Members bound to module names: reading ``StepStatus.X`` goes through the enum's class
-# attribute machinery, about ten times the cost of a global on CPython 3.11, and the
-# hot path reads several per step.
-PENDING, QUEUED, RUNNING, WAITING = S.PENDING, S.QUEUED, S.RUNNING, S.WAITING
-COMPLETED, FAILED, SKIPPED = S.COMPLETED, S.FAILED, S.SKIPPED
-UPSTREAM_FAILED, CANCELLED = S.UPSTREAM_FAILED, S.CANCELLED
-_FAILED_LIKE = frozenset({FAILED, UPSTREAM_FAILED, CANCELLED})
-heappush, heappop = heapq.heappush, heapq.heappop
+_UNSAID = ErrorInfo(type="RunError", message="the work source reported no error info")
+
+__all__ = ["AttemptChange", "MapItems", "RunState", "StepChange", "StepRuntime",
+           "StepsView"]
 
 
-def _ready_rank(priority: tuple[float, ...]) -> tuple[list[int], list[int]]:
-    """(rank of each step, step of each rank): rank 0 is the step with the longest
-    remaining path; equal priorities keep definition order (the sort is stable)."""
-    by_rank = sorted(range(len(priority)), key=priority.__getitem__, reverse=True)
-    rank = [0] * len(by_rank)
-    for r, i in enumerate(by_rank):
-        rank[i] = r
-    return rank, by_rank
+class RunState(MapRows, Judging, Parking):
+    """One run's state and the rules of what happens to its steps and to it (see the
+    module docstring)."""
 
-
-@dataclass(slots=True)
-class StepRuntime:
-    """Everything stored about one step of one run (mutable; owned by RunState)."""
-
-    status: StepStatus = PENDING
-    attempts: int = 0
-    output: JSON = None
-    error: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    skip_reason: str | None = None
-    fallback_used: bool = False
-    next_attempt_at: float | None = None
-    worker: str | None = None
-
-
-# Changes are NamedTuples, not frozen dataclasses: the loop makes several per step, and
-# a frozen dataclass pays object.__setattr__ per field (3x slower to build).
-# NamedTuple's generated __new__ is a Python function; the hot path builds changes with
-# tuple.__new__ directly, which skips it (same object, half the cost).
-_new_tuple = tuple.__new__
-
-
-class StepChange(NamedTuple):
-    """One transition of one step, with the step's full row after it (what to store)."""
-
-    step: str
-    source: StepStatus
-    target: StepStatus
-    at: float
-    # the step's row at the end of its batch, never changed afterwards: a copy, or the
-    # core's own row once final (a final row is never written again)
-    row: StepRuntime
-
-
-class AttemptChange(NamedTuple):
-    """An attempt started (``ended`` False) or ended, with its outcome."""
-
-    step: str
-    attempt: int
-    at: float
-    ended: bool
-    status: str  # running | completed | failed | cancelled
-    error: str | None = None
-    worker: str | None = None
-    fallback: bool = False
-
-
-class StepsView(Mapping[str, JSONDict]):
-    """``steps.<id>`` in templates: ``{"output", "status"}`` of any step of the run."""
-
-    __slots__ = ("_index", "_rows")
-
-    def __init__(self, rows: list[StepRuntime], index: dict[str, int]) -> None:
-        self._rows, self._index = rows, index
-
-    def __getitem__(self, key: str) -> JSONDict:
-        row = self._rows[self._index[key]]
-        output = row.output if row.status is COMPLETED else None
-        return {"output": output, "status": str(row.status)}
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-
-@dataclass(slots=True)
-class MapItems:
-    """The items of one expanded map step (rows ``first .. first + count - 1``)."""
-
-    first: int
-    count: int
-    limit: int  # items running at once, at most
-    queued: int = 0  # items released so far (in order)
-    ended: int = 0  # items that reached a final status
-    failed: str | None = None  # why the map fails (the first item that failed)
-
-
-def _output_owners(steps: tuple[StepSpec, ...]) -> dict[str, tuple[str, ...]]:
-    owners: dict[str, list[str]] = {}
-    for step in steps:
-        for key in step.outputs:
-            owners.setdefault(key, []).append(step.id)
-    return {key: tuple(ids) for key, ids in owners.items()}
-
-
-class RunState:
-    def __init__(self, checked: CheckedWorkflow, *, run_id: str, input: JSON,
-                 secrets: Mapping[str, str] | None = None) -> None:
-        self.checked = checked
-        self.spec = checked.spec
-        self.graph = checked.graph
-        self.run_id = run_id
-        self.input = input
-        # not `secrets or {}`: the truth value of a Secrets mapping walks the environment
-        self.secrets: Mapping[str, str] = {} if secrets is None else secrets
-        self.state: JSONDict = {}
-        steps = self.spec.steps
-        # declared output key -> the steps declaring it (for "state.k is not set")
-        self._output_owners: dict[str, tuple[str, ...]] = checked.derive(
-            "output_owners", lambda: _output_owners(steps))
-        n = self.graph.size
-        self.rows = [StepRuntime() for _ in range(n)]
-        # The run's steps by row: the definition's, then the items of expanded map
-        # steps (rows that grow, ``expand``).  Lists of their own only when the
-        # workflow has a map step; a static workflow shares the definition's tuples.
-        self._static = n
-        self.maps: dict[int, MapItems] = {}  # expanded map step -> its items
-        self.item_of: list[int] = []  # per item row (from n): its map step
-        self.new_rows: list[tuple[str, int]] = []  # item rows to insert, drained
-        has_map = checked.derive("has_map", lambda: any(
-            s.item is not None for s in steps))
-        self.steps: tuple[StepSpec, ...] | list[StepSpec] = list(steps) if has_map \
-            else steps
-        self.ids: tuple[str, ...] | list[str] = list(self.graph.ids) if has_map \
-            else self.graph.ids
-        parents = self.graph.parents
-        self._waiting_parents = checked.derive(
-            "parent_counts", lambda: [len(p) for p in parents]).copy()
-        # the ready heap holds ranks (ints compare faster than (priority, index) tuples):
-        # rank order is critical path first, then definition order
-        self._rank, self._by_rank = checked.derive("ready_rank", lambda: _ready_rank(
-            checked.priority))
-        if has_map:  # item rows get ranks after every step's
-            self._rank, self._by_rank = list(self._rank), list(self._by_rank)
-        self._ready: list[int] = []
-        self.running: set[int] = set()
-        self._unfinished = n
-        self.halting = False  # fail_fast tripped or run cancelled: start nothing new
-        self.cancelled = False
-        self.failure_reason: str | None = None
-        # what happened since the last drain, in order, for the loop to persist
-        self._transitions: list[tuple[int, StepStatus, StepStatus, float]] = []
-        self.attempt_changes: list[AttemptChange] = []
-        self.steps_view = StepsView(self.rows, self.graph.index)
-        self.interrupted: list[int] = []  # running when the run was restored
-        # steps whose parents are final and whose `when` is not cheap to render: the
-        # runtime renders each off the event loop, then calls settle_when (drained by it)
-        self.when_due: list[int] = []
+    __slots__ = ()
 
     @classmethod
     def restore(cls, checked: CheckedWorkflow, *, run_id: str, input: JSON,
@@ -204,10 +66,7 @@ class RunState:
         for i, sid in enumerate(graph.ids):
             stored = rows.get(sid)
             if stored is not None:
-                state.rows[i] = StepRuntime(
-                    stored.status, stored.attempts, stored.output, stored.error,
-                    stored.started_at, stored.finished_at, stored.skip_reason,
-                    stored.fallback_used, stored.next_attempt_at, stored.worker)
+                state.rows[i] = stored.copy()
         for i in range(graph.size):  # stored items of expanded map steps
             if state.spec.steps[i].item is not None:
                 state._restore_items(i, rows)
@@ -236,196 +95,12 @@ class RunState:
                 heappush(state._ready, state._rank[i])
         return state
 
-    def _restore_items(self, i: int, rows: Mapping[str, StepRuntime]) -> None:
-        """The stored item rows of map step ``i`` (none if it never expanded)."""
-        mid, count = self.ids[i], 0
-        while item_id(mid, count) in rows:
-            count += 1
-        row = self.rows[i]
-        if not count and row.status is not WAITING:
-            return
-        items = self._add_items(i, count)
-        for k in range(count):
-            stored = rows[item_id(mid, k)]
-            j = items.first + k
-            self.rows[j] = StepRuntime(
-                stored.status, stored.attempts, stored.output, stored.error,
-                stored.started_at, stored.finished_at, stored.skip_reason,
-                stored.fallback_used, stored.next_attempt_at, stored.worker)
-            status = stored.status
-            if status is not PENDING:
-                items.queued = k + 1
-            if status in FINAL_STEP_STATES:
-                items.ended += 1
-                item = self.steps[j]
-                if status is not COMPLETED and items.failed is None and \
-                        not (status is FAILED and item.allow_failure):
-                    items.failed = f"item {item.id!r} {status}: {stored.error or ''}"
-
-    def _add_items(self, i: int, count: int) -> MapItems:
-        """Rows for ``count`` items of map step ``i``, pending (recorded in new_rows)."""
-        step = self.steps[i]
-        template = step.item
-        assert template is not None
-        first = len(self.rows)
-        items = self.maps[i] = MapItems(first, count,
-                                        map_concurrency(step, self.spec.concurrency))
-        ids, steps, rows, rank, by_rank = self.ids, self.steps, self.rows, self._rank, \
-            self._by_rank
-        assert isinstance(ids, list) and isinstance(steps, list)
-        assert isinstance(rank, list) and isinstance(by_rank, list)
-        new_rows, item_of = self.new_rows, self.item_of
-        for k in range(count):
-            sid = item_id(step.id, k)
-            j = first + k
-            ids.append(sid)
-            steps.append(item_step(template, sid))
-            rows.append(StepRuntime())
-            rank.append(len(by_rank))
-            by_rank.append(j)
-            item_of.append(i)
-            new_rows.append((sid, j))
-        return items
-
-    def expand(self, i: int, values: list[JSON], now: float) -> None:
-        """Map step ``i`` rendered its items: it waits (holding no slot) while its
-        items, new rows named ``ID[INDEX]``, run; the first ``concurrency`` are
-        queued.  Its row keeps the items (``output``) until it ends, so a resumed run
-        knows them.  No items: the map completes at once with ``[]``."""
-        row = self.rows[i]
-        self._move(i, WAITING, now)
-        self.running.discard(i)
-        row.output = values
-        self._record(i, RUNNING, WAITING, now)
-        items = self._add_items(i, len(values))
-        self._unfinished += len(values)
-        if not values:
-            self._end_map(i, items, now)
-            return
-        self._release_items(items, now)
-
-    def item_value(self, j: int) -> tuple[JSON, int]:
-        """(item, index) of item row ``j``: what its templates see."""
-        m = self.item_of[j - self._static]
-        k = j - self.maps[m].first
-        values = self.rows[m].output
-        return (values[k] if isinstance(values, list) and k < len(values) else None), k
-
-    def row_index(self) -> dict[str, int]:
-        """Step id -> row, items included."""
-        if not self.maps:
-            return self.graph.index
-        index = dict(self.graph.index)
-        ids = self.ids
-        for j in range(self._static, len(ids)):
-            index[ids[j]] = j
-        return index
-
-    def graph_index(self, i: int) -> int:
-        """The definition's step for row ``i``: itself, or an item's map step."""
-        return i if i < self._static else self.item_of[i - self._static]
-
-    def _release_items(self, items: MapItems, now: float) -> None:
-        """Queue the next items while fewer than the map's limit are unfinished."""
-        if items.failed is not None or self.halting:
-            return
-        while items.queued < items.count and items.queued - items.ended < items.limit:
-            self._queue(items.first + items.queued, now)
-            items.queued += 1
-
-    def _item_finished(self, j: int, now: float, propagate: bool) -> None:
-        m = self.item_of[j - self._static]
-        items = self.maps[m]
-        items.ended += 1
-        row = self.rows[j]
-        if row.status is not COMPLETED and items.failed is None and \
-                not (row.status is FAILED and self.steps[j].allow_failure):
-            items.failed = f"item {self.ids[j]!r} {row.status}" + \
-                (f": {row.error}" if row.error else "")
-        if not propagate or self.rows[m].status is not WAITING:
-            return
-        self._release_items(items, now)
-        if items.ended == items.queued and (items.failed is not None
-                                            or items.ended == items.count):
-            self._end_map(m, items, now)
-
-    def _end_map(self, m: int, items: MapItems, now: float) -> None:
-        """Every started item ended: the map completes with their outputs in item
-        order (a tolerated failure's slot is null), or fails naming the first item
-        that failed, its unstarted items cancelled."""
-        rows = self.rows
-        if items.failed is None:
-            outputs = [rows[j].output if rows[j].status is COMPLETED else None
-                       for j in range(items.first, items.first + items.count)]
-            try:
-                self.succeed(m, outputs, now)
-                return
-            except OutputError as exc:
-                items.failed = str(exc)
-        reason = f"map step {self.ids[m]!r} failed: {items.failed}"
-        for j in range(items.first + items.queued, items.first + items.count):
-            if rows[j].status is PENDING:
-                self._move(j, CANCELLED, now)
-                rows[j].finished_at, rows[j].skip_reason = now, reason
-                self._record(j, PENDING, CANCELLED, now)
-                self._unfinished -= 1
-                items.ended += 1
-        rows[m].output = None  # the items, kept while it waited
-        self.end_attempt(m, "failed", now, items.failed)
-        self.fail(m, items.failed, now)
-
-    def queued_later(self) -> list[tuple[float, int]]:
-        """Queued steps due in the future (retry delays), for the loop's timers."""
-        ready = set(self._ready)
-        return [(r.next_attempt_at, i) for i, r in enumerate(self.rows)
-                if r.status is QUEUED and r.next_attempt_at is not None
-                and self._rank[i] not in ready]
-
-    # ----------------------------------------------------------------- queries
-
-    @property
-    def done(self) -> bool:
-        return self._unfinished == 0
-
-    def step(self, i: int) -> StepSpec:
-        return self.steps[i]
-
-    def has_ready(self) -> bool:
-        return bool(self._ready)
-
-    def pop_ready(self) -> int | None:
-        """The queued step with the longest remaining path, or None.  Entries of steps
-        no longer queued (pushed twice, or cancelled meanwhile) are dropped here."""
-        ready, rows, by_rank = self._ready, self.rows, self._by_rank
-        while ready and not self.halting:
-            i = by_rank[heappop(ready)]
-            if rows[i].status is QUEUED:
-                return i
-        return None
-
-    def push_back(self, i: int) -> None:
-        """Return a popped step that could not start yet (pool full, rate limited)."""
-        heappush(self._ready, self._rank[i])
-
-    def context(self, i: int | None = None, **extra: object) -> dict[str, object]:
-        """The names templates see (SPEC 4)."""
-        ctx: dict[str, object] = {"input": self.input, "state": self.state,
-                                  "steps": self.steps_view, "run": {"id": self.run_id},
-                                  "secrets": self.secrets,
-                                  expressions.OUTPUT_OWNERS: self._output_owners}
-        if i is not None and i >= self._static:
-            ctx["item"], ctx["index"] = self.item_value(i)
-        ctx.update(extra)
-        return ctx
-
-    def parent_outputs(self, i: int) -> JSONDict:
-        ids = self.graph.ids
-        return {ids[p]: (self.rows[p].output if self.rows[p].status is COMPLETED else None)
-                for p in self.graph.parents[self.graph_index(i)]}
+    # ----------------------------------------------------------------- the end
 
     def run_status(self) -> RunStatus:
-        """The run's final status once ``done`` (SPEC 5: failed if any step failed
-        without allow_failure; cancelled if cancelled)."""
+        """The run's final status once ``done``: cancelled if cancelled; failed if a
+        step failed without allow_failure or the run halted on a failure; else
+        completed."""
         if self.cancelled:
             return RunStatus.CANCELLED
         for i, row in enumerate(self.rows):
@@ -435,40 +110,25 @@ class RunState:
             return RunStatus.FAILED
         return RunStatus.COMPLETED
 
-    def default_output(self) -> JSONDict:
-        ids = self.graph.ids
-        return {ids[i]: self.rows[i].output for i in self.checked.sinks
-                if self.rows[i].status is COMPLETED}
-
-    def drain(self) -> tuple[list[StepChange], list[AttemptChange]]:
-        """What happened since the last drain, to commit together.  Each step changed
-        carries one snapshot of its row as it is now: the batch's final state, which is
-        what the store keeps (a step queued and started in one batch is copied once).
-
-        A row in a final state never changes again (no transition leaves it and no
-        event touches it), so it is its own snapshot: only rows still moving are
-        copied, about one per step instead of two (queued or running, then final)."""
-        transitions, attempts = self._transitions, self.attempt_changes
-        self._transitions, self.attempt_changes = [], []
-        if not transitions:
-            return [], attempts
-        rows, ids, final = self.rows, self.ids, FINAL_STEP_STATES
-        snapshots: dict[int, StepRuntime] = {}
-        changes: list[StepChange] = []
-        append = changes.append
-        for i, source, target, at in transitions:
-            snap = snapshots.get(i)
-            if snap is None:
-                r = rows[i]
-                if r.status in final:
-                    snap = snapshots[i] = r
-                else:
-                    snap = snapshots[i] = StepRuntime(
-                        r.status, r.attempts, r.output, r.error, r.started_at,
-                        r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
-                        r.worker)
-            append(_new_tuple(StepChange, (ids[i], source, target, at, snap)))
-        return changes, attempts
+    def finish(self, *, refused: str | None = None,
+               output_error: str | None = None) -> Finish:
+        """How the run ends once ``done`` (or interrupted): its status and why.
+        ``refused``: the engine's rules refuse the definition, so the run never
+        completes.  ``output_error``: its output could not be rendered, which fails a
+        run that would complete."""
+        status = self.run_status()
+        if status is RunStatus.COMPLETED:
+            if refused is not None:
+                return Finish(status=RunStatus.FAILED, error=refused)
+            if output_error is not None:
+                return Finish(status=RunStatus.FAILED, error=f"run output: {output_error}")
+            return Finish(status=status)
+        if status is RunStatus.CANCELLED:
+            return Finish(status=status, error=self.halt_reason or "cancelled")
+        failed = [s.id for s, r in zip(self.steps, self.rows, strict=True)
+                  if r.status is FAILED and not s.allow_failure]
+        return Finish(status=status,
+                      error=self.failure_reason or "failed steps: " + ", ".join(failed))
 
     # ----------------------------------------------------------------- events
 
@@ -491,7 +151,7 @@ class RunState:
             row.started_at = now
         self.running.add(i)
         self._transitions.append((i, QUEUED, RUNNING, now))
-        self.attempt_changes.append(_new_tuple(AttemptChange, (
+        self.attempt_changes.append(new_change(AttemptChange, (
             self.ids[i], attempt, now, False, "running", None, worker, False)))
         return attempt
 
@@ -519,27 +179,84 @@ class RunState:
         self.running.discard(i)
         if writes:
             self.state.update(writes)
-        self.attempt_changes.append(_new_tuple(AttemptChange, (
+        self.attempt_changes.append(new_change(AttemptChange, (
             step.id, row.attempts, now, True, "completed", None, row.worker, fallback)))
         self._transitions.append((i, source, COMPLETED, now))
         self._finished(i, now)
 
-    def fail_attempt(self, i: int, error: ErrorInfo, now: float, rand: float) -> float | None:
-        """An attempt failed.  Returns the delay before the retry (the step is queued
-        again, due at ``now + delay``) or None when retries are spent: the loop then
-        runs the fallback or calls ``fail``."""
+    # ----------------------------------------------------------------- attempts
+
+    def apply(self, event: Event) -> Effects:
+        """Judge ``event``: move the run's rows as its rules say, and return what the
+        runtime must do about it (``core.effects``; most events: ``NO_EFFECTS``)."""
+        if isinstance(event, AttemptEnded):
+            if event.kind == "cancelled":  # the run halted (or the step was cancelled)
+                self.cancel_step(event.i, event.at, self.stop_reason())
+                return NO_EFFECTS
+            if event.kind == "ok":
+                return self.attempt_ok(event.i, event.output, event.at, event.rand,
+                                       fallback=event.fallback)
+            return self._attempt_failed(event.i, event.kind, event.error or _UNSAID,
+                                        event.fallback, event.at, event.rand)
+        if isinstance(event, Decision):
+            self._decided(event)
+            return self.take_effects()
+        if isinstance(event, TimerFired):
+            return self._timer_fired(event)
+        if isinstance(event, CancelRequested):
+            return self._cancel_requested(event)
+        raise TypeError(f"RunState cannot apply {type(event).__name__}: a child run's "
+                        "end is its step's outcome (the step waits in an attempt)")
+
+    def attempt_ok(self, i: int, output: JSON, now: float, rand: float, *,
+                   fallback: bool = False) -> Effects:
+        """``AttemptEnded(kind="ok")`` without building the event (every step's path).
+        An output the state refuses (declared keys missing, a reducer that cannot
+        combine it) fails the attempt instead."""
+        try:
+            self.succeed(i, output, now, fallback=fallback)
+        except (OutputError, TransitionError) as refused:
+            return self._attempt_failed(i, "ok", refused_output(refused), fallback, now,
+                                        rand)
+        return self.take_effects() if self._effects else NO_EFFECTS
+
+    def _attempt_failed(self, i: int, kind: AttemptKind, error: ErrorInfo,
+                        fallback: bool, now: float, rand: float) -> Effects:
+        """Retry, run the fallback, fail, or park (``policy.after_attempt``)."""
         step, row = self.steps[i], self.rows[i]
-        self.attempt_changes.append(AttemptChange(step.id, row.attempts, now, True, "failed",
-                                          error=str(error), worker=row.worker))
-        row.error = str(error)
-        delay = None if self.halting else next_delay(step.retry, row.attempts, error, rand)
-        if delay is None:
-            return None
+        verdict = after_attempt(step, i, kind=kind, error=error, attempts=row.attempts,
+                                fallback=fallback, first_error=row.error,
+                                halting=self.halting, at=now, rand=rand)
+        if isinstance(verdict, Park):
+            self._park_code(i, now, verdict)
+        elif fallback and isinstance(verdict, Fail):  # (its attempt is closed already)
+            self.fail(i, verdict.reason, now)
+        else:
+            row.error = str(error)
+            self.end_attempt(i, "failed", now, row.error)
+            if isinstance(verdict, Fail):
+                self.fail(i, verdict.reason, now)
+            else:
+                if isinstance(verdict, Retry):
+                    self._queue_again(i, verdict.due, now)
+                self._effects.append(verdict)
+        return self.take_effects()
+
+    def _queue_again(self, i: int, due: float, now: float) -> None:
+        """RUNNING -> QUEUED, ready at ``due`` (the runtime's timer says when)."""
         self.running.discard(i)
-        row.next_attempt_at = now + delay
+        self.rows[i].next_attempt_at = due
         self._move(i, QUEUED, now)
         self._record(i, RUNNING, QUEUED, now)
-        return delay
+
+    def take_effects(self) -> Effects:
+        """What the rules fired since the last event asked the runtime to do (a step
+        failed by its ``when``, settled off the loop, may halt the run)."""
+        effects = self._effects
+        if not effects:
+            return NO_EFFECTS
+        self._effects = []
+        return effects
 
     def retry_due(self, i: int) -> None:
         """A retry's delay has passed: the step is ready again."""
@@ -555,6 +272,9 @@ class RunState:
         self._record(i, source, FAILED, now)
         step = self.steps[i]
         if self.spec.on_failure == "fail_fast" and not step.allow_failure:
+            if not self.halting:  # what runs is cancelled once, as the run halts
+                self.halt_reason = f"step {step.id!r} failed (on_failure: fail_fast)"
+                self._effects.append(CancelRunning(reason=self.halt_reason))
             self.halting = True
             self.failure_reason = f"step {step.id!r} failed (on_failure: fail_fast)"
         self._finished(i, now)
@@ -566,19 +286,10 @@ class RunState:
                                                   status, error=error, worker=row.worker))
 
     def waiting_steps(self) -> list[int]:
-        return [i for i, r in enumerate(self.rows) if r.status is WAITING]
-
-    def wait(self, i: int, now: float) -> None:
-        """The step is parked (approval, long delay) and holds no concurrency slot."""
-        self._move(i, WAITING, now)
-        self.running.discard(i)
-        self._record(i, RUNNING, WAITING, now)
-
-    def requeue(self, i: int, now: float) -> None:
-        """A waiting step is ready to run again (a Python step's approval arrived)."""
-        self._move(i, QUEUED, now)
-        self._record(i, WAITING, QUEUED, now)
-        heappush(self._ready, self._rank[i])
+        """Steps parked when the run stopped (not map steps, which wait on their
+        items)."""
+        return [i for i, r in enumerate(self.rows) if r.status is WAITING
+                and i not in self.maps]
 
     def cancel_step(self, i: int, now: float, reason: str) -> None:
         row = self.rows[i]
@@ -595,12 +306,48 @@ class RunState:
         # when the run goes on (a single step was cancelled), dependants are judged
         self._finished(i, now, propagate=not self.halting)
 
+    # ----------------------------------------------------------------- halting
+
+    def _timer_fired(self, e: TimerFired) -> Effects:
+        """A retry's delay (or a pool's rate window) passed: the step is ready again if
+        it is still queued.  The run's timeout halts it.  (An approval's deadline is
+        decided as a ``Decision`` by ``timeout``, once the runtime stored it.)"""
+        if e.kind == "run_timeout":
+            timeout = self.spec.timeout or 0.0
+            return self._halt(f"run timed out after {timeout:g}s", cancelled=False)
+        if e.kind != "approval_timeout" and self.rows[e.i].status is QUEUED:
+            self.retry_due(e.i)
+        return NO_EFFECTS
+
+    def _cancel_requested(self, e: CancelRequested) -> Effects:
+        """Cancel the run (once).  ``interrupted``: nothing will report any more, so
+        every step that has not ended is cancelled now."""
+        if e.interrupted:
+            self.halt(e.reason, cancelled=True)
+            for i in list(self.running):
+                self.cancel_step(i, e.at, e.reason)
+            self.cancel_unstarted(e.at, e.reason)
+            return NO_EFFECTS
+        if self.cancelled:
+            return NO_EFFECTS
+        return self._halt(e.reason, cancelled=True)
+
+    def _halt(self, reason: str, *, cancelled: bool) -> Effects:
+        self.halt(reason, cancelled=cancelled)
+        return [CancelRunning(reason=reason)]
+
     def halt(self, reason: str, *, cancelled: bool) -> None:
-        """Start nothing new (fail-fast, cancel, run timeout)."""
+        """Start nothing new (fail-fast, cancel, run timeout).  A cancel or a timeout
+        gives the run the reason it stops for; a timeout is its failure."""
         self.halting = True
+        self.halt_reason = reason
         self.cancelled = self.cancelled or cancelled
         if not cancelled and self.failure_reason is None:
             self.failure_reason = reason
+
+    def stop_reason(self) -> str:
+        """Why the run starts nothing new: what is cancelled is cancelled for it."""
+        return self.halt_reason or self.failure_reason or "run stopped"
 
     def cancel_unstarted(self, now: float, reason: str) -> None:
         """Once halting and nothing runs: every step not final is cancelled."""
@@ -609,6 +356,7 @@ class RunState:
                 self.cancel_step(i, now, reason)
         self._ready.clear()
         self.when_due.clear()
+        self.parked.clear()
 
     # ----------------------------------------------------------------- rules
 
@@ -626,157 +374,3 @@ class RunState:
             if left == 0 and rows[child].status is PENDING:
                 self._judge(child, now)
 
-    def _judge(self, i: int, now: float) -> None:
-        """All parents are final: queue, skip or mark upstream_failed (SPEC 5)."""
-        step = self.spec.steps[i]
-        rows = self.rows
-        if step.trigger != "one_failed" and step.when is None and not self.checked.guards[i]:
-            # the common case: every trigger rule but one_failed queues a step whose
-            # parents all completed
-            for p in self.graph.parents[i]:
-                if rows[p].status is not COMPLETED:
-                    break
-            else:
-                self._queue(i, now)
-                return
-        verdict = self._trigger(i, step)
-        if verdict is None and self.checked.guards[i]:
-            verdict = self._guard(i)
-        if verdict is None and step.when is not None:
-            text = step.when
-            if expressions.is_template(text) and not expressions.is_cheap(text):
-                # may take up to its time bound: the runtime renders it off the event
-                # loop and hands the value to settle_when; the step stays pending
-                self.when_due.append(i)
-                return
-            verdict = self._when(i, step, now)
-            if verdict is not None and verdict[0] is FAILED:
-                return  # the step was failed by its `when` (already recorded)
-        self._settle(i, verdict, now)
-
-    def _settle(self, i: int, verdict: tuple[StepStatus, str] | None, now: float) -> None:
-        """Queue the judged step (no verdict), or end it as the verdict says."""
-        if verdict is None:
-            self._queue(i, now)
-            return
-        row = self.rows[i]
-        target, reason = verdict
-        self._move(i, target, now)
-        row.skip_reason, row.finished_at = reason, now
-        self._record(i, PENDING, target, now)
-        self._finished(i, now)
-
-    def _queue(self, i: int, now: float) -> None:
-        """PENDING -> QUEUED (the caller checked PENDING): ready, by priority."""
-        self.rows[i].status = QUEUED
-        self._transitions.append((i, PENDING, QUEUED, now))
-        heappush(self._ready, self._rank[i])
-
-    def _trigger(self, i: int, step: StepSpec) -> tuple[StepStatus, str] | None:
-        parents = self.graph.parents[i]
-        if not parents or step.trigger == "all_done":
-            return None
-        completed = failed = skipped = 0
-        first_failed = first_skipped = ""
-        steps, rows = self.spec.steps, self.rows
-        for p in parents:
-            status = rows[p].status
-            if status is COMPLETED:
-                completed += 1
-            elif status is SKIPPED:
-                skipped += 1
-                first_skipped = first_skipped or steps[p].id
-            elif status is FAILED and steps[p].allow_failure and \
-                    step.trigger != "one_failed":
-                completed += 1  # a tolerated failure does not hold up its children
-            elif status in _FAILED_LIKE:
-                failed += 1
-                first_failed = first_failed or steps[p].id
-        rule = step.trigger
-        if rule == "one_failed":
-            return None if failed else (SKIPPED, "trigger one_failed: no parent failed")
-        if failed:
-            return (UPSTREAM_FAILED, f"parent {first_failed!r} did not complete")
-        if rule == "none_failed":
-            return None
-        if rule == "all_success" and skipped:
-            return (SKIPPED, f"trigger all_success: parent {first_skipped!r} was skipped")
-        if completed == 0:
-            return (SKIPPED, "all parents were skipped")
-        return None
-
-    def _guard(self, i: int) -> tuple[StepStatus, str] | None:
-        for cond, branch in self.checked.guards[i]:
-            row = self.rows[cond]
-            cid = self.spec.steps[cond].id
-            if row.status is not COMPLETED:
-                return (SKIPPED, f"condition {cid!r} did not complete")
-            result = row.output.get("result") if isinstance(row.output, dict) else None
-            if bool(result) is not branch:
-                side = "then" if branch else "else"
-                return (SKIPPED, f"condition {cid!r} was {bool(result)!s} and this step "
-                        f"is in its {side} branch")
-        return None
-
-    def _when(self, i: int, step: StepSpec, now: float) -> tuple[StepStatus, str] | None:
-        text = step.when or ""
-        try:
-            # a literal is the loader's spelling of a YAML boolean (`when: false`)
-            value = expressions.render(text, self.context(i)) \
-                if expressions.is_template(text) \
-                else bool(text) and text.strip().lower() != "false"
-        except expressions.RenderError as exc:
-            return self._when_failed(i, step, exc, now)
-        return self._when_verdict(step, value)
-
-    def _when_failed(self, i: int, step: StepSpec, exc: Exception,
-                     now: float) -> tuple[StepStatus, str]:
-        self._move(i, QUEUED, now)
-        self._record(i, PENDING, QUEUED, now)
-        self.fail(i, f"TemplateError: step {step.id!r}, field 'when': {exc} in "
-                  f"template {step.when!r}", now)
-        return (FAILED, "")
-
-    @staticmethod
-    def _when_verdict(step: StepSpec, value: JSON) -> tuple[StepStatus, str] | None:
-        if expressions.truthy(value):
-            return None
-        return (SKIPPED, f"when was false: {step.when}")
-
-    def settle_when(self, i: int, value: JSON | expressions.RenderError, now: float) -> None:
-        """The value of step ``i``'s ``when``, rendered off the loop (see ``when_due``),
-        or the error that rendering raised: queue, skip or fail the step as ``_judge``
-        would have.  Nothing happens when the step is no longer pending (the run was
-        cancelled meanwhile)."""
-        if self.rows[i].status is not PENDING or self.halting:
-            return
-        step = self.spec.steps[i]
-        if isinstance(value, expressions.RenderError):
-            self._when_failed(i, step, value, now)
-            return
-        self._settle(i, self._when_verdict(step, value), now)
-
-    def _reduced(self, writes: JSONDict) -> JSONDict:
-        """The new values of the written state keys, reducers applied (state unchanged)."""
-        reducers, state = self.spec.reducers, self.state
-        return {key: reduce_value(reducers.get(key), key, state.get(key), value)
-                for key, value in writes.items()}
-
-    def _state_writes(self, step: StepSpec, output: JSON) -> JSONDict:
-        keys = step.outputs
-        if isinstance(output, dict) and all(k in output for k in keys):
-            return {k: output[k] for k in keys}
-        if len(keys) == 1:
-            return {keys[0]: output}
-        missing = [k for k in keys if not (isinstance(output, dict) and k in output)]
-        raise OutputError(f"step {step.id!r} declares outputs {list(keys)} but its output "
-                          f"has no key {missing[0]!r}", step=step.id, path=missing[0])
-
-    def _move(self, i: int, target: StepStatus, now: float) -> None:
-        row = self.rows[i]
-        if target not in STEP_TRANSITIONS[row.status]:
-            raise TransitionError(f"step {self.ids[i]!r}", row.status, target)
-        row.status = target
-
-    def _record(self, i: int, source: StepStatus, target: StepStatus, now: float) -> None:
-        self._transitions.append((i, source, target, now))

@@ -1,16 +1,16 @@
-"""A run's approval steps while they wait for a person (SPEC 8).
+"""The I/O of a run's parked approval steps while they wait for a person.
 
-An approval step is parked without a task.  Decisions reach the run through the store
-(a person approves from another process, or this one): each is stored once, as a
-compare-and-set, and read back here as a history note.  A deadline (the step's
-``timeout``) is decided the same way, as a decision by ``timeout``, so a person's
-decision stored first still stands.
+What a decision means is the core's (``core.parking``); this reads the decisions and
+keeps the deadlines.  Decisions reach the run through the store (a person approves
+from another process, or this one): each is stored once, as a compare-and-set, and
+read back here as a history note, then told to the state as a ``Decision``.  A deadline
+(the step's ``timeout``) is stored the same way, as a decision by ``timeout``, so a
+person's decision stored first still stands.
 
-A Python step waits the same way (``ctx.wait_for_approval``, docs/waiting.md): its
-attempt ends with ``ApprovalRequested``, the step is parked here as a *code wait*
-(``park_code``), and an approval puts the step back in the queue with the decision
-in the run's journal (``StepLog.decisions``), where its next attempt finds it; a
-rejection fails it as it fails an approval step.
+A Python step waits the same way (``ctx.wait_for_approval``, docs/waiting.md): the
+state parks it when its attempt ends with ``ApprovalRequested`` (a *code wait*,
+``park_code`` here keeps its deadline), and an approved one finds the decision in the
+run's journal (``StepLog.decisions``) on its next attempt.
 
 What the approver is asked is stored when the step starts waiting, as a history note
 ``{"wait": {"kind": "approval", "prompt", "show", "attempt"}}`` of the step: its
@@ -25,8 +25,11 @@ from collections.abc import Callable
 from typing import cast
 
 from ..core import expressions
+from ..core.effects import Effects
+from ..core.events import Decision
 from ..core.jsoncheck import NotJSON, checked_json
 from ..core.model import JSON, JSONDict
+from ..core.parking import approval_deadline, timeout_approves
 from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
 from ..errors import DecisionTaken
@@ -39,7 +42,7 @@ from .timers import Timers
 class Approvals:
     """The parked approval steps of one run and their deadlines."""
 
-    __slots__ = ("_checked", "_clock", "_delivered", "_journal", "_notes_seen", "_run_id",
+    __slots__ = ("_checked", "_clock", "_journal", "_notes_seen", "_run_id",
                  "_state", "_store", "_timers", "code", "parked")
 
     def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store,
@@ -56,22 +59,14 @@ class Approvals:
         # the parked steps that are code waits -> their on_timeout
         self.code: dict[int, str] = {}
         self._journal = journal if journal is not None else StepLog(lambda t: t)
-        self._delivered: set[int] = set()  # code waits given their approval
 
-    def park_code(self, i: int, now: float, *, resumed: bool = False) -> None:
-        """Step ``i`` (a Python step) asked for approval: its attempt ended (closed in
-        history as ``waiting``) and it waits.  ``resumed``: it was waiting when the run
-        stopped; its deadline is read back from its ``wait`` note in ``apply``."""
+    def park_code(self, i: int, now: float) -> None:
+        """Step ``i`` (a Python step) asked for approval and waits (its attempt closed
+        by the state, ``Park``), or was waiting when the run stopped: its deadline is
+        the request's (a resumed wait's is read back from its ``wait`` note in
+        ``apply``)."""
         step_id = self._checked.spec.steps[i].id
         request = self._journal.wait_requests.pop(step_id, None) or {}
-        if i in self._delivered:  # its next attempt did not see the decision
-            self._state.end_attempt(i, "failed", now)
-            self._state.fail(i, "the step asked for approval again after its approval "
-                                "was given (a step waits at most once)", now)
-            return
-        if not resumed:
-            self._state.end_attempt(i, "waiting", now)
-            self._state.wait(i, now)
         on_timeout = request.get("on_timeout")
         self.code[i] = on_timeout if isinstance(on_timeout, str) else "reject"
         deadline = None
@@ -91,9 +86,7 @@ class Approvals:
         except (expressions.RenderError, NotJSON) as exc:
             why = exc.describe("what the approval shows") if isinstance(exc, NotJSON) \
                 else str(exc)
-            reason = f"step {step.id!r}: {why}"
-            self._state.end_attempt(i, "failed", now, reason)
-            self._state.fail(i, reason, now)
+            self._state.refuse_wait(i, f"step {step.id!r}: {why}", now)
             return False
         assert isinstance(asked, dict)
         asked["attempt"] = self._state.rows[i].attempts
@@ -128,16 +121,15 @@ class Approvals:
         if not resumed and not self._announce(i):
             return
         step, row = self._state.steps[i], self._state.rows[i]
-        deadline = None
-        if step.timeout is not None:
-            deadline = (row.started_at or self._clock()) + step.timeout
+        deadline = approval_deadline(step, row.started_at or self._clock())
+        if deadline is not None:
             self._timers.add(deadline, "approval_timeout", i)
         self.parked[i] = deadline
 
-    async def apply(self, failed: Callable[[], None]) -> None:
-        """Apply the decisions stored since the last call, and deadlines that passed.
-        ``failed`` is called at once when a rejection fails a step (fail-fast halts the
-        run: what runs is cancelled before this goes on)."""
+    async def apply(self, carry_out: Callable[[Effects], None]) -> None:
+        """Apply the decisions stored since the last call, and deadlines that passed;
+        ``carry_out`` does what the state asks after each (a rejection under fail-fast
+        halts the run: what runs is cancelled before this goes on)."""
         events = await self._store.get_events(self._run_id, after=self._notes_seen)
         now = self._clock()
         index = self._checked.graph.index
@@ -149,50 +141,34 @@ class Approvals:
             if isinstance(wait, dict) and i is not None and i in self.code:
                 self._restore_deadline(i, wait, event.at)
             if isinstance(decision, dict) and i is not None and i in self.parked:
-                self._decide(i, decision, now, failed)
+                carry_out(self._decide(i, decision, now))
         for i, deadline in list(self.parked.items()):
             if deadline is not None and deadline <= now:
-                await self._time_out(i, now, failed)
+                carry_out(await self._time_out(i, now))
 
-    async def _time_out(self, i: int, now: float, failed: Callable[[], None]) -> None:
+    async def _time_out(self, i: int, now: float) -> Effects:
+        """A deadline passed: its decision is stored like a person's (a decision stored
+        first stands) and applied."""
         step = self._checked.spec.steps[i]
         choice = self.code[i] if i in self.code else step.config.get("on_timeout", "reject")
-        decision: JSONDict = {"decision": "approved" if choice == "approve" else "rejected",
-                              "by": "timeout", "at": now, "data": None}
+        decision: JSONDict = {
+            "decision": "approved" if timeout_approves(choice) else "rejected",
+            "by": "timeout", "at": now, "data": None}
         try:
             await self._store.record_decision(self._run_id, step.id, decision)
         except DecisionTaken as taken:
             decision = cast(JSONDict, taken.decision)
-        self._decide(i, decision, now, failed)
+        return self._decide(i, decision, now)
 
-    def _decide(self, i: int, decision: JSONDict, now: float,
-                failed: Callable[[], None]) -> None:
+    def _decide(self, i: int, decision: JSONDict, now: float) -> Effects:
+        """A stored decision, told to the state; an approved code wait's next attempt
+        finds it in the run's journal."""
         self.parked.pop(i, None)
-        by = decision.get("by")
-        if self.code.pop(i, None) is not None:
-            self._decide_code(i, decision, now, failed)
-            return
-        if decision.get("decision") == "approved":
-            at = decision.get("at")
-            self._state.succeed(i, {"approved": True, "by": by,
-                                    "at": iso(at) if isinstance(at, int | float) else at,
-                                    "data": decision.get("data")}, now)
-            return
-        reason = f"rejected by {by}" if by != "timeout" else "approval timed out (rejected)"
-        self._state.end_attempt(i, "failed", now, reason)
-        self._state.fail(i, reason, now)
-        failed()
-
-    def _decide_code(self, i: int, decision: JSONDict, now: float,
-                     failed: Callable[[], None]) -> None:
-        """A code wait's decision: approved, the step runs again and finds it;
-        rejected, the step fails (its waiting attempt is closed already)."""
-        by = decision.get("by")
-        if decision.get("decision") == "approved":
+        approved = decision.get("decision") == "approved"
+        if self.code.pop(i, None) is not None and approved:
             self._journal.decisions[self._checked.spec.steps[i].id] = decision
-            self._delivered.add(i)
-            self._state.requeue(i, now)
-            return
-        reason = f"rejected by {by}" if by != "timeout" else "approval timed out (rejected)"
-        self._state.fail(i, reason, now)
-        failed()
+        at = decision.get("at")
+        return self._state.apply(Decision(
+            i=i, approved=approved, by=decision.get("by"), at=now,
+            decided_at=iso(at) if isinstance(at, int | float) else at,
+            data=decision.get("data")))

@@ -1,4 +1,4 @@
-"""Child runs of ``workflow`` and ``loop`` steps (SPEC 3), for the engine's steps.
+"""Child runs of ``workflow`` and ``loop`` steps, for the engine's steps.
 
 A child run's id is derived from its parent run, the step and a key (the loop's
 iteration), so starting it is idempotent: an attempt of the step that runs again after
@@ -22,7 +22,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..core.child_ids import child_run_id
+from ..core.events import ChildEnded
 from ..core.model import JSON, JSONDict
+from ..core.parking import approval_deadline
+from ..core.policy import child_failure
 from ..core.states import RunStatus, StepStatus
 from ..definitions import check_definition
 from ..errors import DefinitionError, FatalError, InputError, RunBusy, RunNotFound, WorkflowNotFound
@@ -102,7 +105,7 @@ class ChildRuns:
         """Start (or find) the child run for ``key``, wait for its end and return its
         output; FatalError (never retried) when it fails, is cancelled or cannot
         start, naming the child.  ``version``: the stored version ``child`` is (a child
-        given by its definition is stored like any run's, SPEC 2)."""
+        given by its definition is stored like any run's)."""
         step, engine = call.step, self._engine
         run_id = child_run_id(call.run_id, step.id, key)
         name = child.spec.name
@@ -129,11 +132,12 @@ class ChildRuns:
             # the parent is cancelled (or the step timed out): so is the child
             await asyncio.shield(self._cancel(run_id))
             raise
-        if run.status is RunStatus.COMPLETED:
+        why = child_failure(step, ChildEnded(i=call.index, status=run.status,
+                                             at=engine.clock(), output=run.output,
+                                             error=run.error), run_id, name)
+        if why is None:
             return run.output
-        raise FatalError(f"step {step.id!r}: child run {run_id} of workflow {name!r} "
-                         f"{run.status}: {run.error or 'no error recorded'}",
-                         step=step.id)
+        raise FatalError(why, step=step.id)
 
     async def _until_done(self, run: RunRecord, child: CheckedWorkflow) -> RunRecord:
         engine, store = self._engine, self._engine.store
@@ -162,11 +166,11 @@ class ChildRuns:
         deadline: float | None = None
         for row in await store.get_steps(run.run_id):
             i = index.get(row.step_id)
-            timeout = steps[i].timeout if i is not None else None
             if row.status is StepStatus.WAITING and row.started_at is not None \
-                    and timeout is not None:
-                due = row.started_at + timeout
-                deadline = due if deadline is None else min(deadline, due)
+                    and i is not None:
+                due = approval_deadline(steps[i], row.started_at)
+                if due is not None:
+                    deadline = due if deadline is None else min(deadline, due)
         while deadline is None or clock() < deadline:
             await asyncio.sleep(POLL_S)
             events = await store.get_events(run.run_id, after=seen)

@@ -1,7 +1,9 @@
-"""How a run ends: its final status, error and output (SPEC 1.1 ``output``).
+"""The end of a run: its output, rendered, and its move to the final status.
 
-Decided once the core says the run is done (``RunState.done``), or at once when the
-run's own task is cancelled (Ctrl-C), whatever ran its attempts.
+The core says how the run ends (``RunState.finish``: the status and why) once it is
+done, or at once when the run's own task is cancelled (Ctrl-C); what is left here is
+rendering the run's ``output`` (its template, else the sinks' outputs), off the event
+loop when its templates are not cheap, and redacting it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from ..core import expressions
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON
 from ..core.runstate import RunState
-from ..core.states import RunStatus, StepStatus
+from ..core.states import RunStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import OutputError
 from ..steps import offloop
@@ -21,18 +23,13 @@ from ..store.base import RunChange, RunRecord
 
 
 async def final_change(checked: CheckedWorkflow, state: RunState, run: RunRecord, *,
-                       cancel_reason: str | None, secrets: Secrets,
-                       clock: Callable[[], float],
+                       secrets: Secrets, clock: Callable[[], float],
                        refused: Exception | None = None) -> RunChange:
     """The run's move to its final status, with its output or error.  ``refused``:
-    the rules of the engine refuse the definition (every step failed for it; steps
-    allowed to fail do not make it complete, and its output is never rendered)."""
-    status = state.run_status()
+    the rules of the engine refuse the definition."""
+    end = state.finish(refused=None if refused is None else str(refused))
     output: JSON = None
-    error: str | None = None
-    if refused is not None and status is RunStatus.COMPLETED:
-        status, error = RunStatus.FAILED, str(refused)
-    if status is RunStatus.COMPLETED:
+    if end.status is RunStatus.COMPLETED:
         template = checked.spec.output
         try:
             if template is not None and not expressions.is_cheap(template):
@@ -40,13 +37,9 @@ async def final_change(checked: CheckedWorkflow, state: RunState, run: RunRecord
             else:
                 output = run_output(checked, state)
         except (expressions.RenderError, OutputError) as exc:
-            status, error = RunStatus.FAILED, f"run output: {exc}"
-    if status is RunStatus.FAILED and error is None:
-        error = state.failure_reason or _failed_steps(checked, state)
-    elif status is RunStatus.CANCELLED:
-        error = cancel_reason or "cancelled"
-    return RunChange(source=run.status, target=status, at=clock(),
-                     output=secrets.redact(output), error=error)
+            end = state.finish(output_error=str(exc))
+    return RunChange(source=run.status, target=end.status, at=clock(),
+                     output=secrets.redact(output), error=end.error)
 
 
 def run_output(checked: CheckedWorkflow, state: RunState) -> JSON:
@@ -66,17 +59,3 @@ async def _rendered_output(checked: CheckedWorkflow, state: RunState,
     value = await offloop.in_thread(stop, expressions.render_value, template,
                                     state.context(), stop=stop)
     return ensure_json(value, max_bytes=checked.spec.limits.max_output_bytes)
-
-
-def _failed_steps(checked: CheckedWorkflow, state: RunState) -> str:
-    failed = [s.id for s, r in zip(state.steps, state.rows, strict=True)
-              if r.status is StepStatus.FAILED and not s.allow_failure]
-    return "failed steps: " + ", ".join(failed)
-
-
-def cancel_everything(state: RunState, reason: str, now: float) -> None:
-    """The run stops where it is: every step that has not ended is cancelled."""
-    state.halt(reason, cancelled=True)
-    for i in list(state.running):
-        state.cancel_step(i, now, reason)
-    state.cancel_unstarted(now, reason)

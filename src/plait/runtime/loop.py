@@ -3,11 +3,12 @@
 The loop asks the core's RunState what may start, commits every change to the store
 *before* acting on it (a step is stored ``running`` with its attempt counted before its
 function is called), hands attempts to a ``WorkSource`` and feeds the outcomes the
-source reports back to the core.  Every decision is made here, whatever the source:
-retry, then fallback, then fail; circuit breakers; fail-fast; cancel; approvals;
-timers; the run's output and end.  Changes that happen together are committed together
-(group commit, ``RunWriter``).  Approval steps are parked without an attempt; when only
-people can move the run on, it is stored ``waiting`` and the loop returns.
+source reports back to the core as events.  The core decides (retry, then fallback,
+then fail; fail-fast; cancel; approvals; timers; the run's end) and returns effects,
+which the loop carries out (``runtime.outcomes``): it decides nothing itself.  Changes
+that happen together are committed together (group commit, ``RunWriter``).  Approval
+steps are parked without an attempt; when only people can move the run on, it is
+stored ``waiting`` and the loop returns.
 
 The seam's contract is in ``runtime.worksource``; ``LocalSource`` (``runtime.local``)
 runs attempts as tasks of the run's TaskGroup.
@@ -21,11 +22,13 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..core import expressions
+from ..core.effects import Effects
+from ..core.events import CancelRequested, TimerFired
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON
 from ..core.retry import ErrorInfo
 from ..core.runstate import RunState
-from ..core.states import RunStatus, StepStatus
+from ..core.states import RunStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import InterruptedAttempt, RunError, RunTakenOver
 from ..steps.context import StepLog
@@ -34,10 +37,10 @@ from ..steps.secrets import Secrets
 from ..store.base import RunChange, RunRecord
 from ..store.memory import MemoryStore
 from .approvals import Approvals
-from .ending import cancel_everything, final_change
+from .ending import final_change
 from .halt import Halt
 from .host import RunHost
-from .outcomes import FollowUp, OutcomeRules
+from .outcomes import OutcomeEffects
 from .pools import PoolSlots
 from .results import RunResult
 from .runner import error_info, failed
@@ -119,13 +122,16 @@ class RunLoop:
         self.whens = WhenJudge(checked, state)
         # the judge's own dict and list, read on every turn
         self._judging, self._judged = self.whens.judging, self.whens.judged
-        self.halt = Halt(state, self.tasks, self.whens, source.cancel)
+        self.halt = Halt(self.tasks, self.whens, source.cancel)
+        # feeds an outcome to the state and carries out what it decides
+        self._effects = OutcomeEffects(checked, state, secrets, self.view, self.timers,
+                                       self.clock, self._rand, self.approvals, self.halt,
+                                       self.tasks, source.start)
+        self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float],
+                               None] = self._effects.apply
         self._wake: asyncio.Future[None] | None = None
         self._create_task: Spawn  # a task the run owns
         self._start_attempt: Callable[[StepCall, bool], object]  # WorkSource.start
-        # what an outcome means for its step (OutcomeRules.apply)
-        self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float],
-                               FollowUp]
         # the claim that gave us the run just read its cancel request and renewed the
         # heartbeat: the first poll is due a poll interval after it
         self._last_cancel_poll = run.heartbeat_at or 0.0
@@ -168,9 +174,6 @@ class RunLoop:
             async with asyncio.TaskGroup() as tg:
                 self._create_task = tg.create_task
                 self._aio = asyncio.get_running_loop()
-                self._handle = OutcomeRules(self.checked, self.state, self.secrets,
-                                            self.view, self.timers, self.clock,
-                                            self._rand, self.approvals).apply
                 self.source.open(tg.create_task, self.report)
                 self._start_attempt = self.source.start
                 try:
@@ -221,7 +224,7 @@ class RunLoop:
                 break
             if not self.tasks and not self._judging and state.halting:
                 # nothing runs any more: whatever has not started never will
-                state.cancel_unstarted(self.clock(), self.halt.why())
+                state.cancel_unstarted(self.clock(), state.stop_reason())
                 parked.clear()
                 continue
             if not self.tasks and not self._judging and not timers.busy() \
@@ -267,7 +270,8 @@ class RunLoop:
         if self.spec.timeout is not None:
             self.timers.add(now + self.spec.timeout, "run_timeout", -1)
         if run.cancel_requested:  # cancelled while nobody executed it
-            self.halt.stop("cancelled on request", cancelled=True)
+            self._effects.carry_out(state.apply(CancelRequested(
+                reason="cancelled on request", at=now)), now)
         state.start(now)
         if len(self._rows) != len(self._types):  # map items, restored
             self._grow()
@@ -287,9 +291,11 @@ class RunLoop:
         state.interrupted.clear()
         for i in state.waiting_steps():
             if self._types[i].parks:
+                state.park(i, "approval", now, resumed=True)
                 self.approvals.park(i, resumed=True)
             else:  # a Python step in ctx.wait_for_approval
-                self.approvals.park_code(i, now, resumed=True)
+                state.park(i, "code_approval", now, resumed=True)
+                self.approvals.park_code(i, now)
         if self.approvals.parked:
             await self.writer.commit_run(run_change)
             await self._check_decisions()
@@ -307,7 +313,7 @@ class RunLoop:
     async def _check_decisions(self) -> None:
         """Apply stored approval decisions, and deadlines that have passed."""
         self._decisions_due = False
-        await self.approvals.apply(self.halt.after_failure)
+        await self.approvals.apply(self._carry)
         await self.writer.flush()
 
     async def _park_run(self) -> None:
@@ -361,8 +367,9 @@ class RunLoop:
             else:
                 attempt = state.begin(i, now, worker)
             if step_type.parks and self._refused is None:
-                state.wait(i, now)
+                state.park(i, "approval", now)
                 self.approvals.park(i)
+                self._carry_out()  # what it asks cannot be shown: it failed
                 continue
             # begin() set started_at (at the step's first attempt)
             call = StepCall(step, i, attempt, state.rows[i].started_at or now, view)
@@ -427,9 +434,20 @@ class RunLoop:
                 return
         self._signal()
 
+    def _carry(self, effects: Effects) -> None:
+        if effects:
+            self._effects.carry_out(effects, self.clock())
+
+    def _carry_out(self) -> None:
+        """Effects of rules that fired outside an outcome (a decision, a ``when``)."""
+        effects = self.state.take_effects()
+        if effects:
+            self._effects.carry_out(effects, self.clock())
+
     def _process(self, now: float) -> None:
         if self._judged:
             self.whens.settle(now)
+            self._carry_out()
         outcomes, self.outcomes = self.outcomes, []
         tasks, pool_of, handle, rows, slots = self.tasks, self._pool_of, self._handle, \
             self._rows, self._slots
@@ -441,10 +459,7 @@ class RunLoop:
             # a fallback runs outside the step's pool slot
             if not fallback and (pool := pool_of[i]) is not None:
                 slots.release(pool)
-            if kind == "cancelled":
-                self.state.cancel_step(i, now, self.halt.why())
-            elif (follow := handle(i, kind, output, error, fallback, now)) is not None:
-                self._follow(follow)
+            handle(i, kind, output, error, fallback, now)
         if self._remote:  # applied (or dropped): consumed by the batch that follows
             self.source.applied(outcomes)
 
@@ -457,15 +472,7 @@ class RunLoop:
     def _apply(self, i: int, kind: OutcomeKind, output: JSON, error: ErrorInfo | None,
                fallback: bool, now: float) -> None:
         """An outcome that did not come through ``report`` (inline, resumed)."""
-        follow = self._handle(i, kind, output, error, fallback, now)
-        if follow is not None:
-            self._follow(follow)
-
-    def _follow(self, follow: StepCall | bool) -> None:
-        if isinstance(follow, StepCall):  # the step's fallback, for the source to run
-            self.tasks[follow.index] = self._start_attempt(follow, True)
-        else:  # a step failed for good: under fail-fast the run halted
-            self.halt.after_failure()
+        self._handle(i, kind, output, error, fallback, now)
 
     # ------------------------------------------------------------- waiting
 
@@ -492,24 +499,23 @@ class RunLoop:
                 handle.cancel()
 
     def _fire_timers(self, now: float) -> None:
+        state = self.state
         for kind, i in self.timers.pop_due(now):
-            if kind == "retry" or kind == "ready":
-                if self.state.rows[i].status is StepStatus.QUEUED:
-                    self.state.retry_due(i)
-            elif kind == "approval_timeout":
+            if kind == "approval_timeout":
                 # decided in _check_decisions, after the stored decisions are read
                 if i in self.approvals.parked:
                     self._decisions_due = True
-            elif kind == "run_timeout":
-                self.halt.stop(f"run timed out after {self.spec.timeout:g}s",
-                               cancelled=False)
+            else:
+                self._effects.carry_out(state.apply(TimerFired(kind=kind, i=i, at=now)),
+                                        now)
 
     # ------------------------------------------------------------- halting
 
     def request_cancel(self, reason: str) -> None:
-        if not self.state.halting or not self.state.cancelled:
-            self.halt.stop(reason, cancelled=True)
-            self._signal()
+        now = self.clock()
+        self._effects.carry_out(self.state.apply(CancelRequested(reason=reason, at=now)),
+                                now)
+        self._signal()
 
     async def _poll_cancel(self, now: float) -> None:
         """Other processes reach a running run through the store: notice a cancel
@@ -534,16 +540,15 @@ class RunLoop:
 
     async def _finish(self) -> None:
         await self.writer.commit_run(await final_change(
-            self.checked, self.state, self.writer.run, cancel_reason=self.halt.reason,
-            secrets=self.secrets, clock=self.clock, refused=self._refused))
+            self.checked, self.state, self.writer.run, secrets=self.secrets,
+            clock=self.clock, refused=self._refused))
 
     async def _abort(self, reason: str) -> None:
         """The run's task was cancelled (Ctrl-C): record everything as cancelled."""
         now = self.clock()
-        cancel_everything(self.state, reason, now)
-        self.halt.reason = reason
+        self.state.apply(CancelRequested(reason=reason, at=now, interrupted=True))
+        end = self.state.finish()
         run = self.writer.run
         if run.status in (RunStatus.RUNNING, RunStatus.PENDING, RunStatus.WAITING):
-            await self.writer.commit_run(RunChange(source=run.status,
-                                                   target=RunStatus.CANCELLED, at=now,
-                                                   error=reason))
+            await self.writer.commit_run(RunChange(source=run.status, target=end.status,
+                                                   at=now, error=end.error))

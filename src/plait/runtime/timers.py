@@ -1,15 +1,15 @@
 """A run's timers: retry delays, rate-window waits, approval deadlines, the run timeout.
 
-What each one means when it fires is the run loop's decision; this is only the heap.
+What each one means when it fires is the core's decision (``TimerFired``); this is
+only the heap.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from typing import Literal
 
-TimerKind = Literal["retry", "ready", "approval_timeout", "run_timeout"]
+from ..core.events import TimerKind
 
 
 class Timers(list[tuple[float, int, TimerKind, int]]):

@@ -1,4 +1,4 @@
-"""RunState by example: the driven state machine of SPEC 5 and its restore (SPEC 6)."""
+"""RunState by example: the driven state machine of a run and its restore after a crash."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from plait.core.effects import CancelRunning, Retry
+from plait.core.events import AttemptEnded
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState, StepRuntime
 from plait.core.states import RunStatus, StepStatus
@@ -59,7 +61,8 @@ def test_succeed_refuses_a_reducer_error_without_changing_anything() -> None:
         state.succeed(b, {"total": "x"}, 3.0)
     assert state.rows[b].status is S.RUNNING
     assert state.state == {"total": 1}
-    assert state.fail_attempt(b, FLAKY, 3.0, 0.0) is not None  # still retryable
+    effects = state.apply(AttemptEnded(i=b, kind="error", at=3.0, error=FLAKY))
+    assert effects == [Retry(i=b, due=4.0)]  # still retryable
 
 
 def test_fail_fast_halts_and_cancel_unstarted_cancels_the_rest() -> None:
@@ -71,12 +74,11 @@ def test_fail_fast_halts_and_cancel_unstarted_cancels_the_rest() -> None:
     assert {state.pop_ready(), state.pop_ready()} == {bad, other}
     state.begin(bad, 1.0)
     state.begin(other, 1.0)
-    assert state.fail_attempt(bad, ErrorInfo(type="FatalError", message="x",
-                                             retryable=False), 2.0, 0.0) is None
-    state.fail(bad, "FatalError: x", 2.0)
+    effects = state.apply(AttemptEnded(i=bad, kind="error", at=2.0, error=ErrorInfo(
+        type="FatalError", message="x", retryable=False)))
+    assert effects == [CancelRunning(reason="step 'bad' failed (on_failure: fail_fast)")]
     assert state.halting
-    assert state.fail_attempt(other, FLAKY, 2.5, 0.0) is None  # no retry once halting
-    state.cancel_step(other, 2.5, "fail_fast")
+    state.cancel_step(other, 2.5, "fail_fast")  # the runtime cancelled it
     state.cancel_unstarted(3.0, "fail_fast")
     assert state.done
     assert [str(r.status) for r in state.rows] == ["failed", "cancelled", "cancelled"]
@@ -122,9 +124,9 @@ def test_restore_keeps_completed_steps_and_due_retries() -> None:
     started = [run_step(state, 1.0) for _ in range(3)]
     assert sorted(started) == [0, 1, 2]
     state.succeed(ids["done"], "out", 1.5)
-    later_delay = state.fail_attempt(ids["later"], FLAKY, 2.0, 0.0)
-    soon_delay = state.fail_attempt(ids["soon"], FLAKY, 2.0, 0.0)
-    assert later_delay == soon_delay == 1.0
+    for sid in ("later", "soon"):
+        effects = state.apply(AttemptEnded(i=ids[sid], kind="error", at=2.0, error=FLAKY))
+        assert effects == [Retry(i=ids[sid], due=3.0)]
     rows = stored_rows(state)
     # restored at 2.5: both retries are due at 3.0, so they wait as timers
     restored = RunState.restore(checked, run_id="r", input={}, rows=rows, now=2.5)

@@ -1,4 +1,4 @@
-"""Property-based tests of the run state machine (SPEC 5), driven without asyncio.
+"""Property-based tests of the run state machine, driven without asyncio.
 
 A random DAG (random edges respecting an order, trigger rules, ``allow_failure``,
 conditions with then/else branches, ``when`` guards) is run by a small driver that
@@ -6,7 +6,7 @@ plays the run loop: it pops ready steps up to the concurrency, finishes running 
 in a random order with random outcomes (success, retryable failure, fatal failure),
 keeps retries on a fake clock, and sometimes cancels the run.  After every event it
 checks the invariants; at the end it checks every verdict against an independent
-reading of the SPEC 5 trigger table.
+reading of the trigger rules.
 
 A last property runs small random DAGs through the real asyncio engine.
 """
@@ -23,7 +23,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from plait import Retry, StepContext, Workflow
+from plait.core import effects as fx
 from plait.core import expressions
+from plait.core.events import AttemptEnded
 from plait.core.model import TRIGGERS
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import AttemptChange, RunState, StepChange, StepRuntime
@@ -235,16 +237,23 @@ class Driver:
             self.state.succeed(i, output, self.now)
         else:
             error = RETRYABLE if outcome == "retry" else FATAL
-            delay = self.state.fail_attempt(i, error, self.now, self.rand.random())
-            if delay is None:
-                self.state.fail(i, str(error), self.now)
-            else:
-                assert outcome == "retry"
-                assert delay >= 1.0
-                self.retry_at[i] = self.now + delay
+            self.ended(i, error)
         self.drain()
         if self.state.halting:
             self.stop_running("fail_fast")
+
+    def ended(self, i: int, error: ErrorInfo) -> None:
+        """An attempt of step ``i`` failed: the state decides (retry or fail)."""
+        done = self.state.apply(AttemptEnded(i=i, kind="error", at=self.now,
+                                                error=error, rand=self.rand.random()))
+        for effect in done:
+            if isinstance(effect, fx.Retry):
+                assert error.retryable
+                assert effect.due >= self.now + 1.0
+                self.retry_at[i] = effect.due
+            else:  # a failure under fail_fast halts the run (see finish_one)
+                assert isinstance(effect, fx.CancelRunning), effect
+                assert self.state.halting
 
     def stop_running(self, reason: str) -> None:
         for i in self.running:
@@ -259,7 +268,7 @@ class Driver:
 
     def crash_and_restore(self) -> None:
         """The process dies between two events; a new one restores the run from what was
-        stored (the last row of every step change) and goes on (SPEC 6)."""
+        stored (the last row of every step change) and goes on."""
         stored: dict[str, StepRuntime] = {}
         for ch in self.step_changes:
             stored[ch.step] = ch.row
@@ -280,11 +289,7 @@ class Driver:
             # the attempt that was running died with the process: a failed attempt
             sid = self.graph.ids[i]
             self.plan.outcomes[sid][rows[i].attempts - 1] = "retry"
-            delay = state.fail_attempt(i, RETRYABLE, self.now, self.rand.random())
-            if delay is None:
-                state.fail(i, "interrupted", self.now)
-            else:
-                self.retry_at[i] = self.now + delay
+            self.ended(i, RETRYABLE)
         state.interrupted.clear()
         self.drain()
         self.completed_before_crash |= completed_before
@@ -354,11 +359,11 @@ class Driver:
         assert all(r.status in FINAL_STEP_STATES for r in self.state.rows)
 
 
-# ---------------------------------------------------------------- the oracle (SPEC 5)
+# ---------------------------------------------------------------- the oracle
 
 
 def expected_verdict(driver: Driver, i: int) -> StepStatus | None:
-    """What SPEC 5 says about a step judged with its parents' final statuses: None when
+    """What the trigger rules say about a step judged with its parents' final statuses: None when
     it runs, else the status it ends in without running."""
     spec = driver.checked.spec
     step = spec.steps[i]
@@ -418,7 +423,7 @@ def expected_run(outcomes: list[str]) -> tuple[StepStatus, int]:
 @pytest.mark.parametrize("on_failure", ["continue", "fail_fast"])
 @given(data=st.data())
 @settings(max_examples=max(100, BASE_EXAMPLES))
-def test_random_runs_follow_spec_5(on_failure: str, data: st.DataObject) -> None:
+def test_random_runs_follow_the_run_rules(on_failure: str, data: st.DataObject) -> None:
     plan = data.draw(plans(on_failure=on_failure), label="plan")
     driver = Driver(plan)
     driver.run()
@@ -450,7 +455,7 @@ def test_random_runs_follow_spec_5(on_failure: str, data: st.DataObject) -> None
         if row.status is S.COMPLETED:
             assert row.output is not None
 
-    # SPEC 5: the run's final status
+    # the run's final status
     failed_hard = any(r.status is S.FAILED and not driver.checked.spec.steps[i].allow_failure
                       for i, r in enumerate(rows))
     if driver.cancelled:
@@ -475,8 +480,8 @@ def test_random_runs_follow_spec_5(on_failure: str, data: st.DataObject) -> None
 
 @given(data=st.data())
 @settings(max_examples=max(100, BASE_EXAMPLES))
-def test_a_run_restored_after_crashes_ends_as_spec_5_says(data: st.DataObject) -> None:
-    """Random crash points (SPEC 6): completed steps never run again, an interrupted
+def test_a_run_restored_after_crashes_ends_as_the_rules_say(data: st.DataObject) -> None:
+    """Random crash points: completed steps never run again, an interrupted
     attempt counts as a failed attempt and is retried, and every verdict still follows
     the trigger table."""
     plan = data.draw(plans(on_failure="continue"), label="plan")

@@ -1,0 +1,93 @@
+"""Steps that wait holding nothing (no task, no slot), and the decisions that move
+them on.
+
+An approval step is parked as it starts and ends with the decision: approved, it
+completes with ``{"approved", "by", "at", "data"}``; rejected, it fails.  A Python step
+that asked for approval (``ctx.wait_for_approval``) is parked when its attempt ends;
+approved, it is queued again and its next attempt finds the decision; rejected, it
+fails.  It waits at most once: asking again after its approval was given fails it.
+A deadline (the step's ``timeout``, or the request's) decides as its ``on_timeout``
+says, as a decision by ``timeout``; a decision stored first still stands.
+"""
+
+from __future__ import annotations
+
+from .effects import Park, ParkReason
+from .events import Decision
+from .model import JSON, StepSpec
+from .runrows import QUEUED, RUNNING, WAITING, RunRows, heappush
+
+
+def approval_deadline(step: StepSpec, started_at: float) -> float | None:
+    """When an approval step that started waiting at ``started_at`` times out."""
+    return None if step.timeout is None else started_at + step.timeout
+
+
+def timeout_approves(on_timeout: JSON) -> bool:
+    """Whether a deadline that passed approves (``on_timeout: approve``) or rejects."""
+    return on_timeout == "approve"
+
+
+def rejection(by: JSON) -> str:
+    """The error of a step whose approval was refused (by a person or its deadline)."""
+    return "approval timed out (rejected)" if by == "timeout" else f"rejected by {by}"
+
+
+class Parking(RunRows):
+    """A run's parked steps and their decisions (see the module docstring)."""
+
+    __slots__ = ()
+
+    def park(self, i: int, reason: ParkReason, now: float, *,
+             resumed: bool = False) -> None:
+        """Step ``i`` waits: an approval step as it starts, or (``resumed``) a step
+        that was waiting when the run stopped."""
+        if not resumed:
+            self.wait(i, now)
+        self.parked[i] = reason
+
+    def wait(self, i: int, now: float) -> None:
+        """RUNNING -> WAITING: the step holds no concurrency slot."""
+        self._move(i, WAITING, now)
+        self.running.discard(i)
+        self._record(i, RUNNING, WAITING, now)
+
+    def refuse_wait(self, i: int, reason: str, now: float) -> None:
+        """What an approval step asks cannot be shown (it does not render, or is too
+        big): it fails, its attempt closed."""
+        self.parked.pop(i, None)
+        self.end_attempt(i, "failed", now, reason)
+        self.fail(i, reason, now)
+
+    def _park_code(self, i: int, now: float, park: Park) -> None:
+        """A Python step asked for approval: its attempt ends (``waiting``) and the
+        step waits, once; asked again after its approval was given, it fails."""
+        if i in self.given_approval:  # its next attempt did not see the decision
+            self.end_attempt(i, "failed", now)
+            self.fail(i, "the step asked for approval again after its approval was "
+                         "given (a step waits at most once)", now)
+            return
+        self.end_attempt(i, "waiting", now)
+        self.park(i, "code_approval", now)
+        self._effects.append(park)
+
+    def _decided(self, e: Decision) -> None:
+        """A decision on parked step ``e.i``; none when it no longer waits."""
+        i, now = e.i, e.at
+        reason = self.parked.pop(i, None)
+        if reason is None:
+            return
+        if reason == "code_approval":
+            if e.approved:
+                self.given_approval.add(i)
+                self._move(i, QUEUED, now)
+                self._record(i, WAITING, QUEUED, now)
+                heappush(self._ready, self._rank[i])
+            else:  # (its waiting attempt is closed already)
+                self.fail(i, rejection(e.by), now)
+        elif e.approved:
+            self.succeed(i, {"approved": True, "by": e.by, "at": e.decided_at,
+                             "data": e.data}, now)
+        else:
+            self.end_attempt(i, "failed", now, rejection(e.by))
+            self.fail(i, rejection(e.by), now)
