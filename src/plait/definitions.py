@@ -14,6 +14,7 @@ from .core.model import WorkflowSpec
 from .core.source import check_data
 from .core.validate import CheckedWorkflow, check
 from .errors import DefinitionError, Problem
+from .runtime.gctune import gc_paused
 from .runtime.retry_names import retry_name_problems
 from .steps.builtin import register_builtins
 from .steps.child_files import include_child_files
@@ -33,14 +34,15 @@ def check_definition(data: object, *, source: str | None = None,
     check_data(data, source=source)  # JSON first: nothing below meets a bad value
     data, included = include_child_files(  # `workflow: ./child.yaml`
         data, source, lambda d, s: check_definition(d, source=s))
-    spec, problems = parse_definition(data)
-    problems = included + problems
-    if spec is None:
-        raise DefinitionError(problems, source=source)
-    problems += alert_problems(spec)
-    if check_imports:
-        problems += _import_problems(spec)
-    return check(spec, source=source, prior=problems)
+    with gc_paused(keep=True):  # one pause for building and checking a large graph
+        spec, problems = parse_definition(data)
+        problems = included + problems
+        if spec is None:
+            raise DefinitionError(problems, source=source)
+        problems += alert_problems(spec)
+        if check_imports:
+            problems += _import_problems(spec)
+        return check(spec, source=source, prior=problems)
 
 
 def alert_problems(spec: WorkflowSpec) -> list[Problem]:

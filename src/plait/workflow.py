@@ -34,9 +34,10 @@ from .core.schedule_check import parse_schedules
 from .core.serialize import workflow_to_dict
 from .core.source import parse_text
 from .core.spec_numbers import number_problems
-from .core.validate import CheckedWorkflow, check, gc_paused
+from .core.validate import CheckedWorkflow, check
 from .definitions import alert_problems, check_definition
 from .errors import DefinitionError, Problem
+from .runtime.gctune import gc_paused
 from .runtime.results import RunResult
 from .runtime.retry_names import retry_name_problems
 from .step_options import (

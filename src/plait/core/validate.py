@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, compress, islice, repeat
@@ -77,8 +75,7 @@ class CheckedWorkflow:
     @cached_property
     def definition(self) -> JSONDict:
         """The canonical dict form (what is stored)."""
-        with gc_paused():
-            return workflow_to_dict(self.spec)
+        return workflow_to_dict(self.spec)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -95,8 +92,7 @@ def check(spec: WorkflowSpec, *, source: str | None = None,
     """Validate ``spec``; raise DefinitionError listing every problem (including
     ``prior`` ones from loading)."""
     problems = list(prior or [])
-    with gc_paused(keep=True):
-        checked = _check(spec, problems)
+    checked = _check(spec, problems)
     if problems or checked is None:
         raise DefinitionError(problems, source=source)
     return checked
@@ -275,30 +271,6 @@ def _check_retry_names(spec: WorkflowSpec, add: _Add) -> None:
                 if not is_exception_name(name):
                     add(f"steps[{i}].retry.{field}[{j}]", f"expected an exception name "
                         f"(ValueError, package.module.ClassName), got {name!r}")
-
-
-@contextmanager
-def gc_paused(*, keep: bool = False) -> Iterator[None]:
-    """Pause the cyclic garbage collector while building large graphs: they allocate
-    hundreds of thousands of containers and create no reference cycles, so full
-    collections in the middle are pure cost (2-3x on 100,000 steps).
-
-    With ``keep`` (what is built is kept: a checked workflow, cached), the objects
-    allocated meanwhile go straight to the oldest generation when the block ends
-    without an error, instead of being scanned by the first collection after it, then
-    by the next older one (0.05 s each on 100,000 steps): ``gc.freeze()`` moves every
-    tracked object to the permanent generation and ``gc.unfreeze()`` moves them all to
-    the oldest one.  Skipped when the program froze objects itself."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-        if keep and enabled and not gc.get_freeze_count():
-            gc.freeze()
-            gc.unfreeze()
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _Add(Protocol):  # the problem collector's signature (keeps signatures short)

@@ -46,7 +46,7 @@ from ..store.memory import MemoryStore
 from .breakers import Breakers, breakers_for
 from .children import ChildRuns
 from .claims import ClaimSource
-from .gctune import relaxed_gc
+from .gctune import gc_paused, relaxed_gc
 from .local import LocalSource
 from .loop import RunLoop
 from .observers import Observers, default_observers
@@ -181,8 +181,10 @@ class Engine:
             preflight(checked)
         spec = checked.spec
         key, per_key = _run_key(checked, input)
+        with gc_paused():  # the canonical form of a large graph, built once
+            text = checked.definition_json
         stored = await self.store.save_workflow(
-            spec.name, checked.definition_json, checked.fingerprint,
+            spec.name, text, checked.fingerprint,
             spec.version if version is None else version)
         run = RunRecord(run_id=run_id or uuid.uuid4().hex, workflow=spec.name,
                         version=stored.version, fingerprint=checked.fingerprint,

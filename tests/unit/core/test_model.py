@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 import pickle
 
 import pytest
 
 from plait.core.model import CircuitBreakerSpec, Fallback, RetryPolicy, StepSpec, new_step
-from plait.core.validate import gc_paused
 
 
 def noop() -> None:
@@ -37,20 +35,3 @@ def test_new_step_is_frozen_and_gets_its_own_config() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         step.id = "b"  # type: ignore[misc]
     assert step.config == {} and step.config is not new_step(id="b", type="t").config
-
-
-def test_gc_paused_with_keep_restores_the_collector() -> None:
-    assert gc.isenabled()
-    with gc_paused(keep=True):
-        assert not gc.isenabled()
-        kept = [[i] for i in range(1000)]
-    assert gc.isenabled() and gc.get_freeze_count() == 0
-    assert all(gc.is_tracked(k) for k in kept)
-    gc.freeze()  # a program that froze objects itself keeps them frozen
-    try:
-        frozen = gc.get_freeze_count()
-        with gc_paused(keep=True):
-            pass
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()

@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from plait import Workflow
-from plait.runtime.gctune import RUN_GEN0_THRESHOLD, relaxed_gc
+from plait.runtime.gctune import RUN_GEN0_THRESHOLD, gc_paused, relaxed_gc
 
 
 def test_thresholds_are_raised_inside_and_restored_after_the_last_use() -> None:
@@ -40,3 +40,20 @@ def test_a_run_leaves_the_thresholds_as_it_found_them() -> None:
     assert wf.run().status == "completed"
     assert seen == [max(before[0], RUN_GEN0_THRESHOLD)]
     assert gc.get_threshold() == before
+
+
+def test_gc_paused_with_keep_restores_the_collector() -> None:
+    assert gc.isenabled()
+    with gc_paused(keep=True):
+        assert not gc.isenabled()
+        kept = [[i] for i in range(1000)]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert all(gc.is_tracked(k) for k in kept)
+    gc.freeze()  # a program that froze objects itself keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused(keep=True):
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
