@@ -5,12 +5,15 @@ the step, naming what is wrong."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from plait import Retry, StepContext, Workflow, approve_async
+from plait.cli.main import cli
 from plait.store import open_store
 
 SECRET = "hunter2/journal+secret"
@@ -190,3 +193,30 @@ async def test_the_rerun_after_an_approval_gets_the_calls_back(tmp_path: Path) -
 
     assert done.steps["s"].output == {"got": "draft"}
     assert CALLS == {"draft": 1}
+
+
+def test_show_lists_each_steps_journal(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def step(ctx: StepContext) -> object:
+        await ctx.run("plan", fetch, "p")
+        if ctx.attempt == 1:
+            raise RuntimeError("once")
+        return await ctx.run("act", fetch, "a")
+
+    wf = Workflow("journal-show")
+    wf.add_step("s", step, retry=Retry(max_retries=1, initial_delay=0))
+    wf.add_step("plain", lambda: 1)
+    result = wf.run(db=db)
+
+    runner = CliRunner()
+    shown = json.loads(runner.invoke(cli, ["show", result.run_id, "--db", db,
+                                           "--json"]).stdout)
+    journal = shown["steps"]["s"]["journal"]
+    assert [(j["name"], j["attempt"]) for j in journal] == [("plan", 1), ("act", 2)]
+    assert sorted(journal[0]) == ["at", "attempt", "name"]
+    assert journal[0]["at"].endswith("Z") or "+00:00" in journal[0]["at"]
+    assert shown["steps"]["plain"]["journal"] == []
+    text = runner.invoke(cli, ["show", result.run_id, "--db", db]).stdout
+    assert "journaled calls of s" in text
+    assert "attempt 1  plan" in text and "attempt 2  act" in text

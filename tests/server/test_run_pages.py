@@ -14,6 +14,7 @@ from plait.cli.inspection import child_runs
 from plait.cli.llm_calls import add_llm, roll_up
 from plait.cli.records import LogRecord, add_child_runs, add_waiting, show_json
 from plait.core.states import RunStatus, StepStatus
+from plait.runtime.step_journal import add_journal
 from plait.server.run_pages import STEPS_PER_PAGE, run_page
 from plait.store.base import AttemptRecord, RunRecord, StepRecord
 
@@ -49,6 +50,7 @@ def _unpaged(client: TestClient, run_id: str) -> bytes:
         add_child_runs(value, await child_runs(store, run))
         value["continuation"] = None  # no decision left unapplied (runtime.continuation)
         add_waiting(value, events)
+        add_journal(value, await store.journal(run_id))
         add_llm(value, events, await roll_up(store, run, events,
                                              [s.step_id for s in steps]))
         return bytes(JSONResponse(value).body)

@@ -18,14 +18,16 @@ import inspect
 import random
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.jsoncheck import ensure_json
-from ..core.model import JSON, RetryPolicy
+from ..core.model import JSON, JSONDict, RetryPolicy
 from ..core.retry import next_delay
 from ..errors import JournalNameReused, StepError
+from ..store.base import JournalEntry
+from .results import iso
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -150,3 +152,31 @@ def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
             if delay is None:
                 raise
         time.sleep(delay)
+
+
+# ------------------------------------------------------------------ how it is shown
+
+
+def add_journal(value: JSONDict, entries: Sequence[JournalEntry]) -> None:
+    """``plait show --json`` and the API's run document: every step entry gains
+    ``"journal"``, its journaled calls in the order stored: ``[{"name", "attempt",
+    "at"}]`` (``at`` in ISO 8601, UTC).  Values are not shown (they may be large)."""
+    steps = value.get("steps")
+    if not isinstance(steps, dict):
+        return
+    by_step: dict[str, list[JSON]] = {}
+    for e in entries:
+        by_step.setdefault(e.step, []).append(
+            {"name": e.name, "attempt": e.attempt, "at": iso(e.at)})
+    for step_id, entry in steps.items():
+        if isinstance(entry, dict):
+            entry["journal"] = by_step.get(step_id, [])
+
+
+def journal_sections(entries: Sequence[JournalEntry]) -> list[tuple[str, list[str]]]:
+    """``plait show``: per step, one line per journaled call (time, attempt, name)."""
+    sections: dict[str, list[str]] = {}
+    for e in entries:
+        sections.setdefault(e.step, []).append(f"{iso(e.at)}  attempt {e.attempt}  "
+                                               f"{e.name}")
+    return list(sections.items())
