@@ -220,3 +220,58 @@ def test_show_lists_each_steps_journal(tmp_path: Path) -> None:
     text = runner.invoke(cli, ["show", result.run_id, "--db", db]).stdout
     assert "journaled calls of s" in text
     assert "attempt 1  plan" in text and "attempt 2  act" in text
+
+
+FAIL_AFTER_CALLS = {"on": True}
+
+
+async def agent_step(ctx: StepContext, prep: object) -> object:
+    got = [await ctx.run("a", fetch, "a"), await ctx.run("b", fetch, "b")]
+    if FAIL_AFTER_CALLS["on"]:
+        raise RuntimeError("the model said no")
+    return got
+
+
+def _failed_agent_run(db: str) -> str:
+    wf = Workflow("journal-retry-cli")
+    wf.add_step("prep", fetch_async, with_={"what": "prep"})
+    wf.add_step("agent", agent_step, retry=0)
+    first = wf.run(db=db)
+    assert first.status == "failed" and CALLS == {"prep": 1, "a": 1, "b": 1}
+    FAIL_AFTER_CALLS["on"] = False
+    return first.run_id
+
+
+@pytest.fixture
+def _failing() -> object:
+    FAIL_AFTER_CALLS["on"] = True
+    yield
+    FAIL_AFTER_CALLS["on"] = True
+
+
+@pytest.mark.usefixtures("_failing")
+def test_retry_copies_the_journals_of_the_steps_it_reruns(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    old = _failed_agent_run(db)
+
+    out = CliRunner().invoke(cli, ["retry", old, "--db", db, "--json"])
+
+    assert out.exit_code == 0, out.output
+    new = json.loads(out.stdout)
+    assert new["status"] == "completed"
+    assert CALLS == {"prep": 1, "a": 1, "b": 1}  # the retry called nothing again
+    shown = json.loads(CliRunner().invoke(cli, ["show", new["run_id"], "--db", db,
+                                                "--json"]).stdout)
+    assert [j["name"] for j in shown["steps"]["agent"]["journal"]] == ["a", "b"]
+
+
+@pytest.mark.usefixtures("_failing")
+def test_retry_from_a_step_starts_it_with_an_empty_journal(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    old = _failed_agent_run(db)
+
+    out = CliRunner().invoke(cli, ["retry", old, "--from", "agent", "--db", db, "--json"])
+
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["status"] == "completed"
+    assert CALLS == {"prep": 1, "a": 2, "b": 2}

@@ -180,3 +180,21 @@ def journal_sections(entries: Sequence[JournalEntry]) -> list[tuple[str, list[st
         sections.setdefault(e.step, []).append(f"{iso(e.at)}  attempt {e.attempt}  "
                                                f"{e.name}")
     return list(sections.items())
+
+
+async def copy_journal(store: Store, old_run: str, new_run: str,
+                       steps: frozenset[str]) -> int:
+    """``plait retry``: the old run's journaled calls of ``steps`` (the steps the new
+    run executes again; a map's items with their map) stored in the new run as they
+    were (attempt and time kept), so its attempts get them back without calling
+    again.  The number copied."""
+    copied = 0
+    for entry in await store.journal(old_run):
+        if entry.step not in steps and entry.step.partition("[")[0] not in steps:
+            continue
+        found = await store.journal_get(old_run, entry.step, entry.name)
+        if found is not None:
+            await store.journal_put(new_run, entry.step, entry.name, found.value,
+                                    found.attempt, found.at)
+            copied += 1
+    return copied
