@@ -101,6 +101,23 @@ async def test_retry_retries_the_call_in_place() -> None:
     assert (result.steps["s"].attempts, CALLS["flaky"]) == (1, 3)
 
 
+async def test_the_calls_retry_policy_judges_its_exceptions() -> None:
+    def refused() -> str:
+        CALLS["refused"] += 1
+        raise ValueError("bad request: trying again will not help")
+
+    async def step(ctx: StepContext) -> object:
+        return await ctx.run("r", refused, retry=Retry(max_retries=3, initial_delay=0,
+                                                       no_retry_on=[ValueError]))
+
+    wf = Workflow("journal-call-no-retry")
+    wf.add_step("s", step, retry=0)
+    result = await wf.run_async()
+
+    assert result.status == "failed" and "ValueError" in (result.steps["s"].error or "")
+    assert CALLS["refused"] == 1
+
+
 async def test_a_call_that_raises_journals_nothing(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
 

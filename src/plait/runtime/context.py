@@ -16,7 +16,6 @@ from ..core.jsoncheck import clean_text, storable
 from ..core.model import JSON, JSONDict, RetryPolicy
 
 if TYPE_CHECKING:
-    from ..steps.registry import StepCall
     from .step_journal import CallJournal
 
 _log = logging.getLogger("plait.step")
@@ -313,14 +312,14 @@ class StepContext:
     def __init__(self, *, run_id: str, step_id: str, attempt: int, input: JSON,
                  state: Mapping[str, JSON], outputs: Mapping[str, JSON],
                  idempotency_key: str | None = None, journal: StepLog | None = None,
-                 cancel_flag: Stop | None = None, call: StepCall | None = None) -> None:
+                 cancel_flag: Stop | None = None, call: Any = None) -> None:
         self._run_id, self._step_id, self._attempt = run_id, step_id, attempt
         self._input, self._state, self._outputs = input, state, outputs
         self._key, self._journal, self._cancel_flag = idempotency_key, journal, cancel_flag
         self._logger: StepLogger | None = None
         self._waited = False
-        # the attempt (its run's store and limits) and its loop, for ctx.run: the
-        # journaled calls are set up at the first one
+        # the attempt (a steps.registry.StepCall, which imports this module: typed
+        # loosely) and its loop, for ctx.run: its journal is set up at its first call
         self._call, self._loop = call, asyncio._get_running_loop()
         self._calls: CallJournal | None = None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 import random
 import threading
 import time
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON, JSONDict, RetryPolicy
-from ..core.retry import next_delay
+from ..core.retry import ErrorInfo, next_delay
 from ..errors import JournalNameReused, StepError
 from ..store.base import JournalEntry
 from .results import iso
@@ -135,9 +136,28 @@ def _delay(retry: RetryPolicy | None, made: int, exc: Exception) -> float | None
     """Seconds before the call's next try, or None when it is not tried again."""
     if retry is None:
         return None
-    from .runner import error_info
+    return next_delay(retry, made, _decided_by(exc), random.random())
 
-    return next_delay(retry, made, error_info(exc), random.random())
+
+def _decided_by(exc: Exception) -> ErrorInfo:
+    """What a retry policy judges of a call's exception: its class names (as a step's
+    are: ``retry_on`` / ``no_retry_on``), whether it is retryable, its retry_after."""
+    names = tuple(c.__name__ for c in type(exc).__mro__
+                  if c not in (object, BaseException, Exception))
+    return ErrorInfo(type=names[0], message="", names=names,
+                     retryable=not isinstance(exc, StepError) or exc.retryable is not False,
+                     retry_after=_seconds(getattr(exc, "retry_after", None)))
+
+
+def _seconds(value: object) -> float | None:
+    """A finite number of seconds, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
