@@ -32,10 +32,6 @@ class MemoryJournal:
         return [JournalEntry(step=step, name=name, attempt=j.attempt, at=j.at)
                 for (step, name), j in self._runs.get(run_id, {}).items()]
 
-    def forget(self, run_id: str) -> None:
-        """The run is deleted: its journal goes with it."""
-        self._runs.pop(run_id, None)
-
 
 def _copy(stored: Journaled) -> Journaled:
     return Journaled(value=copy_json(stored.value), attempt=stored.attempt, at=stored.at)
