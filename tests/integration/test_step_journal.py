@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from plait import Retry, StepContext, Workflow, approve_async
 from plait.cli.main import cli
+from plait.core.model import Limits
 from plait.store import open_store
 
 SECRET = "hunter2/journal+secret"
@@ -166,7 +167,7 @@ async def test_a_result_that_is_not_json_fails_the_step(tmp_path: Path) -> None:
 
     assert result.status == "failed" and result.steps["s"].attempts == 1
     assert "OutputError" in (result.steps["s"].error or "")
-    assert "when" in (result.steps["s"].error or "")
+    assert "journaled call 'odd': result.when" in (result.steps["s"].error or "")
     assert await stored_journal(db, result.run_id) == []
 
 
@@ -292,3 +293,15 @@ def test_retry_from_a_step_starts_it_with_an_empty_journal(tmp_path: Path) -> No
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["status"] == "completed"
     assert CALLS == {"prep": 1, "a": 2, "b": 2}
+
+
+async def test_a_result_over_the_output_limit_fails_the_step() -> None:
+    async def step(ctx: StepContext) -> object:
+        return await ctx.run("big", lambda: "x" * 2000)
+
+    wf = Workflow("journal-too-big", limits=Limits(max_output_bytes=1000))
+    wf.add_step("s", step, retry=Retry(max_retries=2, initial_delay=0))
+    result = await wf.run_async()
+
+    assert result.status == "failed" and result.steps["s"].attempts == 1
+    assert "journaled call 'big'" in (result.steps["s"].error or "")

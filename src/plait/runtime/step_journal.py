@@ -23,10 +23,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..core.jsoncheck import ensure_json
+from ..core.jsoncheck import NotJSON, checked_json
 from ..core.model import JSON, JSONDict, RetryPolicy
 from ..core.retry import ErrorInfo, next_delay
-from ..errors import JournalNameReused, StepError
+from ..errors import JournalNameReused, OutputError, StepError
 from ..store.base import JournalEntry
 from .results import iso
 
@@ -92,7 +92,12 @@ class CallJournal:
         return self._store
 
     async def _commit(self, store: Store, name: str, value: object) -> JSON:
-        checked = ensure_json(value, step=self._step_id, max_bytes=self._max_bytes)
+        step = self._step_id
+        try:
+            checked = checked_json(value, max_bytes=self._max_bytes)
+        except NotJSON as exc:
+            raise OutputError(f"step {step!r}: journaled call {name!r}: "
+                              f"{exc.describe('result')}", step=step, path=exc.path) from None
         stored = await store.journal_put(self._run_id, self._step_id, name,
                                          self._redact(checked), self._attempt, time.time())
         return stored.value
