@@ -183,6 +183,15 @@ class AttemptLogs(StepLog):
         return tuple(notes)
 
 
+def _loop_here() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread (a context is built on its run's loop),
+    if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _unchanged(value: JSON) -> JSON:
     return value
 
@@ -320,7 +329,7 @@ class StepContext:
         self._waited = False
         # the attempt (a steps.registry.StepCall, which imports this module: typed
         # loosely) and its loop, for ctx.run: its journal is set up at its first call
-        self._call, self._loop = call, asyncio._get_running_loop()
+        self._call, self._loop = call, _loop_here()
         self._calls: CallJournal | None = None
 
     @property
