@@ -51,9 +51,9 @@ if TYPE_CHECKING:
         WorkflowNotFound,
     )
     from .runs import approve, approve_async, get_run, get_run_async, resume, resume_async
-    from .runtime.context import StepContext
     from .runtime.results import RunResult, StepResult
     from .step_options import Retry
+    from .steps.context import StepContext
     from .steps.registry import StepCall, StepType, register_step_type
     from .store.shared import StoreHandle, connect
     from .workflow import Workflow
@@ -121,7 +121,7 @@ __all__ = [
 _HOMES = {
     "RetryPolicy": ".core.model", "StepSpec": ".core.model", "WorkflowSpec": ".core.model",
     "RunStatus": ".core.states", "StepStatus": ".core.states",
-    "StepContext": ".runtime.context",
+    "StepContext": ".steps.context",
     "RunResult": ".runtime.results", "StepResult": ".runtime.results",
     "StepCall": ".steps.registry", "StepType": ".steps.registry",
     "register_step_type": ".steps.registry",

@@ -30,7 +30,7 @@ from .core.model import (
 from .core.steptypes import type_info
 from .core.suggest import did_you_mean
 from .errors import DefinitionError, Problem
-from .runtime.binding import Signature, signature_of
+from .steps.binding import Signature, signature_of
 
 _LOCAL = re.compile(r"<locals>|<lambda>")
 

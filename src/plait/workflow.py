@@ -37,7 +37,6 @@ from .core.spec_numbers import number_problems
 from .core.validate import CheckedWorkflow, check, gc_paused
 from .definitions import alert_problems, check_definition
 from .errors import DefinitionError, Problem
-from .runtime.binding import Signature
 from .runtime.results import RunResult
 from .runtime.retry_names import retry_name_problems
 from .step_options import (
@@ -57,6 +56,7 @@ from .step_options import (
     type_fields,
     value_problems,
 )
+from .steps.binding import Signature
 from .steps.registry import load_plugins
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ import pytest
 from hostile import located, validate_and_run, write_json
 
 from plait import Workflow
-from plait.runtime.netpolicy import host_problem
 from plait.steps.netclient import resolve
+from plait.steps.netpolicy import host_problem
 
 BAD = [
     ("http://xn--localhost-/", "not a valid URL"),

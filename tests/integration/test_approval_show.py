@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from plait import StepContext, Workflow
-from plait.cli.records import add_waiting, show_json, waiting_sections
+from plait.cli.records import waiting_sections
 from plait.core.model import Limits
 from plait.errors import DefinitionError
+from plait.rundoc.records import add_waiting, show_json
 from plait.runtime.engine import Engine
 from plait.store import MemoryStore
 

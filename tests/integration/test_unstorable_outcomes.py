@@ -25,9 +25,9 @@ import pytest
 from plait import Workflow
 from plait.core.states import RunStatus
 from plait.definitions import check_definition
-from plait.runtime import context
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker
+from plait.steps import context
 from plait.store import MemoryStore
 from plait.store.base import Store
 

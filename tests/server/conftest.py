@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from plait.runtime.netpolicy import UNTRUSTED, NetworkPolicy
 from plait.server import ServerSettings, create_app
+from plait.steps.netpolicy import UNTRUSTED, NetworkPolicy
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -133,7 +133,7 @@ def test_http_steps_may_not_name_private_addresses(client, url):
 
 
 def test_allowed_hosts_exempt_an_address_and_runs_use_the_strict_policy(make_client: Client):
-    from plait.runtime.netpolicy import UNTRUSTED, NetworkPolicy
+    from plait.steps.netpolicy import UNTRUSTED, NetworkPolicy
 
     policy = NetworkPolicy.from_environment({"PLAIT_ALLOWED_HOSTS": "10.9.9.9"},
                                             base=UNTRUSTED)

@@ -10,11 +10,10 @@ import pytest
 from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 
-from plait.cli.inspection import child_runs
-from plait.cli.llm_calls import add_llm, roll_up
-from plait.cli.records import LogRecord, add_child_runs, add_waiting, show_json
 from plait.core.states import RunStatus, StepStatus
-from plait.runtime.step_journal import add_journal
+from plait.rundoc.journal import add_journal
+from plait.rundoc.llm_calls import add_llm, roll_up
+from plait.rundoc.records import LogRecord, add_child_runs, add_waiting, child_runs, show_json
 from plait.server.run_pages import STEPS_PER_PAGE, run_page
 from plait.store.base import AttemptRecord, RunRecord, StepRecord
 

@@ -5,11 +5,25 @@ The graph is read from the source with ``ast``: top-level imports and those unde
 separately every import, the ones inside functions included.  Importing a submodule
 imports its package first; that edge is Python's, not a design choice, so ``from ..
 import errors`` counts as an edge to ``plait.errors`` only.
+
+The rings, over packages (every import, those inside functions included):
+
+- ``core`` imports only itself and ``plait.errors``; ``store`` only itself, ``core``
+  and ``errors``;
+- no circle among ``core``, ``store``, ``steps``, ``runtime`` and ``observe``: steps
+  are given what they need through their call (``StepCall``, ``Services``), and
+  ``observe`` subscribes to what the runtime publishes (``runtime/observers.py``);
+- ``steps`` and ``observe`` import nothing of the engine (``runtime``, ``plait.workflow``,
+  ``plait.definitions``, ``plait.runs``); ``server`` nothing of ``cli`` (nor rich);
+- outside ``plait.steps`` a step type is known by its traits (``StepType`` fields such
+  as ``branches``, ``expands``, ``child_runs``), never by its name.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import re
 import subprocess
 import sys
 import textwrap
@@ -60,13 +74,19 @@ def _imports(body: list[ast.stmt], *, nested: bool) -> Iterator[ast.Import | ast
             yield from _imports(node.body, nested=nested)
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+@functools.cache  # read-only for the tests: each reads the source once
 def _graph(*, nested: bool) -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges = graph[name] = set()
-        for node in _imports(ast.parse(path.read_text()).body, nested=nested):
+        for node in _imports(_parsed(path).body, nested=nested):
             if isinstance(node, ast.Import):
                 edges.update(a.name for a in node.names if a.name in modules)
                 continue
@@ -177,3 +197,146 @@ def test_observers_names_the_notify_variable_as_notify_targets_does() -> None:
     from plait.runtime.observers import NOTIFY_ENV
 
     assert NOTIFY_ENV == ENV  # observers keeps its own copy to avoid importing delivery
+
+
+# ------------------------------------------------------------------ rings of packages
+
+RINGS = ("core", "store", "steps", "runtime", "observe")
+ENGINE = frozenset({"runtime", "workflow", "definitions", "runs"})
+MAY_IMPORT = {"core": frozenset({"core", "errors"}),
+              "store": frozenset({"store", "core", "errors"})}
+MAY_NOT_IMPORT = {"steps": ENGINE, "observe": ENGINE, "server": frozenset({"cli"})}
+# Module edges that break a rule above and are kept for now, each with why; the tests
+# are strict about everything else, and fail when a listed edge is gone (remove it).
+EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def _package(module: str) -> str:
+    """``core`` for ``plait.core.model``; ``errors`` for ``plait.errors``; ``plait``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _edges() -> list[tuple[str, str]]:
+    graph = _graph(nested=True)
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if _package(a) != _package(b) and (a, b) not in EXCEPTIONS)
+
+
+def _broken(rule: str, edges: list[tuple[str, str]]) -> str:
+    return f"{rule}: " + "; ".join(f"{a} -> {b}" for a, b in edges)
+
+
+def test_core_and_store_import_only_what_is_inside_them() -> None:
+    for ring, allowed in MAY_IMPORT.items():
+        found = [(a, b) for a, b in _edges()
+                 if _package(a) == ring and _package(b) not in allowed]
+        assert found == [], _broken(f"{ring} may import only {sorted(allowed)}", found)
+
+
+def test_steps_observe_and_server_import_nothing_of_what_drives_them() -> None:
+    for ring, refused in MAY_NOT_IMPORT.items():
+        found = [(a, b) for a, b in _edges() if _package(a) == ring and _package(b) in refused]
+        assert found == [], _broken(f"{ring} may not import {sorted(refused)}", found)
+
+
+def test_no_circle_among_the_packages_of_the_rings() -> None:
+    edges = [(a, b) for a, b in _edges() if {_package(a), _package(b)} <= set(RINGS)]
+    packages: dict[str, set[str]] = {ring: set() for ring in RINGS}
+    for a, b in edges:
+        packages[_package(a)].add(_package(b))
+    circles = _cycles(packages)
+    offending = [(a, b) for a, b in edges
+                 if any({_package(a), _package(b)} <= c for c in circles)]
+    named = "; ".join(" <-> ".join(c) for c in _named(circles))
+    assert circles == [], _broken(f"package circle {named}, through", offending)
+
+
+def test_every_listed_exception_is_still_an_import() -> None:
+    graph = _graph(nested=True)
+    gone = [edge for edge in EXCEPTIONS if edge[1] not in graph.get(edge[0], ())]
+    assert gone == [], f"no longer imported, remove from EXCEPTIONS: {gone}"
+
+
+def test_the_server_loads_neither_the_cli_nor_rich() -> None:
+    script = ("import importlib, pkgutil, sys, plait.server\n"
+              "for m in pkgutil.walk_packages(plait.server.__path__, 'plait.server.'):\n"
+              "    importlib.import_module(m.name)\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('plait.cli', 'rich'))))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ step-type traits
+
+BUILT_IN_TYPES = frozenset({"python", "transform", "condition", "delay", "http", "llm",
+                            "approval", "map", "workflow", "loop"})
+# Where a type's name is the definition format itself (the fields of that type), not a
+# trait; each place is a module and the names it compares.
+FORMAT = {
+    # parsing a condition's then/else and a map's inline `step` into the model
+    "plait.core.loader": {"condition", "map"},
+    # "only condition steps have then/else": a field of the condition type
+    "plait.core.validate": {"condition"},
+    # the Python builder writes steps of these types (a function is a python step's
+    # `call`; a map's inline step is built from its own arguments)
+    "plait.workflow": {"python", "map"},
+}
+# Not comparisons, so not found by the scan, and kept as format too: core.trust's
+# OUTGOING_FIELDS and NETWORK_TYPES name the fields of http and llm steps that leave the
+# process (the only places an untrusted definition may read a secret); a trait there
+# would read as "no such fields" whenever the types are not registered yet.
+
+
+def _is_type_of_step(node: ast.expr) -> bool:
+    """``x.type``, ``x.get("type")`` or ``x["type"]`` (but an ASGI ``scope``'s)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "type"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        owner, args = node.func.value, node.args
+        return node.func.attr == "get" and bool(args) and _text(args[0]) == {"type"} \
+            and not (isinstance(owner, ast.Name) and owner.id == "scope")
+    if isinstance(node, ast.Subscript):
+        return _text(node.slice) == {"type"} and not (
+            isinstance(node.value, ast.Name) and node.value.id == "scope")
+    return isinstance(node, ast.Name) and bool(re.fullmatch(r"(step_|s)?type", node.id))
+
+
+def _text(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return set().union(*(_text(e) for e in node.elts))
+    return set()
+
+
+def _names_tested(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(_parsed(path)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_is_type_of_step(side) for side in sides):
+                found |= set().union(*(_text(side) for side in sides)) & BUILT_IN_TYPES
+    return found
+
+
+def test_the_scan_finds_a_type_name_tested_outside_the_steps(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("def f(step, d, scope):\n"
+                    "    return (step.type == 'map', d.get('type') in ('workflow', 'loop'),\n"
+                    "            scope['type'] == 'http', step.kind == 'python')\n")
+    assert _names_tested(path) == {"map", "workflow", "loop"}
+
+
+def test_outside_the_steps_a_step_type_is_known_by_its_traits() -> None:
+    found = {}
+    for name, path in _modules().items():
+        if _package(name) == "steps":
+            continue
+        names = _names_tested(path) - FORMAT.get(name, set())
+        if names:
+            found[name] = sorted(names)
+    assert found == {}, (f"step type names tested outside plait.steps: {found}; give "
+                         f"StepType (core.steptypes.StepTypeInfo) a trait instead")

@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from ..core.child_ids import child_run_id
 from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus
-from ..errors import DefinitionError, PlaitError, RunNotFound, StoreError
+from ..errors import DefinitionError, PlaitError, StoreError
+from ..rundoc import llm_calls as document_llm
+from ..rundoc import notes
+from ..rundoc import records as document
+from ..rundoc.journal import add_journal, journal_sections
 from ..runtime import continuation
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
-from ..runtime.step_journal import add_journal, journal_sections
 from ..store.base import (
     AttemptRecord,
     EventRecord,
@@ -31,7 +33,7 @@ from ..store.base import (
     Store,
 )
 from ..store.url import shown_url
-from . import llm_calls, notes, output, records
+from . import llm_calls, output, records
 from .session import Refusal, guarded, opened_store
 from .settings import ExitCode
 
@@ -64,29 +66,6 @@ async def runs_command(*, db: str, workflow: str | None, status: str | None, lim
     return await guarded(db, body, read_only=True)
 
 
-async def child_runs(store: Store, run: RunRecord) -> dict[str, list[RunRecord]]:
-    """The child runs each ``workflow``/``loop`` step of ``run`` started, in order
-    (their ids are derived from the run, the step and the iteration)."""
-    try:
-        definition = (await store.get_workflow(run.workflow, run.version)).definition
-    except StoreError:
-        return {}
-    steps = definition.get("steps") if isinstance(definition, dict) else None
-    found: dict[str, list[RunRecord]] = {}
-    for step in steps if isinstance(steps, list) else []:
-        if not isinstance(step, dict) or step.get("type") not in ("workflow", "loop"):
-            continue
-        step_id = str(step.get("id"))
-        most = step.get("max_iterations") if step.get("type") == "loop" else 1
-        for key in range(most if isinstance(most, int) else 1):
-            try:
-                child = await store.get_run(child_run_id(run.run_id, step_id, str(key)))
-            except RunNotFound:
-                break
-            found.setdefault(step_id, []).append(child)
-    return found
-
-
 def _filters(workflow: str | None, status: str | None) -> str:
     parts = [f"workflow {workflow}" if workflow else "", f"status {status}" if status else ""]
     shown = " and ".join(p for p in parts if p)
@@ -103,17 +82,17 @@ async def show_command(run_id: str, *, db: str, as_json: bool,
         steps = await store.get_steps(run_id)
         attempts = await store.get_attempts(run_id)
         events = await store.get_events(run_id)
-        logs = records.LogRecord.from_events(events)
-        children = await child_runs(store, run)
+        logs = document.LogRecord.from_events(events)
+        children = await document.child_runs(store, run)
         stuck = continuation.stuck(run, steps, events, now=time.time())
-        rolled = await llm_calls.roll_up(store, run, events, [s.step_id for s in steps])
+        rolled = await document_llm.roll_up(store, run, events, [s.step_id for s in steps])
         journal = await store.journal(run_id)
         if as_json or step is not None:
-            value = notes.add_history(records.show_json(run, steps, attempts, logs), events)
-            records.add_child_runs(value, children)
-            records.add_waiting(value, events)
+            value = notes.add_history(document.show_json(run, steps, attempts, logs), events)
+            document.add_child_runs(value, children)
+            document.add_waiting(value, events)
             add_journal(value, journal)
-            llm_calls.add_llm(value, events, rolled)
+            document_llm.add_llm(value, events, rolled)
             value["continuation"] = stuck
             if step is not None:
                 return _show_step(value, step, events, as_json=as_json)
@@ -126,8 +105,8 @@ async def show_command(run_id: str, *, db: str, as_json: bool,
 
 
 def _show_text(run: RunRecord, steps: Sequence[StepRecord], attempts: Sequence[AttemptRecord],
-               events: Sequence[EventRecord], logs: Sequence[records.LogRecord],
-               children: dict[str, list[RunRecord]], rolled: llm_calls.RollUp,
+               events: Sequence[EventRecord], logs: Sequence[document.LogRecord],
+               children: dict[str, list[RunRecord]], rolled: document_llm.RollUp,
                stuck: JSONDict | None, journal: Sequence[JournalEntry] = ()) -> None:
     now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
         else time.time()
@@ -151,7 +130,7 @@ def _show_text(run: RunRecord, steps: Sequence[StepRecord], attempts: Sequence[A
         records.print_table(console, llm_calls.MODEL_HEADERS, rows, title="tokens by step")
     if attempts:
         console.print()
-        rows = records.attempt_rows(attempts, now, records.parked_steps(steps))
+        rows = records.attempt_rows(attempts, now, document.parked_steps(steps))
         records.print_table(console, records.ATTEMPT_HEADERS, rows, status_column=2,
                             title="attempts")
     sections = [*((f"logs of {sid}", lines) for sid, lines in records.log_sections(logs)),
@@ -195,7 +174,7 @@ def _show_step(value: JSONDict, step: str, events: Sequence[EventRecord], *,
     console = output.console()
     console.print(records.header_text(records.step_detail_lines(step, entry, mine),
                                       console.is_terminal), end="")
-    talk = llm_calls.conversation_lines(llm_calls.requests(events).get(step),
+    talk = llm_calls.conversation_lines(document_llm.requests(events).get(step),
                                         entry.get("output"))
     if talk:
         console.print()

@@ -204,7 +204,7 @@ async def shown(engine: Engine, view: RunView, result: RunResult) -> ExitCode:
     """Show the run's outcome; the exit code for it.  A run that waits shows what each
     waiting step asks (``waiting`` in --json: an approval's prompt and content)."""
     if result.status == "waiting":
-        from .notes import waits_of
+        from ..rundoc.notes import waits_of
 
         events = await engine.store.get_events(result.run_id)
         result.waits = waits_of({sid: s.status for sid, s in result.steps.items()}, events)

@@ -16,6 +16,7 @@ from .model import (
     StepSpec,
     WorkflowSpec,
 )
+from .steptypes import traits_of
 
 _RETRY_DEFAULT = DEFAULT_RETRY
 _LIMITS_DEFAULT = Limits()
@@ -24,7 +25,7 @@ _LIMITS_DEFAULT = Limits()
 def step_to_dict(step: StepSpec) -> JSONDict:
     out: JSONDict = {"id": step.id, "type": step.type}
     out.update(dict(step.config))
-    if step.type == "condition":
+    if traits_of(step.type).branches:
         out["then"] = list(step.then)
         out["else"] = list(step.else_)
     if step.depends_on:

@@ -1,7 +1,11 @@
-"""What the core knows of step types: their names and how to check their fields.
+"""What the core knows of step types: their names, how to check their fields, and their
+traits.
 
 The runtime attaches the code that executes each type (``plait.steps``); the core only
-validates definitions, so it keeps the field checkers here.
+validates definitions, so it keeps the field checkers here.  A trait says what a type
+does to the shape of a run (it branches, expands, starts child runs, only waits...):
+code outside ``plait.steps`` asks for the trait (``traits_of(name).branches``), never
+for a type's name, so a plugin type with the trait is treated alike.
 """
 
 from __future__ import annotations
@@ -23,6 +27,19 @@ class StepTypeInfo:
     check: FieldChecker | None = None
     # fields whose strings are not templates (e.g. python `call`)
     literal_fields: frozenset[str] = frozenset()
+    # traits (see the module docstring); the built-in types that have each in brackets
+    # its `then`/`else` lists choose which of its children run (condition)
+    branches: bool = False
+    # runs its inline `step` once per item, as items `ID[i]` (map)
+    expands: bool = False
+    # its `call` field names a function imported to run it (python)
+    imports_call: bool = False
+    # at most how many child runs a step with these fields starts (workflow: 1, loop:
+    # its max_iterations); None: it starts none
+    child_runs: Callable[[Mapping[str, JSON]], int] | None = None
+    # its attempts only wait (for a person, a moment, a child run): their time is not
+    # compute time (approval, delay, workflow, loop)
+    only_waits: bool = False
 
 
 _TYPES: dict[str, StepTypeInfo] = {}
@@ -54,6 +71,15 @@ def unavailable_types() -> dict[str, str]:
 
 def type_info(name: str) -> StepTypeInfo | None:
     return _TYPES.get(name)
+
+
+NO_TRAITS = StepTypeInfo(name="", fields=frozenset())  # an unknown type has none
+
+
+def traits_of(name: object) -> StepTypeInfo:
+    """The registered type ``name`` (for its traits), or ``NO_TRAITS``."""
+    found = _TYPES.get(name) if isinstance(name, str) else None
+    return NO_TRAITS if found is None else found
 
 
 def known_types() -> list[str]:

@@ -10,7 +10,7 @@ its steps, ``defaults``, each step's ``fallback``, a map's inline ``step``, the 
   matches a prefix of ``TrustPolicy.allowed_modules``, and after the colon comes one
   public name (no dots, no leading underscore).  That the function is defined in that
   very module (not re-exported) needs an import: the runtime checks it
-  (``runtime.binding.import_untrusted_call``);
+  (``steps.binding.import_untrusted_call``);
 - an ``llm`` step's ``api_key_env`` is listed in ``allowed_key_envs`` and never names
   a ``PLAIT_*`` variable;
 - ``secrets.NAME`` is read only in fields that leave the process (``http`` headers,

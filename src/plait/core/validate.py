@@ -26,7 +26,13 @@ from .reducers import reducer_hint, unknown_reducer
 from .retry import is_exception_name, policies_naming_exceptions
 from .schedule_check import schedule_problems
 from .serialize import fingerprint_of, workflow_to_dict
-from .steptypes import known_types, type_info, unavailable_reason, unavailable_types
+from .steptypes import (
+    known_types,
+    traits_of,
+    type_info,
+    unavailable_reason,
+    unavailable_types,
+)
 from .suggest import did_you_mean
 
 CONTEXT_NAMES = frozenset({"input", "state", "steps", "run", "item", "index", "secrets",
@@ -151,7 +157,7 @@ def _check(spec: WorkflowSpec, problems: list[Problem]) -> CheckedWorkflow | Non
         dag, member, depth = condensed(graph)
         order = _Order(dag, member)
     _check_templates(spec, types, order, seen, add)
-    if any(name == "map" for name, _ in types):
+    if any(traits_of(name).expands for name, _ in types):
         _check_maps(spec, order, seen, add)
     _check_state_writes(spec, graph, order, add)
     deepest = max(depth, default=0)
@@ -466,7 +472,7 @@ def _check_maps(spec: WorkflowSpec, order: _Order, index: dict[str, int],
         if item is None:
             continue
         where = f"steps[{i}].step"
-        if item.type == "map":
+        if traits_of(item.type).expands:
             continue  # reported by the map type's check
         _check_step_fields(item, where, spec, add)
         for field, text in _templates(item):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ..core.steptypes import traits_of
 from ..core.validate import CheckedWorkflow
 
 COLOURS = {"completed": "#2e7d32", "failed": "#c62828", "running": "#1565c0",
@@ -27,7 +28,7 @@ def mermaid(checked: CheckedWorkflow, states: Mapping[str, str] | None = None) -
     lines = ["flowchart TD"]
     for i, sid in enumerate(g.ids):
         step = spec.steps[i]
-        shape = ("{{", "}}") if step.type == "condition" else ("[", "]")
+        shape = ("{{", "}}") if traits_of(step.type).branches else ("[", "]")
         lines.append(f'    {sid}{shape[0]}"{_label(checked, i)}"{shape[1]}')
     guards = {(c, t): b for t, gs in enumerate(checked.guards) for c, b in gs}
     for child, parents in enumerate(g.parents):
@@ -52,7 +53,7 @@ def dot(checked: CheckedWorkflow, states: Mapping[str, str] | None = None) -> st
     for i, sid in enumerate(g.ids):
         step = spec.steps[i]
         attrs = [f'label="{sid}\\n({step.type})"']
-        if step.type == "condition":
+        if traits_of(step.type).branches:
             attrs.append("shape=diamond")
         if states and sid in states:
             attrs.append(f'fillcolor="{COLOURS.get(states[sid], "#ffffff")}"')

@@ -89,8 +89,8 @@ from ..core.child_ids import child_run_id
 from ..core.durations import format_duration, parse_duration
 from ..core.model import JSON, JSONDict
 from ..core.states import RunStatus, StepStatus
+from ..core.timestamps import iso
 from ..errors import RunNotFound, StoreError
-from ..runtime.results import iso
 from ..store.base import AttemptRecord, EventRecord, RunFilter, RunRecord, StepRecord, Store
 from ..store.observations import item_pattern
 from .tokens import (

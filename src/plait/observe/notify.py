@@ -48,14 +48,14 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from ..core.durations import format_duration
-from ..core.model import JSONDict
+from ..core.model import JSON, JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
+from ..core.timestamps import iso
 from ..core.trust import TrustPolicy, call_problem
 from ..core.validate import CheckedWorkflow
 from ..errors import NetworkRefused, StoreError
-from ..runtime.binding import import_untrusted_call
-from ..runtime.netpolicy import NetworkPolicy
-from ..runtime.results import iso
+from ..steps.binding import import_untrusted_call
+from ..steps.netpolicy import NetworkPolicy
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.observations import NotificationKey
 from .notify_targets import (
@@ -148,10 +148,14 @@ class Notifier:
 
     def targets_of(self, checked: CheckedWorkflow) -> list[Target]:
         """The definition's targets and the process-wide ones."""
-        own = self._definitions.get(checked.fingerprint)
+        return self.targets_for(checked.fingerprint, checked.spec.notify)
+
+    def targets_for(self, fingerprint: str, notify: JSON) -> list[Target]:
+        """The targets of a definition (its fingerprint, its ``notify:`` as written)
+        and the process-wide ones."""
+        own = self._definitions.get(fingerprint)
         if own is None:
-            own = self._definitions[checked.fingerprint] = self._allowed(parse_targets(
-                checked.spec.notify)[0])
+            own = self._definitions[fingerprint] = self._allowed(parse_targets(notify)[0])
         return own + self.targets if self.targets else own
 
     def _allowed(self, targets: list[Target]) -> list[Target]:
@@ -354,7 +358,6 @@ async def notify_sla_breaches(notifier: Notifier, *, now: float | None = None,
     runs, whatever process drives them (a run waiting for a person is driven by none):
     what a server or scheduler calls now and then.  Once per run and target, as
     always.  Returns how many breaches had targets."""
-    from ..definitions import check_definition
     from .sla import breaches
 
     now = notifier.clock() if now is None else now
@@ -364,9 +367,12 @@ async def notify_sla_breaches(notifier: Notifier, *, now: float | None = None,
         run = await notifier.store.get_run(breach.run_id)
         try:
             stored = await notifier.store.get_workflow(run.workflow, run.version)
-            targets = notifier.targets_of(check_definition(stored.definition))
-        except Exception:  # noqa: BLE001 - a definition that no longer loads: process-wide
+        except StoreError:  # a definition no longer stored: the process-wide targets
             targets = notifier.targets
+        else:  # its `notify:` as written (checked when it was stored)
+            definition = stored.definition
+            notify = definition.get("notify") if isinstance(definition, dict) else None
+            targets = notifier.targets_for(stored.fingerprint, notify)
         if any("sla_breached" in t.events for t in targets):
             count += 1
             await notifier.notify("sla_breached", run, targets)

@@ -38,7 +38,7 @@ import asyncio
 import gzip
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -52,13 +52,9 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.registry import Collector
 
 from ..core.validate import CheckedWorkflow
-from ..runtime.engine import Engine
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.observations import DurationBuckets, MetricsSnapshot
 from .series import MAX_STEPS, MAX_WORKFLOWS, Labels
-
-if TYPE_CHECKING:
-    from ..runtime.worker import Worker
 
 __all__ = ["DURATION_BUCKETS", "SCRAPE_CACHE_S", "LiveMetrics", "MetricsApp",
            "StoreCollector", "bounded", "exposition", "metrics_asgi_app"]
@@ -210,6 +206,29 @@ def _fold_durations(raw: Sequence[DurationBuckets], labels: Labels) -> list[Dura
     return list(by_key.values())
 
 
+class Observed(Protocol):
+    """What ``LiveMetrics.attach`` needs of an engine: its run observers
+    (``runtime.observers.Observers``; the engine publishes, metrics subscribe)."""
+
+    @property
+    def observers(self) -> _ObserverList: ...
+
+
+class _ObserverList(Protocol):
+    def add(self, observer: LiveMetrics) -> None: ...
+
+
+@runtime_checkable
+class Claiming(Protocol):
+    """What ``LiveMetrics.attach`` needs of a worker: its engine, and the hook it calls
+    with the dispatch latency of each attempt it claims."""
+
+    on_dispatch: Callable[[str, float], None] | None
+
+    @property
+    def engine(self) -> Observed: ...
+
+
 class LiveMetrics:
     """This process's counters and histograms, updated as its engines run attempts
     (``engine.observers.add(live)``) and its workers claim them
@@ -232,12 +251,10 @@ class LiveMetrics:
                                   ["workflow"], buckets=DISPATCH_BUCKETS,
                                   registry=registry)
 
-    def attach(self, target: Engine | Worker) -> None:
+    def attach(self, target: Observed | Claiming) -> None:
         """Count what ``target`` does: the attempts of the runs an engine drives, and
         for a worker also the dispatch latency of the attempts it claims."""
-        from ..runtime.worker import Worker
-
-        if isinstance(target, Worker):
+        if isinstance(target, Claiming):
             target.on_dispatch = self.observe_dispatch
             target = target.engine
         target.observers.add(self)

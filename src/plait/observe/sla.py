@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ..core.durations import format_duration
 from ..core.model import JSONDict
 from ..core.states import FINAL_RUN_STATES, RunStatus
-from ..runtime.results import iso
+from ..core.timestamps import iso
 from ..store.base import RunFilter, RunRecord, Store
 
 __all__ = ["SlaBreach", "breach_of", "breaches", "find_breaches", "render_breaches",

@@ -2,7 +2,7 @@
 roll-up of a run's tokens over its child runs (``workflow`` and ``loop`` steps, and map
 items of those types), at any depth.
 
-Pure: the callers (``observe.metrics``, ``cli.llm_calls``) read the store.  A child run
+Pure: the callers (``observe.metrics``, ``rundoc.llm_calls``) read the store.  A child run
 is found two ways, both without the store: under its parent *run* through its
 ``parent_run_id``, and under its parent *step* through its id, which derives from the
 parent run, the step and a key (``"0"``, or a loop's iteration: ``child_run_id``).
@@ -15,13 +15,11 @@ from dataclasses import dataclass
 
 from ..core.child_ids import child_run_id
 from ..core.model import JSON, JSONDict
+from ..steps.traits import traits
 from ..store.base import EventRecord
 
 __all__ = ["Tokens", "by_step", "is_cache_hit", "parent_steps", "tokens_of", "usage_of",
            "with_descendants"]
-
-_PARENT_TYPES = ("workflow", "loop")
-
 
 @dataclass(frozen=True, slots=True)
 class Tokens:
@@ -78,20 +76,21 @@ def tokens_of(events: Iterable[EventRecord]) -> Tokens:
 
 
 def parent_steps(definition: JSON, step_ids: Sequence[str]) -> list[tuple[str, int]]:
-    """(step id, most children) of the steps that start child runs: ``workflow`` and
-    ``loop`` steps, and the items (among ``step_ids``) of a map whose inline step is
-    one."""
+    """(step id, most children) of the steps that start child runs (a type with the
+    ``child_runs`` trait: ``workflow``, ``loop``), and the items (among ``step_ids``) of
+    a map (``expands``) whose inline step is one."""
     steps = definition.get("steps") if isinstance(definition, dict) else None
     out: list[tuple[str, int]] = []
     items: dict[str, int] = {}
     for step in steps if isinstance(steps, list) else []:
         if not isinstance(step, dict):
             continue
-        inline = step.get("step") if step.get("type") == "map" else None
-        if isinstance(inline, dict) and inline.get("type") in _PARENT_TYPES:
+        kind = traits(step.get("type"))
+        inline = step.get("step") if kind.expands else None
+        if isinstance(inline, dict) and traits(inline.get("type")).child_runs:
             items[str(step.get("id"))] = _most(inline)
-        elif step.get("type") in _PARENT_TYPES:
-            out.append((str(step.get("id")), _most(step)))
+        elif kind.child_runs is not None:
+            out.append((str(step.get("id")), kind.child_runs(step)))
     if items:
         out += [(sid, items[base]) for sid in step_ids if sid.endswith("]")
                 and (base := sid.rpartition("[")[0]) in items]
@@ -99,8 +98,8 @@ def parent_steps(definition: JSON, step_ids: Sequence[str]) -> list[tuple[str, i
 
 
 def _most(step: JSONDict) -> int:
-    most = step.get("max_iterations") if step.get("type") == "loop" else 1
-    return most if isinstance(most, int) and not isinstance(most, bool) and most > 0 else 1
+    count = traits(step.get("type")).child_runs
+    return count(step) if count is not None else 0
 
 
 def with_descendants(parents: Mapping[str, str | None],

@@ -21,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.model import JSON
+from ..steps.traits import traits
 from ..store.base import AttemptRecord, EventRecord
 from ..store.observations import item_pattern
 
-__all__ = ["WAITING_TYPES", "Interval", "compute_intervals", "covered", "step_waits",
-           "waiting_steps"]
+__all__ = ["Interval", "compute_intervals", "covered", "step_waits", "waiting_steps"]
 
-WAITING_TYPES = frozenset({"approval", "delay", "workflow", "loop"})
 Interval = tuple[float, float]
 _WAITING = "waiting"
 
@@ -86,10 +85,10 @@ def waiting_steps(definition: JSON) -> frozenset[str]:
     for step in steps if isinstance(steps, list) else []:
         if not isinstance(step, Mapping):
             continue
-        step_id, kind, inline = step.get("id"), step.get("type"), step.get("step")
-        if kind in WAITING_TYPES:
+        step_id, kind, inline = step.get("id"), traits(step.get("type")), step.get("step")
+        if kind.only_waits:
             found.add(str(step_id))
-        elif kind == "map" and isinstance(inline, Mapping) \
-                and inline.get("type") in WAITING_TYPES:
+        elif kind.expands and isinstance(inline, Mapping) \
+                and traits(inline.get("type")).only_waits:
             found.add(item_pattern(f"{step_id}[0]"))
     return frozenset(found)

@@ -30,8 +30,8 @@ from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
 from ..errors import DecisionTaken
+from ..steps.context import StepLog
 from ..store.base import Store
-from .context import StepLog
 from .results import iso
 from .timers import Timers
 

@@ -59,10 +59,10 @@ from ..core.runstate import RunState
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import StoreError
+from ..steps.binding import import_step_call
+from ..steps.context import StepLog
 from ..steps.registry import StepCall, StepFunction
 from ..store.base import AttemptKey, Outcome, Store, Ticket
-from .binding import import_step_call
-from .context import StepLog
 from .runner import AttemptRunner, attempt_functions, finite_seconds, item_function
 from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
 

@@ -15,9 +15,9 @@ from ..core.runstate import RunState
 from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import OutputError
+from ..steps import offloop
+from ..steps.secrets import Secrets
 from ..store.base import RunChange, RunRecord
-from . import offloop
-from .secrets import Secrets
 
 
 async def final_change(checked: CheckedWorkflow, state: RunState, run: RunRecord, *,

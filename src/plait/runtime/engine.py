@@ -38,7 +38,9 @@ from ..errors import (
     StoreError,
     TransitionError,
 )
+from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import Services
+from ..steps.secrets import Secrets
 from ..store.base import RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
 from .breakers import Breakers, breakers_for
@@ -47,12 +49,10 @@ from .claims import ClaimSource
 from .gctune import relaxed_gc
 from .local import LocalSource
 from .loop import RunLoop
-from .netpolicy import NetworkPolicy
 from .observers import Observers, default_observers
 from .pools import PoolRegistry, shared_limits
 from .preflight import check_input_params, preflight
 from .results import RunResult
-from .secrets import Secrets
 from .step_journal import copy_journal
 from .threads import DaemonThreadPool, shared_pool
 from .untrusted import refused

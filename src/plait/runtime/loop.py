@@ -28,11 +28,12 @@ from ..core.runstate import RunState
 from ..core.states import RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import InterruptedAttempt, RunError, RunTakenOver
+from ..steps.context import StepLog
 from ..steps.registry import StepCall, StepType, get_step_type
+from ..steps.secrets import Secrets
 from ..store.base import RunChange, RunRecord
 from ..store.memory import MemoryStore
 from .approvals import Approvals
-from .context import StepLog
 from .ending import cancel_everything, final_change
 from .halt import Halt
 from .host import RunHost
@@ -41,7 +42,6 @@ from .pools import PoolSlots
 from .results import RunResult
 from .runner import error_info, failed
 from .runview import RunView
-from .secrets import Secrets
 from .timers import Timers
 from .untrusted import refusal
 from .when import WhenJudge

@@ -25,9 +25,9 @@ from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
 from ..errors import OutputError, TemplateError, TransitionError
 from ..steps.registry import RunAccess, StepCall
+from ..steps.secrets import Secrets
 from .approvals import Approvals
 from .runner import error_info
-from .secrets import Secrets
 from .timers import Timers
 from .worksource import OutcomeKind
 

@@ -6,10 +6,11 @@ that only the run input can supply are in it.  Kept apart from the engine so
 from __future__ import annotations
 
 from ..core.model import JSON, StepSpec, WorkflowSpec
+from ..core.steptypes import traits_of
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, InputError, Problem
+from ..steps.binding import import_call, signature_of
 from ..steps.registry import get_step_type
-from .binding import import_call, signature_of
 from .retry_names import retry_name_problems
 
 
@@ -68,12 +69,12 @@ def import_problems(spec: WorkflowSpec) -> list[Problem]:
     problems = []
     for i, step in enumerate(spec.steps):
         targets = []
-        if step.type == "python" and step.func is None:
+        if traits_of(step.type).imports_call and step.func is None:
             targets.append(("call", step.config.get("call")))
         if step.fallback is not None and step.fallback.call and step.fallback.func is None:
             targets.append(("fallback.call", step.fallback.call))
         inline = step.item  # a map's inline step: the same, at `step.`
-        if inline is not None and inline.type == "python" and inline.func is None:
+        if inline is not None and traits_of(inline.type).imports_call and inline.func is None:
             targets.append(("step.call", inline.config.get("call")))
         if inline is not None and inline.fallback is not None and inline.fallback.call \
                 and inline.fallback.func is None:

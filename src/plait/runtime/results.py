@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Protocol
 
 from ..core.model import JSON, JSONDict
 from ..core.states import StepStatus
+from ..core.timestamps import iso as iso  # where it lived: still importable here
 from ..store.base import RunRecord, StepRecord
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(slots=True)

@@ -26,6 +26,7 @@ from types import ModuleType
 from .. import errors
 from ..core.model import StepSpec, WorkflowSpec
 from ..core.retry import is_exception_name, policies_naming_exceptions
+from ..core.steptypes import traits_of
 from ..core.suggest import did_you_mean
 from ..errors import Problem
 
@@ -70,7 +71,7 @@ def _step_modules(steps: Iterable[StepSpec]) -> Iterator[ModuleType]:
     seen: set[str] = set()
     for step in steps:
         targets = [step.func, step.fallback.func if step.fallback else None]
-        calls = [step.config.get("call") if step.type == "python" else None,
+        calls = [step.config.get("call") if traits_of(step.type).imports_call else None,
                  step.fallback.call if step.fallback else None]
         names = [getattr(f, "__module__", None) for f in targets if f is not None]
         names += [c.partition(":")[0] for c in calls if isinstance(c, str)]

@@ -20,10 +20,10 @@ from ..core.model import JSON, CircuitBreakerSpec
 from ..core.retry import ErrorInfo
 from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, StepError, StepTimeout
+from ..steps.binding import compile_plan, import_call, import_untrusted_call, invoke
 from ..steps.builtin import declared_keys
 from ..steps.registry import StepCall, StepFunction, get_step_type
 from . import stepcache
-from .binding import compile_plan, import_call, import_untrusted_call, invoke
 from .breakers import breakers_for, holder_of
 from .untrusted import refusal
 from .worksource import Outcome, OutcomeKind, Report, Reported

@@ -13,8 +13,8 @@ from ..core.model import JSON
 from ..core.runstate import RunState
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
+from ..steps.context import ParentOutputs, StepLog
 from ..steps.registry import Services, StepCall
-from .context import ParentOutputs, StepLog
 
 _COMPLETED = StepStatus.COMPLETED
 

@@ -17,7 +17,7 @@ from ..core import expressions
 from ..core.model import JSON
 from ..core.runstate import RunState
 from ..core.validate import CheckedWorkflow
-from . import offloop
+from ..steps import offloop
 from .worksource import Spawn
 
 

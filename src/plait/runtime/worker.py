@@ -43,7 +43,10 @@ from ..core.states import RunStatus, StepStatus
 from ..core.trust import TrustPolicy
 from ..core.validate import CheckedWorkflow
 from ..errors import RunBusy, RunTakenOver, StaleWriteError, StoreError
+from ..steps.binding import import_step_call
 from ..steps.builtin import declared_keys
+from ..steps.context import AttemptLogs
+from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
 from ..store.base import (
     AttemptKey,
@@ -54,13 +57,10 @@ from ..store.base import (
     WriteBatch,
     late_result_note,
 )
-from .binding import import_step_call
 from .children import ChildRuns
 from .claims import ClaimSource, Subscribe, error_dict
 from .completions import Completions
-from .context import AttemptLogs
 from .engine import Engine, default_worker_id, run_secrets
-from .netpolicy import NetworkPolicy
 from .runner import AttemptRunner, error_info
 from .runview import RunView
 from .scheduler import Scheduler

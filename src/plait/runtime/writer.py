@@ -17,9 +17,9 @@ from ..core.runstate import RunState
 from ..core.states import RunStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import UnstorableValue
+from ..steps.context import StepLog
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
 from ..store.memory import MemoryStore
-from .context import StepLog
 from .results import RunResult, StepResults
 from .unstorable import cleaned_batch
 from .worksource import Claims

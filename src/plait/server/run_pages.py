@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..cli.records import LogRecord, show_json
 from ..core.model import JSONDict
+from ..rundoc.records import LogRecord, show_json
 from ..store.base import AttemptRecord, RunRecord, StepRecord
 from .errors import ApiError
 

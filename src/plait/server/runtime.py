@@ -69,14 +69,14 @@ class ServerRuntime:
     def __init__(self, store: Store, db_url: str, settings: ServerSettings, *,
                  worker: bool = True, grace: float = 10.0,
                  events_poll: float = EVENTS_POLL_S, metrics: Any = None) -> None:
-        from ..cli.follow import for_workers
+        from ..store.postgres_url import is_postgres
 
         self.store = store
         self.db_url = db_url
         self.settings = settings
         self.grace = grace
         self.events_poll = events_poll
-        self.for_workers = for_workers(db_url)
+        self.for_workers = is_postgres(db_url)  # as plait run: the workers execute
         # every definition the server runs follows the rules for untrusted ones,
         # however it was stored (core.trust): checked again before each step starts
         self.engine = Engine(store, http_policy=settings.http_policy,
@@ -273,9 +273,10 @@ class ServerRuntime:
     async def _execute(self, run_id: str, checked: CheckedWorkflow | None, *,
                        new: RunRecord | None = None) -> None:
         if self.for_workers:
-            from ..cli.follow import announce
+            from ..runtime.control import announce
 
-            await announce(self.store, new or await self.store.get_run(run_id))
+            run = new or await self.store.get_run(run_id)
+            await announce(self.store, run.run_id)  # a wake-up for the listening workers
             return
         if checked is None:
             checked = await self.runnable(await self.store.get_run(run_id))

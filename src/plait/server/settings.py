@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..core.model import Limits
 from ..core.sizes import parse_size
 from ..core.trust import CAP_SETTINGS, ENGINE_LIMITS, TrustPolicy
-from ..runtime.netpolicy import UNTRUSTED, NetworkPolicy
+from ..steps.netpolicy import UNTRUSTED, NetworkPolicy
 
 TOKEN_ENV = "PLAIT_API_TOKEN"  # noqa: S105 - a variable name
 WEBHOOK_SECRET_ENV = "PLAIT_WEBHOOK_SECRET"  # noqa: S105 - a variable name

@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 
 from ..core import trust
 from ..errors import NetworkRefused, Problem
-from ..runtime.binding import import_untrusted_call
-from ..runtime.netpolicy import NetworkPolicy
+from ..steps.binding import import_untrusted_call
+from ..steps.netpolicy import NetworkPolicy
 from .settings import ServerSettings
 
 

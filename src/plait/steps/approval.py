@@ -48,4 +48,5 @@ def _check(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
 def register_approval() -> None:
     register_step_type(StepType(name="approval", run=run_approval,
                                 fields=frozenset({"prompt", "show", "on_timeout"}), check=_check,
-                                literal_fields=frozenset({"on_timeout"}), parks=True))
+                                literal_fields=frozenset({"on_timeout"}), parks=True,
+                                only_waits=True))

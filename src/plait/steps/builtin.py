@@ -13,15 +13,15 @@ from ..core import expressions
 from ..core.durations import parse_duration
 from ..core.model import JSON, StepSpec
 from ..core.numbers import MAX_EPOCH, real, shown
+from ..core.timestamps import iso
 from ..errors import FatalError
-from ..runtime.binding import (
+from .binding import (
     ParamPlan,
     compile_plan,
     import_call,
     import_untrusted_call,
     invoke,
 )
-from ..runtime.results import iso
 from .registry import StepCall, StepType, register_step_type
 from .types import HTTP_FIELDS, LLM_FIELDS
 
@@ -245,21 +245,33 @@ async def _run_llm(call: StepCall) -> JSON:
     return await run_llm(call)
 
 
+_registered = False
+
+
+def ensure_builtins() -> None:
+    """Register the built-in types unless that was done (a definition type registered
+    since under a built-in name stays)."""
+    if not _registered:
+        register_builtins()
+
+
 def register_builtins() -> None:
+    global _registered
+    _registered = True
     register_step_type(StepType(name="python", run=run_python, prepare=PythonStep,
                                 fields=frozenset({"call", "with"}),
                                 required=frozenset({"call"}), check=_check_python,
-                                literal_fields=frozenset({"call"})))
+                                literal_fields=frozenset({"call"}), imports_call=True))
     register_step_type(StepType(name="transform", run=run_transform,
                                 fields=frozenset({"value"}), required=frozenset({"value"}),
                                 inline=transform_inline))
     register_step_type(StepType(name="condition", run=run_condition,
                                 fields=frozenset({"if", "then", "else"}),
                                 required=frozenset({"if"}), check=_check_condition,
-                                inline=condition_inline))
+                                inline=condition_inline, branches=True))
     register_step_type(StepType(name="delay", run=run_delay,
                                 fields=frozenset({"duration", "until"}),
-                                check=_check_delay))
+                                check=_check_delay, only_waits=True))
     register_step_type(StepType(name="http", run=_run_http, fields=HTTP_FIELDS,
                                 required=frozenset({"url"}), check=_check_http))
     register_step_type(StepType(name="llm", run=_run_llm, fields=LLM_FIELDS,

@@ -59,8 +59,8 @@ import httpx
 from ..core import expressions
 from ..core.model import JSON, JSONDict
 from ..errors import FatalError, HTTPStatusError, StepError
-from ..runtime.netpolicy import host_problem
 from .netclient import guarded_client
+from .netpolicy import host_problem
 from .registry import StepCall
 from .types import HTTP_FIELDS
 

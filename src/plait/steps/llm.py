@@ -16,7 +16,7 @@ Fields (every value but ``api_key_env`` may contain templates)::
 One attempt POSTs ``{base_url}/chat/completions`` with ``{"model", "messages", ...}`` and
 ``Authorization: Bearer <key>``, the key read from the named environment variable when
 the attempt starts.  The key is never stored, logged or shown: it is added to the values
-redacted from everything stored (``runtime.secrets.add_redacted``), so even a provider
+redacted from everything stored (``steps.secrets.add_redacted``), so even a provider
 that echoes it in an error message leaves only ``***`` in the history.  A variable that
 is not set fails the step at once (no retry), naming the variable.
 
@@ -42,7 +42,7 @@ user message), redacted like every note, and cut (``cut`` names by how much; els
 null) so that the note is at most ``limits.max_output_bytes`` of JSON (and at most a
 history note's bound): each message keeps the head of its content with a marker
 ``… [N more bytes cut]``.  ``plait show --step``, ``plait show --json``, the API and the
-UI show the messages as a conversation (``cli.llm_calls``).
+UI show the messages as a conversation (``rundoc.llm_calls``).
 
 Token usage: every attempt that got a completion (also one whose JSON was refused) adds
 a history note ``{"usage": {"attempt", "model", "prompt_tokens", "completion_tokens",
@@ -70,8 +70,7 @@ from ..core.model import JSON, JSONDict
 from ..core.numbers import MAX_INT, shown
 from ..core.trust import key_env_problem
 from ..errors import FatalError, HTTPStatusError, StepError
-from ..runtime.context import MAX_NOTE_BYTES
-from ..runtime.secrets import add_redacted
+from .context import MAX_NOTE_BYTES
 from .http import (
     _RETRYABLE_TRANSPORT,
     RETRYABLE_STATUSES,
@@ -84,6 +83,7 @@ from .http import (
 )
 from .netclient import guarded_client
 from .registry import StepCall
+from .secrets import add_redacted
 
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 ROLES = ("system", "user", "assistant", "tool", "developer")

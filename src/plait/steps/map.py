@@ -66,4 +66,4 @@ def register_map() -> None:
     register_step_type(StepType(name="map", run=run_map,
                                 fields=frozenset({"over", "step", "concurrency"}),
                                 required=frozenset({"over", "step"}), check=_check_map,
-                                literal_fields=frozenset({"step"})))
+                                literal_fields=frozenset({"step"}), expands=True))

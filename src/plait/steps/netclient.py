@@ -1,6 +1,6 @@
 """The httpx client of every step type that talks HTTP (``http``, ``llm``) and of
 notifications: each TCP connection, redirects included, is judged by the run's
-``NetworkPolicy`` (``plait.runtime.netpolicy``) before it is made.
+``NetworkPolicy`` (``plait.steps.netpolicy``) before it is made.
 
 Why at the connection and not before the request: the check must cover every redirect
 hop, and it must be made on the address actually used.  Resolving once, checking, then
@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import httpcore
 import httpx
 
-from ..runtime.netpolicy import NetworkPolicy
+from .netpolicy import NetworkPolicy
 
 # Per network operation (connect, each read or write), not per request: the step's own
 # ``timeout`` bounds the attempt.  Generous because slow APIs (LLMs) are common.

@@ -26,8 +26,8 @@ from ..core.steptypes import (
 )
 from ..core.trust import TrustPolicy, bounded
 from ..errors import PlaitError, TemplateError
-from ..runtime import netpolicy, offloop
-from ..runtime.context import StepContext, StepLog
+from . import netpolicy, offloop
+from .context import StepContext, StepLog
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
@@ -39,7 +39,7 @@ class Services:
     """What the runtime lends to step types (owned by the engine)."""
 
     executor: Executor
-    # where steps that talk HTTP may connect (http, llm): see runtime.netpolicy
+    # where steps that talk HTTP may connect (http, llm): see steps.netpolicy
     http_policy: netpolicy.NetworkPolicy = netpolicy.DEFAULT
     # the engine's store: where steps with `cache:` keep results (runtime.stepcache)
     store: Store | None = None
@@ -202,6 +202,12 @@ class StepType:
     # the step waits for something outside the run (a person): the loop parks it in
     # `waiting` without a task, and the run waits (approval)
     parks: bool = False
+    # traits the core knows too (``core.steptypes.StepTypeInfo`` says what each means)
+    branches: bool = False
+    expands: bool = False
+    imports_call: bool = False
+    child_runs: Callable[[Mapping[str, JSON]], int] | None = None
+    only_waits: bool = False
     # optional, asked once per checked workflow for each step of this type: the step's
     # attempt function, doing what ``run`` does with what is the same for every attempt
     # worked out once (a python step's parameter plan); None: every attempt calls ``run``
@@ -217,9 +223,12 @@ _log = logging.getLogger("plait.plugins")
 def register_step_type(step_type: StepType) -> None:
     """Make a step type available to every definition loaded afterwards."""
     _REGISTRY[step_type.name] = step_type
-    register_type_info(StepTypeInfo(name=step_type.name, fields=step_type.fields,
-                                    required=step_type.required, check=step_type.check,
-                                    literal_fields=step_type.literal_fields))
+    register_type_info(StepTypeInfo(
+        name=step_type.name, fields=step_type.fields, required=step_type.required,
+        check=step_type.check, literal_fields=step_type.literal_fields,
+        branches=step_type.branches, expands=step_type.expands,
+        imports_call=step_type.imports_call, child_runs=step_type.child_runs,
+        only_waits=step_type.only_waits))
 
 
 def get_step_type(name: str) -> StepType:

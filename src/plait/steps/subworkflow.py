@@ -174,10 +174,19 @@ def register_subworkflows() -> None:
     common = frozenset({"workflow", "input", "definition"})
     register_step_type(StepType(name="workflow", run=run_workflow, fields=common,
                                 required=frozenset({"workflow"}), check=_check_ref,
-                                literal_fields=frozenset({"workflow", "definition"})))
+                                literal_fields=frozenset({"workflow", "definition"}),
+                                child_runs=lambda config: 1, only_waits=True))
     register_step_type(StepType(
         name="loop", run=run_loop,
         fields=common | {"until", "max_iterations", "on_max_iterations"},
         required=frozenset({"workflow", "until", "max_iterations"}), check=_check_loop,
         literal_fields=frozenset({"workflow", "definition", "max_iterations",
-                                  "on_max_iterations"})))
+                                  "on_max_iterations"}),
+        child_runs=_iterations, only_waits=True))
+
+
+def _iterations(config: Mapping[str, JSON]) -> int:
+    """At most how many child runs a loop starts: its ``max_iterations`` (1 when that is
+    not a whole number above zero)."""
+    most = config.get("max_iterations")
+    return most if isinstance(most, int) and not isinstance(most, bool) and most > 0 else 1

@@ -19,7 +19,7 @@ from plait.core.expressions import (
     templates_in,
     truthy,
 )
-from plait.runtime.secrets import Secrets
+from plait.steps.secrets import Secrets
 
 
 @pytest.fixture

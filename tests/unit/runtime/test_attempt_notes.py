@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from plait.runtime.claims import history_notes
-from plait.runtime.context import MAX_ATTEMPT_RECORDS, AttemptLogs
+from plait.steps.context import MAX_ATTEMPT_RECORDS, AttemptLogs
 
 
 def _journal() -> AttemptLogs:

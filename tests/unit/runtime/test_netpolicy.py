@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from plait.errors import NetworkRefused
-from plait.runtime.netpolicy import DEFAULT, UNTRUSTED, NetworkPolicy
+from plait.steps.netpolicy import DEFAULT, UNTRUSTED, NetworkPolicy
 
 
 def refusal(policy: NetworkPolicy, host: str, address: str | None = None) -> NetworkRefused:

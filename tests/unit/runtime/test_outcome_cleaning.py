@@ -14,8 +14,8 @@ import pytest
 
 from plait.errors import StepError
 from plait.runtime.completions import Completions
-from plait.runtime.context import MAX_NOTE_BYTES, log_record, note_data
 from plait.runtime.runner import error_info, finite_seconds
+from plait.steps.context import MAX_NOTE_BYTES, log_record, note_data
 from plait.store import MemoryStore
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plait.runtime.secrets import REDACTED, Secrets
+from plait.steps.secrets import REDACTED, Secrets
 
 SECRET = "tok/en+v@lue&é<'\">=="
 

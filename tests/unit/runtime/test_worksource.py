@@ -22,16 +22,16 @@ from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState
 from plait.core.validate import CheckedWorkflow
 from plait.errors import InterruptedAttempt
-from plait.runtime.context import StepLog
 from plait.runtime.engine import Engine
 from plait.runtime.local import LocalSource
 from plait.runtime.loop import RunLoop
 from plait.runtime.runner import error_info
 from plait.runtime.runview import RunView
-from plait.runtime.secrets import Secrets
 from plait.runtime.when import WhenJudge
 from plait.runtime.worksource import Claims, Outcome, Report, Reported, Spawn, WorkSource
+from plait.steps.context import StepLog
 from plait.steps.registry import StepCall
+from plait.steps.secrets import Secrets
 from plait.store.memory import MemoryStore
 
 QUICK = Retry(max_retries=1, initial_delay=0.001, jitter=0.0)

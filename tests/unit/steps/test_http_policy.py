@@ -18,7 +18,7 @@ import pytest
 
 from plait import RunResult, Workflow
 from plait.runtime.engine import Engine
-from plait.runtime.netpolicy import UNTRUSTED, NetworkPolicy
+from plait.steps.netpolicy import UNTRUSTED, NetworkPolicy
 from plait.store.memory import MemoryStore
 
 RETRIES = {"max_retries": 2, "initial_delay": 0.01, "jitter": 0}

@@ -14,9 +14,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
-from ...cli.inspection import child_runs
-from ...cli.llm_calls import add_llm, roll_up
-from ...cli.records import LogRecord, add_child_runs, add_waiting, duration
 from ...core.model import JSONDict
 from ...core.states import FINAL_RUN_STATES, RunStatus
 from ...errors import (
@@ -27,9 +24,11 @@ from ...errors import (
     RunNotFound,
     WorkflowNotFound,
 )
+from ...rundoc.journal import add_journal
+from ...rundoc.llm_calls import add_llm, roll_up
+from ...rundoc.records import LogRecord, add_child_runs, add_waiting, child_runs, duration
 from ...runtime import continuation
 from ...runtime.results import iso
-from ...runtime.step_journal import add_journal
 from ...store.base import RunFilter, RunRecord
 from ..errors import ApiError, not_found
 from ..models import (

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ..core.model import JSON, JSONDict
-from ..runtime.results import iso
+from ..core.timestamps import iso
 from ..store.base import EventRecord
 
 MAX_LINE = 200

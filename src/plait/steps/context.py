@@ -16,7 +16,7 @@ from ..core.jsoncheck import clean_text, storable
 from ..core.model import JSON, JSONDict, RetryPolicy
 
 if TYPE_CHECKING:
-    from .step_journal import CallJournal
+    from .journal import CallJournal
 
 _log = logging.getLogger("plait.step")
 
@@ -470,7 +470,7 @@ class StepContext:
     def _journaled(self) -> CallJournal:
         calls = self._calls
         if calls is None:
-            from .step_journal import CallJournal
+            from .journal import CallJournal
 
             call, log = self._call, self._journal
             run = call.run if call is not None else None
