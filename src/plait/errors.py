@@ -31,6 +31,7 @@
         ├── HTTPStatusError      an http step got a status it did not expect
         ├── InterruptedAttempt   the process running the attempt stopped (a failed attempt)
         ├── ApprovalRequested    ctx.wait_for_approval parks the step (not a failure)
+        ├── JournalNameReused    ctx.run used one call name twice in an attempt (never retried)
         └── NetworkRefused       the network policy refused a host or address (never retried)
 
 Errors carry data (``DefinitionError.problems``, ``StepError.step``) so callers never
@@ -313,6 +314,20 @@ class InterruptedAttempt(StepError):
             if taken_over else " (it stopped, or the store refused its write)"
         super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
                          f"never stored its outcome{why}", step=step)
+
+
+class JournalNameReused(StepError):
+    """``ctx.run`` was given a call name the attempt used already: each journaled call
+    of a step needs a name of its own (``name`` carries it).  Never retried: every
+    attempt runs the same code."""
+
+    retryable = False
+
+    def __init__(self, name: str, *, step: str) -> None:
+        self.name = name
+        super().__init__(f"step {step!r}: the journaled call name {name!r} was used twice "
+                         f"in one attempt; give each ctx.run call a name of its own",
+                         step=step)
 
 
 class NetworkRefused(StepError):

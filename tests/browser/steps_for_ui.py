@@ -15,3 +15,8 @@ async def report(ctx: Any, seconds: float) -> dict[str, str]:
 
 def explode(reason: str) -> str:
     raise ValueError(f"cannot continue: {reason}")
+
+
+async def journaled(ctx: Any) -> list[str]:
+    """Two journaled calls (ctx.run), listed in the step panel."""
+    return [await ctx.run("plan", str.upper, "plan"), await ctx.run("act", str, "act")]

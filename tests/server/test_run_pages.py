@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 
 from plait.core.states import RunStatus, StepStatus
+from plait.rundoc.journal import add_journal
 from plait.rundoc.llm_calls import add_llm, roll_up
 from plait.rundoc.records import LogRecord, add_child_runs, add_waiting, child_runs, show_json
 from plait.server.run_pages import STEPS_PER_PAGE, run_page
@@ -48,6 +49,7 @@ def _unpaged(client: TestClient, run_id: str) -> bytes:
         add_child_runs(value, await child_runs(store, run))
         value["continuation"] = None  # no decision left unapplied (runtime.continuation)
         add_waiting(value, events)
+        add_journal(value, await store.journal(run_id))
         add_llm(value, events, await roll_up(store, run, events,
                                              [s.step_id for s in steps]))
         return bytes(JSONResponse(value).body)

@@ -19,10 +19,19 @@ from ..errors import DefinitionError, PlaitError, StoreError
 from ..rundoc import llm_calls as document_llm
 from ..rundoc import notes
 from ..rundoc import records as document
+from ..rundoc.journal import add_journal, journal_sections
 from ..runtime import continuation
 from ..runtime.engine import Engine, owner_alive
 from ..runtime.results import RunResult
-from ..store.base import AttemptRecord, EventRecord, RunFilter, RunRecord, StepRecord, Store
+from ..store.base import (
+    AttemptRecord,
+    EventRecord,
+    JournalEntry,
+    RunFilter,
+    RunRecord,
+    StepRecord,
+    Store,
+)
 from ..store.url import shown_url
 from . import llm_calls, output, records
 from .session import Refusal, guarded, opened_store
@@ -77,17 +86,19 @@ async def show_command(run_id: str, *, db: str, as_json: bool,
         children = await document.child_runs(store, run)
         stuck = continuation.stuck(run, steps, events, now=time.time())
         rolled = await document_llm.roll_up(store, run, events, [s.step_id for s in steps])
+        journal = await store.journal(run_id)
         if as_json or step is not None:
             value = notes.add_history(document.show_json(run, steps, attempts, logs), events)
             document.add_child_runs(value, children)
             document.add_waiting(value, events)
+            add_journal(value, journal)
             document_llm.add_llm(value, events, rolled)
             value["continuation"] = stuck
             if step is not None:
                 return _show_step(value, step, events, as_json=as_json)
             output.print_json(value, sys.stdout)
             return ExitCode.OK
-        _show_text(run, steps, attempts, events, logs, children, rolled, stuck)
+        _show_text(run, steps, attempts, events, logs, children, rolled, stuck, journal)
         return ExitCode.OK
 
     return await guarded(db, body, read_only=True)
@@ -96,7 +107,7 @@ async def show_command(run_id: str, *, db: str, as_json: bool,
 def _show_text(run: RunRecord, steps: Sequence[StepRecord], attempts: Sequence[AttemptRecord],
                events: Sequence[EventRecord], logs: Sequence[document.LogRecord],
                children: dict[str, list[RunRecord]], rolled: document_llm.RollUp,
-               stuck: JSONDict | None) -> None:
+               stuck: JSONDict | None, journal: Sequence[JournalEntry] = ()) -> None:
     now = run.finished_at if run.status in FINAL_RUN_STATES and run.finished_at \
         else time.time()
     console = output.console()
@@ -123,7 +134,9 @@ def _show_text(run: RunRecord, steps: Sequence[StepRecord], attempts: Sequence[A
         records.print_table(console, records.ATTEMPT_HEADERS, rows, status_column=2,
                             title="attempts")
     sections = [*((f"logs of {sid}", lines) for sid, lines in records.log_sections(logs)),
-                *((f"emitted by {sid}", lines) for sid, lines in notes.emit_sections(events))]
+                *((f"emitted by {sid}", lines) for sid, lines in notes.emit_sections(events)),
+                *((f"journaled calls of {sid}", lines)
+                  for sid, lines in journal_sections(journal))]
     for title, lines_ in sections:
         _section(console, title, lines_, "bold")
     for title, lines_ in records.waiting_sections(steps, events):

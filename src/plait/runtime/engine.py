@@ -53,6 +53,7 @@ from .observers import Observers, default_observers
 from .pools import PoolRegistry, shared_limits
 from .preflight import check_input_params, preflight
 from .results import RunResult
+from .step_journal import copy_journal
 from .threads import DaemonThreadPool, shared_pool
 from .untrusted import refused
 from .worksource import WorkSource
@@ -328,6 +329,9 @@ class Engine:
         batch.notes.append((None, {"retry_of": run_id, "reused": list(reuse),
                                    "from_step": from_step}))
         await self.store.write(batch)
+        if from_step is None:  # `--from STEP` starts STEP and what follows afresh
+            await copy_journal(self.store, run_id, new.run_id,
+                               frozenset(graph.ids[i] for i in rerun))
         return await self.store.get_run(new.run_id)
 
     async def stored_workflow(self, name: str, version: int | None = None) -> CheckedWorkflow:

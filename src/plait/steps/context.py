@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.bounds import Stop
 from ..core.jsoncheck import clean_text, storable
-from ..core.model import JSON, JSONDict
+from ..core.model import JSON, JSONDict, RetryPolicy
+
+if TYPE_CHECKING:
+    from .journal import CallJournal
 
 _log = logging.getLogger("plait.step")
 
@@ -179,6 +183,19 @@ class AttemptLogs(StepLog):
         return tuple(notes)
 
 
+def _loop_here() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread (a context is built on its run's loop),
+    if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _unchanged(value: JSON) -> JSON:
+    return value
+
+
 def _redact_json(value: Any, redact: Callable[[str | None], str | None]) -> Any:
     if isinstance(value, str):
         return redact(value)
@@ -298,18 +315,22 @@ class StepContext:
     returns.  Whatever it returns after that is discarded."""
 
     # One is built per attempt that asks for it: plain slots, nothing computed until read.
-    __slots__ = ("_attempt", "_cancel_flag", "_input", "_journal", "_key", "_logger",
-                 "_outputs", "_run_id", "_state", "_step_id", "_waited")
+    __slots__ = ("_attempt", "_call", "_calls", "_cancel_flag", "_input", "_journal", "_key",
+                 "_logger", "_loop", "_outputs", "_run_id", "_state", "_step_id", "_waited")
 
     def __init__(self, *, run_id: str, step_id: str, attempt: int, input: JSON,
                  state: Mapping[str, JSON], outputs: Mapping[str, JSON],
                  idempotency_key: str | None = None, journal: StepLog | None = None,
-                 cancel_flag: Stop | None = None) -> None:
+                 cancel_flag: Stop | None = None, call: Any = None) -> None:
         self._run_id, self._step_id, self._attempt = run_id, step_id, attempt
         self._input, self._state, self._outputs = input, state, outputs
         self._key, self._journal, self._cancel_flag = idempotency_key, journal, cancel_flag
         self._logger: StepLogger | None = None
         self._waited = False
+        # the attempt (a steps.registry.StepCall, which imports this module: typed
+        # loosely) and its loop, for ctx.run: its journal is set up at its first call
+        self._call, self._loop = call, _loop_here()
+        self._calls: CallJournal | None = None
 
     @property
     def run_id(self) -> str:
@@ -425,6 +446,42 @@ class StepContext:
             journal.wait_requests[step] = request
             journal.note(step, {"wait": request})
         raise ApprovalRequested(step, prompt)
+
+    # ------------------------------------------------------------ journaled calls
+
+    async def run(self, name: str, fn: Callable[..., Any], /, *args: Any,
+                  retry: RetryPolicy | None = None, **kwargs: Any) -> JSON:
+        """``fn(*args, **kwargs)`` as a journaled call (docs/python-api.md): a sync
+        ``fn`` runs in a thread, an async one is awaited.  Its result, checked and
+        redacted like a step output, is committed to the run's store under ``name``
+        before it is returned; every later attempt of this step in this run (a retry,
+        a resume after a crash, the re-run after an approval) gets the stored value at
+        once, without calling ``fn``.  ``retry`` (a ``plait.Retry``) retries the call
+        in place.  A call that raises stores nothing; a name used twice in one attempt
+        fails the step (JournalNameReused); a result that is not JSON fails it
+        (OutputError)."""
+        return await self._journaled().run(name, fn, args, kwargs, retry)
+
+    def run_sync(self, name: str, fn: Callable[..., Any], /, *args: Any,
+                 retry: RetryPolicy | None = None, **kwargs: Any) -> JSON:
+        """``run`` for sync steps: ``fn`` is called in the step's own thread."""
+        return self._journaled().run_sync(name, fn, args, kwargs, retry)
+
+    def _journaled(self) -> CallJournal:
+        calls = self._calls
+        if calls is None:
+            from .journal import CallJournal
+
+            call, log = self._call, self._journal
+            run = call.run if call is not None else None
+            calls = self._calls = CallJournal(
+                store=run.services.store if run is not None else None,
+                run_id=self._run_id, step_id=self._step_id, attempt=self._attempt,
+                max_bytes=run.checked.spec.limits.max_output_bytes if run else None,
+                redact=log.redact_json if log is not None else _unchanged,
+                executor=run.services.executor if run is not None else None,
+                loop=self._loop)
+        return calls
 
     def emit(self, value: JSON) -> None:
         """Store ``value`` (JSON) as a partial output of the step: a history note

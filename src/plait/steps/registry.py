@@ -164,7 +164,7 @@ class StepCall:
         return StepContext(run_id=run.run_id, step_id=self.step.id, attempt=self.attempt,
                            input=run.input, state=run.shared_state,
                            outputs=run.parent_outputs(self.index), journal=run.step_log,
-                           cancel_flag=stop)
+                           cancel_flag=stop, call=self)
 
     def stop(self) -> None:
         """The attempt was cancelled or timed out: its context says so (a sync body in

@@ -176,6 +176,25 @@ def cache_key_hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Journaled:
+    """The stored result of one journaled call of a step (``Store.journal_get``)."""
+
+    value: JSON
+    attempt: int  # the attempt of the step whose call stored it
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalEntry:
+    """One row of a run's step journal as listed (``Store.journal``): no value."""
+
+    step: str
+    name: str
+    attempt: int
+    at: float
+
+
 @dataclass(slots=True, kw_only=True)
 class RunChange:
     source: RunStatus
@@ -618,6 +637,28 @@ class Store(Protocol):
         """Store a completed result; a result already stored for the key is replaced
         unless it is newer (the newest wins).  StoreError when ``output`` is not
         JSON."""
+        ...
+
+    # ------------------------------------------------------------------ step journal
+    # The results of journaled calls inside steps (``ctx.run``; docs/python-api.md),
+    # keyed by run, step and call name.  Deleting a run deletes its journal.
+
+    async def journal_get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
+        """The stored result of call ``name`` of the step in the run, or None.  The
+        value is the caller's own copy."""
+        ...
+
+    async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,
+                          attempt: int, at: float) -> Journaled:
+        """Store ``value`` as call ``name``'s result unless one is stored already
+        (insert-if-absent: the first stored wins, for every process on the store);
+        returns what is stored, the caller's own copy.  Of concurrent calls for one
+        name exactly one stores, and all return its value.  RunNotFound; StoreError
+        when ``value`` is not JSON."""
+        ...
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        """The run's journal, every step's, in the order stored.  RunNotFound."""
         ...
 
     # ------------------------------------------------------------------ webhook deliveries

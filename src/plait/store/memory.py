@@ -28,6 +28,8 @@ from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Journaled,
+    JournalEntry,
     Lease,
     Outcome,
     RunChange,
@@ -42,6 +44,7 @@ from .base import (
 )
 from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
+from .memory_journal import MemoryJournal
 from .observations import (
     LEASE_EXPIRED,
     DurationBuckets,
@@ -78,6 +81,7 @@ class MemoryStore:
         self._keyed: dict[str, list[RunRecord]] = {}  # concurrency key -> unfinished runs
         self._notifications: dict[NotificationKey, float] = {}  # claimed: when
         self._deliveries: dict[tuple[str, str], tuple[str, float]] = {}  # run id, at
+        self._journal = MemoryJournal()  # ctx.run results
 
     async def open(self) -> None:
         return None
@@ -468,6 +472,22 @@ class MemoryStore:
         stored = self._deliveries.get((hook, delivery_id))
         if stored is not None and stored[0] == run_id:
             del self._deliveries[(hook, delivery_id)]
+
+    # ------------------------------------------------------------------ step journal
+
+    async def journal_get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
+        return self._journal.get(run_id, step_id, name)
+
+    async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,
+                          attempt: int, at: float) -> Journaled:
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        return self._journal.put(run_id, step_id, name, value, attempt, at)
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        return self._journal.entries(run_id)
 
     # ------------------------------------------------------------------ step cache
 

@@ -72,11 +72,13 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
-from . import observations, postgres_cache, postgres_claims
+from . import observations, postgres_cache, postgres_claims, postgres_journal
 from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Journaled,
+    JournalEntry,
     Lease,
     Outcome,
     RunFilter,
@@ -441,6 +443,19 @@ class PostgresStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await postgres_claims.runs_to_drive(self._db, lease, limit)
+
+    # ------------------------------------------------------------------ step journal
+
+    async def journal_get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
+        return await postgres_journal.journal_get(self._db, run_id, step_id, name)
+
+    async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,
+                          attempt: int, at: float) -> Journaled:
+        return await postgres_journal.journal_put(self._db, run_id, step_id, name, value,
+                                                  attempt, at)
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        return await postgres_journal.journal(self._db, run_id)
 
     # ------------------------------------------------------------------ webhook deliveries
 

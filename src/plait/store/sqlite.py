@@ -82,12 +82,14 @@ from typing import Any
 
 from ..core.model import JSON, JSONDict
 from ..errors import StoreError
-from . import sqlite_cache, sqlite_claims
+from . import sqlite_cache, sqlite_claims, sqlite_journal
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Journaled,
+    JournalEntry,
     Lease,
     Outcome,
     RunFilter,
@@ -409,6 +411,19 @@ class SqliteStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await self._run(sqlite_claims.runs_to_drive, self._db, lease, limit)
+
+    # ------------------------------------------------------------------ step journal
+
+    async def journal_get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
+        return await self._run(sqlite_journal.journal_get, self._db, run_id, step_id, name)
+
+    async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,
+                          attempt: int, at: float) -> Journaled:
+        return await self._write(sqlite_journal.journal_put, run_id, step_id, name, value,
+                                 attempt, at)
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        return await self._run(sqlite_journal.journal, self._db, run_id)
 
     # ------------------------------------------------------------------ webhook deliveries
 

@@ -24,6 +24,7 @@ from ...errors import (
     RunNotFound,
     WorkflowNotFound,
 )
+from ...rundoc.journal import add_journal
 from ...rundoc.llm_calls import add_llm, roll_up
 from ...rundoc.records import LogRecord, add_child_runs, add_waiting, child_runs, duration
 from ...runtime import continuation
@@ -249,6 +250,7 @@ async def get_run(run_id: str, rt: Runtime,
     # as plait show --json: a workflow/loop step's entry names its child run(s)
     add_child_runs(value, await rt.read(child_runs(store, run)))
     add_waiting(value, events)  # what a waiting step asks (prompt, show)
+    add_journal(value, await rt.read(store.journal(run_id)))  # its ctx.run calls
     # the messages each model call sent, and the tokens rolled up with the child runs'
     rolled = await rt.read(roll_up(store, run, events, [s.step_id for s in steps]))
     add_llm(value, events, rolled)

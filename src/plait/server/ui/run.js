@@ -339,6 +339,13 @@ export async function runPage(root, params, { go, onLeave, runId }) {
       side.append(h("h3", {}, `Partial outputs (${partial.length})`),
         h("div", { class: "emits", "data-testid": "emits" }, partial.slice(-50).map((v) => jsonView(v))));
     }
+    // ctx.run calls whose results are stored: a later attempt gets them back, uncalled
+    const journal = Array.isArray(st?.journal) ? st.journal : [];
+    if (journal.length) {
+      side.append(h("h3", {}, `Journaled calls (${journal.length})`),
+        h("ul", { class: "journal", "data-testid": "journal" }, journal.slice(-100).map((j) =>
+          h("li", {}, h("span", { class: "mono" }, j.name), h("span", { class: "muted" }, ` attempt ${j.attempt}, ${fmtTime(j.at)}`)))));
+    }
     const talk = conversation(st);
     if (talk.length) side.append(...talk);
     else side.append(h("h3", {}, "Output"), st && st.output !== undefined && st.output !== null ? jsonView(st.output) : h("div", { class: "muted" }, "None yet."));

@@ -482,3 +482,29 @@ RETURNING run_id;
 -- Delete a delivery that still names the run.  (hook, delivery_id, run_id)
 DELETE FROM hook_deliveries
 WHERE hook = %(hook)s AND delivery_id = %(delivery_id)s AND run_id = %(run_id)s;
+
+-- ------------------------------------------------------------------------------------
+-- The step journal (0012_step_journal.sql).
+
+-- journal_get --
+-- The stored result of a journaled call.  (run_id, step_id, name)
+SELECT j.value, j.attempt, j.at FROM step_journal AS j JOIN runs AS r ON j.run = r.id
+WHERE r.run_id = %(run_id)s AND j.step_id = %(step_id)s AND j.name = %(name)s;
+
+-- journal_put --
+-- Store a result unless one is stored; either way, the stored row (the no-op update
+-- locks and returns it, also against a concurrent insert).  No row: no such run.
+-- (run_id, step_id, name, value, attempt, at)
+INSERT INTO step_journal (run, step_id, name, value, attempt, at)
+SELECT id, %(step_id)s, %(name)s, %(value)s::json, %(attempt)s, %(at)s
+FROM runs WHERE run_id = %(run_id)s
+ON CONFLICT (run, step_id, name) DO UPDATE SET name = excluded.name
+RETURNING value, attempt, at;
+
+-- journal_list --
+-- A run's journal in the order stored.  No row: no such run; one row of NULLs: an
+-- empty journal.  (run_id)
+SELECT j.step_id, j.name, j.attempt, j.at
+FROM runs AS r LEFT JOIN step_journal AS j ON j.run = r.id
+WHERE r.run_id = %(run_id)s
+ORDER BY j.id;

@@ -420,3 +420,27 @@ RETURNING run_id;
 -- forget_delivery --
 -- Delete a delivery that still names the run.  (hook, delivery_id, run_id)
 DELETE FROM hook_deliveries WHERE hook = ? AND delivery_id = ? AND run_id = ?;
+
+-- ------------------------------------------------------------------------------------
+-- The step journal (0010_step_journal.sql).
+
+-- journal_get --
+-- The stored result of a journaled call.  (run_id, step_id, name)
+SELECT j.value, j.attempt, j.at FROM step_journal AS j JOIN runs AS r ON j.run = r.id
+WHERE r.run_id = ? AND j.step_id = ? AND j.name = ?;
+
+-- journal_put --
+-- Store a result unless one is stored; either way, the stored row (the no-op update
+-- returns it).  No row: no such run.  (step_id, name, value, attempt, at, run_id)
+INSERT INTO step_journal (run, step_id, name, value, attempt, at)
+SELECT id, ?, ?, ?, ?, ? FROM runs WHERE run_id = ?
+ON CONFLICT (run, step_id, name) DO UPDATE SET name = excluded.name
+RETURNING value, attempt, at;
+
+-- journal_list --
+-- A run's journal in the order stored.  No row: no such run; one row of NULLs: an
+-- empty journal.  (run_id)
+SELECT j.step_id, j.name, j.attempt, j.at
+FROM runs AS r LEFT JOIN step_journal AS j ON j.run = r.id
+WHERE r.run_id = ?
+ORDER BY j.rowid;

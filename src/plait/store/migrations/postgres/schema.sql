@@ -191,6 +191,19 @@ CREATE TABLE hook_deliveries (
     CONSTRAINT hook_deliveries_pkey PRIMARY KEY (hook, delivery_id)
 );
 
+CREATE TABLE step_journal (
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    run bigint NOT NULL,
+    step_id text NOT NULL,
+    name text NOT NULL,
+    value json NOT NULL,
+    attempt integer NOT NULL,
+    at double precision NOT NULL,
+    CONSTRAINT step_journal_id_key UNIQUE (id),
+    CONSTRAINT step_journal_pkey PRIMARY KEY (run, step_id, name),
+    CONSTRAINT step_journal_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -737,3 +750,5 @@ INSERT INTO plait_migrations (version, name) VALUES (7, '0007_notifications.sql'
 INSERT INTO plait_migrations (version, name) VALUES (8, '0008_step_cache.sql');
 INSERT INTO plait_migrations (version, name) VALUES (9, '0009_batch_owner.sql');
 INSERT INTO plait_migrations (version, name) VALUES (10, '0010_hook_deliveries.sql');
+INSERT INTO plait_migrations (version, name) VALUES (11, '0011_reserved.sql');
+INSERT INTO plait_migrations (version, name) VALUES (12, '0012_step_journal.sql');

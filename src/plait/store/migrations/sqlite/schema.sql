@@ -161,6 +161,16 @@ CREATE TABLE hook_deliveries (
     PRIMARY KEY (hook, delivery_id)
 ) WITHOUT ROWID;
 
+CREATE TABLE step_journal (
+    run     INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    step_id TEXT    NOT NULL,
+    name    TEXT    NOT NULL,
+    value   TEXT    NOT NULL,
+    attempt INTEGER NOT NULL,
+    at      REAL    NOT NULL,
+    UNIQUE (run, step_id, name)
+);
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -184,4 +194,4 @@ CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
 
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
 
-PRAGMA user_version = 9;
+PRAGMA user_version = 10;

@@ -1,0 +1,88 @@
+"""Journaled calls of attempts run by ``plait worker`` (docs/python-api.md): the
+worker executing the attempt stores each call's result, and the step's next attempt,
+on whichever worker claims it, gets the results back without calling again."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from plait.core.states import RunStatus
+from plait.definitions import check_definition
+from plait.runtime.engine import Engine
+from plait.runtime.worker import Worker
+from plait.store.base import Store
+from plait.store.url import open_store
+
+from .conftest import StepsModule
+
+WAIT_S = 30.0  # a bound on waiting for the workers, never a claim about speed
+
+_STEPS = '''
+from collections import Counter
+
+CALLS = Counter()
+
+def _call(what):
+    CALLS[what] += 1
+    return {"got": what}
+
+async def agent(ctx):
+    first = await ctx.run("first", _call, "first")
+    second = await ctx.run("second", _call, "second")
+    if ctx.attempt == 1:
+        raise ConnectionError("lost after two calls")
+    return [first, second, await ctx.run("third", _call, "third")]
+
+def sync_agent(ctx):
+    one = ctx.run_sync("one", _call, "one")
+    if ctx.attempt == 1:
+        raise ConnectionError("lost after one call")
+    return one
+'''
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    url = f"sqlite:///{tmp_path / 'plait.db'}" if request.param == "sqlite" \
+        else str(request.getfixturevalue("pg_database"))
+    opened = open_store(url)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_a_worker_attempt_journals_and_the_retry_reads_it_back(
+        store: Store, write_steps_module: StepsModule) -> None:
+    module = write_steps_module(_STEPS)
+    retry = {"max_retries": 1, "initial_delay": 0}
+    checked = check_definition({"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
+        {"id": "agent", "type": "python", "call": f"{module}:agent", "retry": retry},
+        {"id": "sync", "type": "python", "call": f"{module}:sync_agent", "retry": retry}]})
+    workers = [Worker(store, name=name, concurrency=2, lease=2.0, poll=0.05, grace=2.0,
+                      schedules=False) for name in ("w1", "w2")]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    try:
+        run = await Engine(store).submit(checked, {})
+        deadline = asyncio.get_running_loop().time() + WAIT_S
+        while (status := (await store.get_run(run.run_id)).status) not in (
+                RunStatus.COMPLETED, RunStatus.FAILED):
+            assert asyncio.get_running_loop().time() < deadline, f"still {status}"
+            await asyncio.sleep(0.05)
+    finally:
+        for w in workers:
+            w.stop()
+        await asyncio.wait_for(asyncio.gather(*tasks), 15)
+
+    assert status == RunStatus.COMPLETED
+    assert sys.modules[module].CALLS == {"first": 1, "second": 1, "third": 1, "one": 1}
+    entries = [(e.step, e.name, e.attempt) for e in await store.journal(run.run_id)]
+    assert sorted(entries) == [("agent", "first", 1), ("agent", "second", 1),
+                               ("agent", "third", 2), ("sync", "one", 1)]
