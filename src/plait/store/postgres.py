@@ -95,8 +95,8 @@ from .sql.postgres_rows import optional_text, run_params, shift, text, write_par
 from .sql.rows import check_id, valid_id
 
 _Q = queries("postgres")
-RUN_NOT_FOUND = "PL001"  # the SQLSTATEs of plait's functions (0001_initial.sql)
-NOT_THE_OWNER = "PL006"  # a batch whose run another driver holds (0009_batch_owner.sql)
+RUN_NOT_FOUND = "PL001"  # the SQLSTATEs of plait's functions (migrations)
+NOT_THE_OWNER = "PL006"  # a batch whose run another driver holds (migration 0011)
 SAVE_ATTEMPTS = 8  # stores of a new version that met another process's, before giving up
 
 
