@@ -40,7 +40,6 @@ from ..errors import (
 )
 from ..steps.registry import Services
 from ..store.base import RunRecord, Store, WriteBatch
-from ..store.memory import MemoryStore
 from .breakers import Breakers, breakers_for
 from .children import ChildRuns
 from .claims import ClaimSource
@@ -228,7 +227,7 @@ class Engine:
                 raise RunLeftUnfinished(run.run_id, exc) from exc
             finally:
                 self._loops.pop(run.run_id, None)
-                if isinstance(self.store, MemoryStore):
+                if self.store.capabilities.in_process:
                     await self.store.release_run(run.run_id, self.worker)  # at once
                 else:
                     await asyncio.shield(self._release(run.run_id))

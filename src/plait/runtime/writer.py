@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from ..core.runstate import RunState
 from ..core.states import RunStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import UnstorableValue
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
-from ..store.memory import MemoryStore
+from ..store.capabilities import WritesNow
 from .context import StepLog
 from .results import RunResult, StepResults
 from .unstorable import cleaned_batch
@@ -43,8 +44,10 @@ class RunWriter:
         self._state = state
         self._step_log = step_log
         self._listeners = listeners  # the engine's list: one added later sees what follows
-        # a memory store's writes complete at once: the loop calls them without awaiting
-        self.write_now = store.write_now if isinstance(store, MemoryStore) else None
+        # an in-process store's writes complete at once: the loop calls them without
+        # awaiting
+        self.write_now = cast(WritesNow, store).write_now \
+            if store.capabilities.in_process else None
         # a remote source's tickets, consumed outcomes and withdrawals, taken into each
         # batch (``WorkSource.claims``); None for a local run, at no cost per batch
         self.claims: Callable[[], Claims | None] | None = None
@@ -53,9 +56,9 @@ class RunWriter:
         self.committed: Callable[[], None] | None = None
         # every batch names the driver writing it, which must still hold the run
         # (``WriteBatch.owner``): a driver that lost the run writes nothing more.  Not
-        # on a memory store: it is this process's own, where no other process can take
-        # the run over (and its per-step cost is the engine's own overhead)
-        self._owner = None if self.write_now is not None else owner
+        # on a store no other process shares, where nobody else can take the run over
+        # (the memory store, whose per-step cost is the engine's own overhead)
+        self._owner = owner if store.capabilities.shared else None
 
     def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
         """What the core changed since the last commit (None when nothing did), named

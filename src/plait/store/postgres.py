@@ -87,6 +87,7 @@ from .base import (
     WriteBatch,
     owner_refusal,
 )
+from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, Database, Row, ServerRefusal
 from .sql import queries
@@ -115,6 +116,9 @@ INT32_MAX = 2**31 - 1  # versions are PostgreSQL integers: a larger one is no ve
 
 class PostgresStore:
     """The Store protocol on one PostgreSQL database (see the module docstring)."""
+
+    # every process of every host shares it; NOTIFY wakes the listening workers
+    capabilities = StoreCapabilities(shared=True, in_process=False, notify=True)
 
     def __init__(self, url: str, *, read_only: bool = False) -> None:
         """``read_only``: for commands that only read; the server refuses every write."""
@@ -494,8 +498,6 @@ class PostgresStore:
         return row is not None
 
     # ------------------------------------------------------------------ breakers
-
-    multi_process = True  # breakers live in the database, for every process
 
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         return await postgres_claims.get_breaker(self._db, key)
