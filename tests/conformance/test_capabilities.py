@@ -1,4 +1,4 @@
-"""Declared capabilities (``Store.capabilities``, ``plait.store.capabilities``): each
+"""Declared capabilities (``Store.capabilities``, ``plait.store.capabilities`` and ``ports``): each
 backend declares what it does, and does what it declares.
 
 - ``shared``: a second store of the same class on the same URL (what another process
@@ -23,7 +23,8 @@ import pytest
 from plait.core.states import RunStatus, StepStatus
 from plait.errors import RunNotFound, StaleWriteError
 from plait.store.base import Store, WriteBatch
-from plait.store.capabilities import Notifies, StoreCapabilities, WritesNow
+from plait.store.capabilities import StoreCapabilities
+from plait.store.ports import Notifies, WritesNow
 
 from .test_store import change, new_run
 

@@ -19,7 +19,7 @@ from ..core.states import RunStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import UnstorableValue
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
-from ..store.capabilities import WritesNow
+from ..store.ports import WritesNow
 from .context import StepLog
 from .results import RunResult, StepResults
 from .unstorable import cleaned_batch
