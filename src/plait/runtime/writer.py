@@ -33,8 +33,8 @@ _log = logging.getLogger("plait.engine")
 class RunWriter:
     """Commits one run's changes (see the module docstring)."""
 
-    __slots__ = ("_listeners", "_owner", "_run_id", "_state", "_step_log", "_store", "claims",
-                 "committed", "run", "write_now")
+    __slots__ = ("_driver", "_listeners", "_owner", "_run_id", "_state", "_step_log",
+                 "_store", "claims", "committed", "run", "write_now")
 
     def __init__(self, store: Store, run: RunRecord, state: RunState, step_log: StepLog,
                  listeners: Sequence[Listener], owner: str | None = None) -> None:
@@ -57,8 +57,11 @@ class RunWriter:
         # every batch names the driver writing it, which must still hold the run
         # (``WriteBatch.owner``): a driver that lost the run writes nothing more.  Not
         # on a store no other process shares, where nobody else can take the run over
-        # (the memory store, whose per-step cost is the engine's own overhead)
+        # (the memory store, whose per-step cost is the engine's own overhead) unless
+        # the run is driven through claims (``claims`` set): another worker of this
+        # process may take it over, so every batch names its driver
         self._owner = owner if store.capabilities.shared else None
+        self._driver = owner
 
     def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
         """What the core changed since the last commit (None when nothing did), named
@@ -84,7 +87,7 @@ class RunWriter:
                                new_steps=new_steps)
         else:
             batch = WriteBatch(self._run_id, steps, attempts, run_change, notes)
-        batch.owner = self._owner
+        batch.owner = self._owner if self.claims is None else self._driver
         return batch
 
     async def flush(self, run_change: RunChange | None = None) -> None:
