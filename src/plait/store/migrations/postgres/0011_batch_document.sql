@@ -4,8 +4,8 @@
 -- the lock order of 0003_attempt_tickets hold.  The JSON values the batch stores
 -- (outputs, ticket payloads, notes) travel inside the document as strings holding
 -- their JSON text and are cast to json where they are stored: jsonb would rewrite them
--- (0001's conventions), and a nested json value is unescaped when a record is read
--- out of the document, which refuses "\u0000" in a string of an output.
+-- (0001's conventions), and reading a record out of a json document unescapes the
+-- strings of its nested values, which refuses an output holding "\u0000".
 
 DROP FUNCTION plait_write_batch(
     text, text, text, double precision, boolean, json, text,
