@@ -4,7 +4,7 @@ The rules are ``core.guards.CircuitBreaker``'s; this module keeps the state, one
 breaker key where the key is judged, and is the only place that does:
 
 - ``StoreBreakers``: in the store, for a store other processes share
-  (``Store.multi_process``: PostgreSQL, a SQLite file).  Each call reads the state,
+  (``Store.capabilities.shared``: PostgreSQL, a SQLite file).  Each call reads the state,
   applies the rule, and writes it back with a compare-and-set on the version it read;
   when another process wrote in between it reads again and applies the rule again, so
   every failure is counted once and one caller across the store gets a trial.  A call
@@ -157,7 +157,7 @@ _BY_STORE: weakref.WeakKeyDictionary[Store, StoreBreakers] = weakref.WeakKeyDict
 def breakers_for(store: Store | None) -> Breakers:
     """Where the breakers of runs on ``store`` are judged: the store when other
     processes share it, else the running event loop's ``LocalBreakers``."""
-    if store is not None and store.multi_process:
+    if store is not None and store.capabilities.shared:
         shared = _BY_STORE.get(store)
         if shared is None:
             shared = _BY_STORE[store] = StoreBreakers(store)

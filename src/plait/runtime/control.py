@@ -28,6 +28,7 @@ from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, RunError
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
+from ..store.ports import Notifies
 from . import continuation
 from .engine import Engine, owner_alive
 from .notify import RUN
@@ -210,9 +211,8 @@ async def _make_claimable(engine: Engine, run: RunRecord) -> None:
 
 async def announce(store: Store, run_id: str) -> None:
     """Wake the listening workers: a run needs a driver (a wake-up only)."""
-    notify = getattr(store, "notify", None)
-    if notify is not None:
-        await notify(RUN, run_id)
+    if store.capabilities.notify:
+        await cast(Notifies, store).notify(RUN, run_id)
 
 
 async def decide(engine: Engine, run_id: str, step: str, *, approved: bool,

@@ -42,7 +42,6 @@ from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import Services
 from ..steps.secrets import Secrets
 from ..store.base import RunRecord, Store, WriteBatch
-from ..store.memory import MemoryStore
 from .breakers import Breakers, breakers_for
 from .children import ChildRuns
 from .claims import ClaimSource
@@ -167,12 +166,12 @@ class Engine:
                      run_id: str | None = None, retry_of: str | None = None,
                      parent_run_id: str | None = None,
                      version: int | None = None) -> RunRecord:
-        """Check the input, store the definition (versioning, SPEC 2) and a new run.
-        Raises InputError before anything is stored.  ``version``: the stored version
-        ``checked`` was loaded from (``plait run NAME@V``): the run records it as it is
-        and the latest version stays what it is (VersionConflict if ``checked`` is not
-        that version's definition)."""
-        input = ensure_input(input)  # JSON every store can hold (SPEC 5), tuples as lists
+        """Check the input, store the definition (a new version when it changed) and a
+        new run.  Raises InputError before anything is stored.  ``version``: the stored
+        version ``checked`` was loaded from (``plait run NAME@V``): the run records it as
+        it is and the latest version stays what it is (VersionConflict if ``checked`` is
+        not that version's definition)."""
+        input = ensure_input(input)  # JSON every store can hold, tuples as lists
         problems = validate_input(checked, input)
         if problems:
             raise InputError("input does not match the workflow's input schema:\n  - "
@@ -231,7 +230,7 @@ class Engine:
                 raise RunLeftUnfinished(run.run_id, exc) from exc
             finally:
                 self._loops.pop(run.run_id, None)
-                if isinstance(self.store, MemoryStore):
+                if self.store.capabilities.in_process:
                     await self.store.release_run(run.run_id, self.worker)  # at once
                 else:
                     await asyncio.shield(self._release(run.run_id))
@@ -267,7 +266,7 @@ class Engine:
             delay = min(delay * 2, 1.0)
 
     async def resume(self, run_id: str, checked: CheckedWorkflow | None = None) -> RunResult:
-        """Continue a stored run whose process stopped (SPEC 6): completed steps are
+        """Continue a stored run whose process stopped: completed steps are
         never re-run; attempts that were running count as failed attempts and retry
         under the step's policy.  A finished run is returned as it is."""
         run = await self.store.get_run(run_id)

@@ -35,7 +35,6 @@ from ..steps.context import StepLog
 from ..steps.registry import StepCall, StepType, get_step_type
 from ..steps.secrets import Secrets
 from ..store.base import RunChange, RunRecord
-from ..store.memory import MemoryStore
 from .approvals import Approvals
 from .ending import final_change
 from .halt import Halt
@@ -143,7 +142,7 @@ class RunLoop:
         self._max_output_bytes = self.spec.limits.max_output_bytes
         # a store shared with other processes is polled for cancel requests, approval
         # decisions and the ownership heartbeat; a memory store is this process's own
-        self._polls = not isinstance(self.store, MemoryStore)
+        self._polls = self.store.capabilities.shared
         # ...and its writes complete at once: the loop calls them without a coroutine
         self._write_now = self.writer.write_now
         # a source whose attempts run elsewhere (``WorkSource.remote``): its tickets and

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from ..core.runstate import RunState
 from ..core.states import RunStatus
@@ -19,7 +20,7 @@ from ..core.validate import CheckedWorkflow
 from ..errors import UnstorableValue
 from ..steps.context import StepLog
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
-from ..store.memory import MemoryStore
+from ..store.ports import WritesNow
 from .results import RunResult, StepResults
 from .unstorable import cleaned_batch
 from .worksource import Claims
@@ -32,8 +33,8 @@ _log = logging.getLogger("plait.engine")
 class RunWriter:
     """Commits one run's changes (see the module docstring)."""
 
-    __slots__ = ("_listeners", "_owner", "_run_id", "_state", "_step_log", "_store", "claims",
-                 "committed", "run", "write_now")
+    __slots__ = ("_driver", "_listeners", "_owner", "_run_id", "_state", "_step_log",
+                 "_store", "claims", "committed", "run", "write_now")
 
     def __init__(self, store: Store, run: RunRecord, state: RunState, step_log: StepLog,
                  listeners: Sequence[Listener], owner: str | None = None) -> None:
@@ -43,8 +44,10 @@ class RunWriter:
         self._state = state
         self._step_log = step_log
         self._listeners = listeners  # the engine's list: one added later sees what follows
-        # a memory store's writes complete at once: the loop calls them without awaiting
-        self.write_now = store.write_now if isinstance(store, MemoryStore) else None
+        # an in-process store's writes complete at once: the loop calls them without
+        # awaiting
+        self.write_now = cast(WritesNow, store).write_now \
+            if store.capabilities.in_process else None
         # a remote source's tickets, consumed outcomes and withdrawals, taken into each
         # batch (``WorkSource.claims``); None for a local run, at no cost per batch
         self.claims: Callable[[], Claims | None] | None = None
@@ -53,9 +56,12 @@ class RunWriter:
         self.committed: Callable[[], None] | None = None
         # every batch names the driver writing it, which must still hold the run
         # (``WriteBatch.owner``): a driver that lost the run writes nothing more.  Not
-        # on a memory store: it is this process's own, where no other process can take
-        # the run over (and its per-step cost is the engine's own overhead)
-        self._owner = None if self.write_now is not None else owner
+        # on a store no other process shares, where nobody else can take the run over
+        # (the memory store, whose per-step cost is the engine's own overhead) unless
+        # the run is driven through claims (``claims`` set): another worker of this
+        # process may take it over, so every batch names its driver
+        self._owner = owner if store.capabilities.shared else None
+        self._driver = owner
 
     def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
         """What the core changed since the last commit (None when nothing did), named
@@ -81,7 +87,7 @@ class RunWriter:
                                new_steps=new_steps)
         else:
             batch = WriteBatch(self._run_id, steps, attempts, run_change, notes)
-        batch.owner = self._owner
+        batch.owner = self._owner if self.claims is None else self._driver
         return batch
 
     async def flush(self, run_change: RunChange | None = None) -> None:

@@ -6,12 +6,13 @@ Contract highlights:
 - Each step change names the status it moves *from*; a backend refuses (StaleWriteError)
   a change whose source is not the stored status, and (TransitionError) one the
   transition table forbids.  This is how persist-before-execute and fencing hold.
-- Stored values are JSON only.
+- Stored values are JSON only.  Capabilities: each backend declares what it does
+  (``shared``, ``in_process``, ``notify``: ``store.capabilities``); the runtime asks
+  that, never the store's class, and the conformance suite holds each to its answers.
 - Schedules (docs/schedules.md): ``claim_fire`` creates the run of one fire of a
   schedule exactly once across every process sharing the store (the fire is a unique
   row, recorded in the transaction that creates the run); ``last_fire`` tells a
-  scheduler where a schedule stopped, recording its first sighting so that every
-  scheduler starts from the same time.
+  scheduler where a schedule stopped, recording its first sighting for all of them.
 
 Claims (``docs/design/workers.md``): how the attempts of a run are executed by any
 number of processes while ONE process decides everything about the run.
@@ -67,6 +68,7 @@ from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import RunStatus, StepStatus
 from ..errors import StaleWriteError
+from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot, NotificationKey
 
 
@@ -401,6 +403,7 @@ class Store(Protocol):
     """Async persistence for workflows, runs, steps, attempts and history."""
 
     url: str
+    capabilities: StoreCapabilities  # what the backend does (see the module docstring)
 
     async def open(self) -> None: ...
 
@@ -598,16 +601,11 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ breakers
     # The state of circuit breakers (docs/semantics.md), for a store other processes
-    # share.  The store keeps each breaker's state as an opaque JSON object with a
-    # version; the rules stay in ``core.guards.CircuitBreaker``
-    # (``runtime.breakers.StoreBreakers`` reads the state, applies a rule, and writes it
-    # back with a compare-and-set).
-
-    # Whether other processes may use this store's data at the same time (a SQLite
-    # file, a PostgreSQL database).  What must be one across them, like a circuit
-    # breaker's state, is then kept in the store; a store no other process sees
-    # (memory) leaves it to the process.
-    multi_process: bool
+    # share (``capabilities.shared``: what must be one across them is kept in the
+    # store; a store no other process sees leaves it to the process).  The store keeps
+    # each breaker's state as an opaque JSON object with a version; the rules stay in
+    # ``core.guards.CircuitBreaker`` (``runtime.breakers.StoreBreakers`` reads the
+    # state, applies a rule, and writes it back with a compare-and-set).
 
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         """The stored state of breaker ``key`` and its version; ``(None, 0)`` when none

@@ -42,6 +42,7 @@ from .base import (
     cache_key_hash,
     owner_refusal,
 )
+from .capabilities import StoreCapabilities
 from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
 from .memory_journal import MemoryJournal
@@ -60,6 +61,9 @@ _UNFINISHED = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING
 
 
 class MemoryStore:
+    # this process's own: nobody else sees it or takes a run over; no I/O
+    capabilities = StoreCapabilities(shared=False, in_process=True, notify=False)
+
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
         self._workflows: dict[str, list[WorkflowRecord]] = {}
@@ -442,8 +446,6 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ breakers
     # (no await: each call is one transaction)
-
-    multi_process = False  # no other process sees it: breakers are the process's
 
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         found = self._breakers.get(key)

@@ -89,6 +89,7 @@ from .base import (
     WriteBatch,
     owner_refusal,
 )
+from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, Database, Row, ServerRefusal
 from .sql import queries
@@ -97,8 +98,8 @@ from .sql.postgres_rows import optional_text, run_params, shift, text, write_par
 from .sql.rows import check_id, valid_id
 
 _Q = queries("postgres")
-RUN_NOT_FOUND = "PL001"  # the SQLSTATEs of plait's functions (0001_initial.sql)
-NOT_THE_OWNER = "PL006"  # a batch whose run another driver holds (0009_batch_owner.sql)
+RUN_NOT_FOUND = "PL001"  # the SQLSTATEs of plait's functions (migrations)
+NOT_THE_OWNER = "PL006"  # a batch whose run another driver holds (migration 0011)
 SAVE_ATTEMPTS = 8  # stores of a new version that met another process's, before giving up
 
 
@@ -117,6 +118,9 @@ INT32_MAX = 2**31 - 1  # versions are PostgreSQL integers: a larger one is no ve
 
 class PostgresStore:
     """The Store protocol on one PostgreSQL database (see the module docstring)."""
+
+    # every process of every host shares it; NOTIFY wakes the listening workers
+    capabilities = StoreCapabilities(shared=True, in_process=False, notify=True)
 
     def __init__(self, url: str, *, read_only: bool = False) -> None:
         """``read_only``: for commands that only read; the server refuses every write."""
@@ -509,8 +513,6 @@ class PostgresStore:
         return row is not None
 
     # ------------------------------------------------------------------ breakers
-
-    multi_process = True  # breakers live in the database, for every process
 
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         return await postgres_claims.get_breaker(self._db, key)

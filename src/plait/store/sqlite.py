@@ -99,6 +99,7 @@ from .base import (
     WorkflowRecord,
     WriteBatch,
 )
+from .capabilities import StoreCapabilities
 from .group_commit import GroupCommit, WriteJob
 from .observations import (
     MetricsSnapshot,
@@ -178,6 +179,9 @@ class _StoreThread:
 
 class SqliteStore:
     """The Store protocol on one SQLite file (see the module docstring)."""
+
+    # every process opening the file shares it; nothing wakes another process
+    capabilities = StoreCapabilities(shared=True, in_process=False, notify=False)
 
     def __init__(self, url: str, *, read_only: bool = False) -> None:
         """``read_only``: for commands that only read (see ``_connect_read_only``);
@@ -456,8 +460,6 @@ class SqliteStore:
         return await self._write(_claim_notification, key, at)
 
     # ------------------------------------------------------------------ breakers
-
-    multi_process = True  # other processes may open the file: breakers live in it
 
     async def get_breaker(self, key: str) -> tuple[JSONDict | None, int]:
         return await self._run(sqlite_claims.get_breaker, self._db, key)

@@ -142,33 +142,12 @@ FROM runs AS r, unnest(%(step_ids)b::text[], %(positions)b::integer[]) AS s (ste
 WHERE r.run_id = %(run_id)s;
 
 -- write_batch --
--- Store one batch of a run's changes, its claims lists included: see
--- plait_write_batch in migration 0009 (raises PL001 for an unknown run, PL002 for a
--- batch that does not apply, PL003-PL005 for claims lists that do not, PL006 when
--- the run is not the batch's owner's).
--- (its parameters)
-SELECT plait_write_batch(
-    %(run_id)s,
-    %(run_source)s, %(run_target)s, %(run_at)s::double precision, %(run_final)s,
-    %(run_output)s::json, %(run_error)s,
-    %(steps)b::text[], %(expected)b::text[], %(status)b::text[], %(attempts)b::integer[],
-    %(output)b::json[], %(error)b::text[], %(started_at)b::double precision[],
-    %(finished_at)b::double precision[], %(skip_reason)b::text[],
-    %(fallback_used)b::boolean[], %(next_attempt_at)b::double precision[],
-    %(worker)b::text[],
-    %(a_step)b::text[], %(a_attempt)b::integer[], %(a_fallback)b::boolean[],
-    %(a_status)b::text[], %(a_started_at)b::double precision[],
-    %(a_finished_at)b::double precision[], %(a_error)b::text[], %(a_worker)b::text[],
-    %(a_event)b::integer[],
-    %(e_at)b::double precision[], %(e_kind)b::text[], %(e_step)b::text[],
-    %(e_source)b::text[], %(e_target)b::text[], %(e_attempt)b::integer[],
-    %(e_data)b::json[],
-    %(c_step)b::text[], %(c_attempt)b::integer[], %(c_fallback)b::boolean[],
-    %(w_step)b::text[], %(w_attempt)b::integer[], %(w_fallback)b::boolean[],
-    %(t_step)b::text[], %(t_attempt)b::integer[], %(t_fallback)b::boolean[],
-    %(t_priority)b::double precision[], %(t_pool)b::text[], %(t_pool_limit)b::integer[],
-    %(t_payload)b::json[], %(t_rate_count)b::integer[],
-    %(t_rate_period)b::double precision[], %(owner)s::text);
+-- Store one batch of a run's changes, its claims lists included, given as one jsonb
+-- document (postgres_rows.write_params): see plait_write_batch in migration 0011
+-- (raises PL001 for an unknown run, PL002 for a batch that does not apply, PL003-PL005
+-- for claims lists that do not, PL006 when the run is not the batch's owner's).
+-- (batch)
+SELECT plait_write_batch(%(batch)s::jsonb);
 
 -- stored_statuses --
 -- The stored status of a run and of some of its steps (to explain a refused batch):

@@ -2,11 +2,12 @@
 queries (JSON encoded once per value).  What PostgreSQL shares with SQLite (the batch
 checks, JSON values, rows to records) is in ``rows``.
 
-A batch becomes the parallel arrays ``plait_write_batch`` takes (see
-``migrations/postgres/0001_initial.sql`` and ``0003_attempt_tickets.sql``): one row per
-changed step (``rows.collapse``), one per attempt key, one per event, in the memory
-store's order (steps, attempts, run, notes), then one per key consumed, withdrawn and
-dispatched.  Completions become the arrays of ``plait_complete_attempts``.
+A batch becomes the one JSON document ``plait_write_batch`` takes (see
+``migrations/postgres/0011_batch_document.sql``): one row per changed step
+(``rows.collapse``), one per attempt key, one per event, in the memory store's order
+(steps, attempts, run, notes), then one per key consumed, withdrawn and dispatched.
+Outputs, payloads and notes are nested in it as strings of their JSON text.
+Completions become the arrays of ``plait_complete_attempts``.
 """
 
 from __future__ import annotations
@@ -53,54 +54,56 @@ def shift(now: float | None) -> float | None:
 
 
 def write_params(batch: WriteBatch) -> Params:
-    """The ``write_batch`` parameters of a batch (StoreError: a value is not JSON)."""
+    """The ``write_batch`` parameter of a batch: the batch as one JSON document, in the
+    shape ``plait_write_batch`` reads (migration 0011), its JSON values (outputs,
+    payloads, notes) nested as their JSON text.  UnstorableValue: a value is not
+    JSON."""
+    document: dict[str, Any] = {"run_id": batch.run_id, "owner": batch.owner}
     try:
-        params = _step_params(batch)
+        if batch.steps:
+            document["steps"] = _step_rows(batch)
         notes = [encode(data) for _, data in batch.notes]
     except (TypeError, ValueError) as exc:
         raise UnstorableValue(f"run {batch.run_id!r}: a value to store is not JSON "
-                         f"({exc})") from exc
-    params.update(_event_params(batch, notes))
-    params.update(_attempt_params(batch.attempts, len(batch.steps)))
+                              f"({exc})") from exc
+    if batch.attempts:
+        document["attempts"] = _attempt_rows(batch.attempts, len(batch.steps))
     change = batch.run
-    if change is None:
-        params.update(run_source=None, run_target=None, run_at=None, run_final=False,
-                      run_output=None, run_error=None)
-    else:
+    if change is not None:
         final = change.target in FINAL_RUN
-        params.update(run_source=TEXT[change.source], run_target=TEXT[change.target],
-                      run_at=change.at, run_final=final,
-                      run_output=json_or_null(change.output,
-                                              f"the output of run {batch.run_id!r}")
-                      if final else None,
-                      run_error=optional_text(change.error) if final else None)
-    params["run_id"] = batch.run_id
-    params["owner"] = batch.owner
+        document["run"] = {
+            "source": TEXT[change.source], "target": TEXT[change.target],
+            "at": change.at, "final": final,
+            "output": json_or_null(change.output, f"the output of run {batch.run_id!r}")
+            if final else None,
+            "error": optional_text(change.error) if final else None}
+    document["events"] = _event_rows(batch, notes)
     if batch.claims:
-        params.update(_claims_params(batch))
-    else:
-        params.update(_NO_CLAIMS)
-    return params
+        document.update(_claims_rows(batch))
+    try:
+        return {"batch": encode(document)}
+    except ValueError as exc:  # a time or a priority that is NaN or infinite
+        raise UnstorableValue(f"run {batch.run_id!r}: a value to store is not JSON "
+                              f"({exc})") from exc
 
 
-def _step_params(batch: WriteBatch) -> Params:
-    names = ("steps", "expected", "status", "attempts", "output", "error", "started_at",
-             "finished_at", "skip_reason", "fallback_used", "next_attempt_at", "worker")
-    columns: list[list[Any]] = [[] for _ in names]
+def _step_rows(batch: WriteBatch) -> list[dict[str, Any]]:
+    rows = []
     for source, last in collapse(batch.steps):
         r = last.row
-        for column, value in zip(columns, (
-                last.step, TEXT[source], TEXT[last.target], r.attempts,
-                None if r.output is None else encode(r.output), optional_text(r.error),
-                r.started_at, r.finished_at, optional_text(r.skip_reason), r.fallback_used,
-                r.next_attempt_at, optional_text(r.worker)), strict=True):
-            column.append(value)
-    return dict(zip(names, columns, strict=True))
+        rows.append({
+            "step": last.step, "expected": TEXT[source], "status": TEXT[last.target],
+            "attempts": r.attempts, "output": None if r.output is None else encode(r.output),
+            "error": optional_text(r.error),
+            "started_at": r.started_at, "finished_at": r.finished_at,
+            "skip_reason": optional_text(r.skip_reason), "fallback_used": r.fallback_used,
+            "next_attempt_at": r.next_attempt_at, "worker": optional_text(r.worker)})
+    return rows
 
 
-def _attempt_params(attempts: list[AttemptChange], first_event: int) -> Params:
+def _attempt_rows(attempts: list[AttemptChange], first_event: int) -> list[dict[str, Any]]:
     """One row per attempt key: started_at and worker from its first change, status and
-    error from its last, finished_at as ``plait_write_batch`` expects it; ``a_event``:
+    error from its last, finished_at as ``plait_write_batch`` expects it; ``event``:
     the position (from 1) of its first change's event, which follows the steps'."""
     keyed: dict[tuple[str, int, bool], list[Any]] = {}
     for n, a in enumerate(attempts, start=first_event + 1):
@@ -111,50 +114,33 @@ def _attempt_params(attempts: list[AttemptChange], first_event: int) -> Params:
         else:
             seen[1] = a
             seen[3] += 1
-    names = ("a_step", "a_attempt", "a_fallback", "a_status", "a_started_at",
-             "a_finished_at", "a_error", "a_worker", "a_event")
-    columns: list[list[Any]] = [[] for _ in names]
+    rows = []
     for first, last, event, count in keyed.values():
         finished = last.at if count > 1 else (first.at if first.ended else None)
-        for column, value in zip(columns, (
-                first.step, first.attempt, first.fallback, last.status, first.at,
-                finished, optional_text(last.error), optional_text(first.worker), event),
-                strict=True):
-            column.append(value)
-    return dict(zip(names, columns, strict=True))
+        rows.append({
+            "step": first.step, "attempt": first.attempt, "fallback": first.fallback,
+            "status": last.status, "started_at": first.at, "finished_at": finished,
+            "error": optional_text(last.error), "worker": optional_text(first.worker),
+            "event": event})
+    return rows
 
 
-def _event_params(batch: WriteBatch, notes: list[str]) -> Params:
-    at: list[float] = []
-    kind: list[str] = []
-    step: list[str | None] = []
-    source: list[str | None] = []
-    target: list[str | None] = []
-    attempt: list[int | None] = []
-    data: list[str | None] = []
-
-    def add(when: float, what: str, step_id: str | None, before: str | None,
-            after: str | None, number: int | None, body: str | None) -> None:
-        at.append(when)
-        kind.append(what)
-        step.append(step_id)
-        source.append(before)
-        target.append(after)
-        attempt.append(number)
-        data.append(body)
-
-    for ch in batch.steps:
-        add(ch.at, "step", ch.step, TEXT[ch.source], TEXT[ch.target], None, None)
-    for a in batch.attempts:
-        add(a.at, "attempt", a.step, None, a.status, a.attempt, None)
+def _event_rows(batch: WriteBatch, notes: list[str]) -> list[dict[str, Any]]:
+    """The batch's history in the memory store's order: steps, attempts, the run's
+    change, notes (only the keys an event of its kind has: absent ones are NULL)."""
+    rows: list[dict[str, Any]] = [
+        {"at": ch.at, "kind": "step", "step": ch.step, "source": TEXT[ch.source],
+         "target": TEXT[ch.target]} for ch in batch.steps]
+    rows += [{"at": a.at, "kind": "attempt", "step": a.step, "target": a.status,
+              "attempt": a.attempt} for a in batch.attempts]
     change = batch.run
     if change is not None:
-        add(change.at, "run", None, TEXT[change.source], TEXT[change.target], None, None)
+        rows.append({"at": change.at, "kind": "run", "source": TEXT[change.source],
+                     "target": TEXT[change.target]})
     noted = time.time()
-    for (step_id, _), body in zip(batch.notes, notes, strict=True):
-        add(noted, "note", step_id, None, None, None, body)
-    return {"e_at": at, "e_kind": kind, "e_step": step, "e_source": source,
-            "e_target": target, "e_attempt": attempt, "e_data": data}
+    rows += [{"at": noted, "kind": "note", "step": step_id, "data": data}
+             for (step_id, _), data in zip(batch.notes, notes, strict=True)]
+    return rows
 
 
 def run_params(run: RunRecord, step_ids: list[str]) -> Params:
@@ -174,39 +160,26 @@ def run_params(run: RunRecord, step_ids: list[str]) -> Params:
 
 # ------------------------------------------------------------------------- claims
 
-_NO_CLAIMS: Params = {name: [] for name in (
-    "c_step", "c_attempt", "c_fallback", "w_step", "w_attempt", "w_fallback", "t_step",
-    "t_attempt", "t_fallback", "t_priority", "t_pool", "t_pool_limit", "t_payload",
-    "t_rate_count", "t_rate_period")}
+def _keys(keys: Sequence[AttemptKey]) -> list[dict[str, Any]]:
+    return [{"step": text(k[0]), "attempt": k[1], "fallback": k[2]} for k in keys]
 
 
-def _keys(prefix: str, keys: Sequence[AttemptKey]) -> Params:
-    return {f"{prefix}_step": [text(k[0]) for k in keys],
-            f"{prefix}_attempt": [k[1] for k in keys],
-            f"{prefix}_fallback": [k[2] for k in keys]}
-
-
-def _claims_params(batch: WriteBatch) -> Params:
-    """The consumed, withdrawn and dispatched arrays (StoreError: a ticket of another
-    run, or a payload that is not JSON)."""
+def _claims_rows(batch: WriteBatch) -> dict[str, Any]:
+    """The consumed, withdrawn and dispatched lists (StoreError: a ticket of another
+    run)."""
     run_id = batch.run_id
-    params = {**_keys("c", batch.consumed), **_keys("w", batch.withdrawn)}
-    tickets = batch.dispatch
-    for ticket in tickets:
+    for ticket in batch.dispatch:
         if ticket.run_id != run_id:
             raise StoreError(f"a batch of run {run_id!r} dispatches a ticket of run "
                              f"{ticket.run_id!r}: a batch writes one run")
-    params.update(_keys("t", [t.key for t in tickets]))
-    params.update(
-        t_priority=[t.priority for t in tickets],
-        t_pool=[optional_text(t.pool) for t in tickets],
-        t_pool_limit=[t.pool_limit for t in tickets],
-        t_payload=[json_text(t.payload, f"the payload of the ticket of step "
-                                        f"{t.step_id!r} of run {run_id!r}")
-                   for t in tickets],
-        t_rate_count=[t.rate_count for t in tickets],
-        t_rate_period=[t.rate_period for t in tickets])
-    return params
+    return {"consumed": _keys(batch.consumed), "withdrawn": _keys(batch.withdrawn),
+            "dispatch": [{"step": text(t.step_id), "attempt": t.attempt,
+                          "fallback": t.fallback, "priority": t.priority,
+                          "pool": optional_text(t.pool), "pool_limit": t.pool_limit,
+                          "payload": json_text(t.payload, f"the payload of the ticket "
+                                               f"of step {t.step_id!r} of run {run_id!r}"),
+                          "rate_count": t.rate_count,
+                          "rate_period": t.rate_period} for t in batch.dispatch]}
 
 
 def complete_params(worker: str, results: Sequence[tuple[str, Outcome]]) -> Params:
