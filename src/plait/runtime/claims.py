@@ -22,8 +22,8 @@ and brings the outcomes that workers put in the run's inbox back to the loop.
   ``cache``, ``emit``, ``wait``; a bare log record, as older workers wrote, is a
   ``log``) and are stored by the batch that consumes it, once.  Before the loop
   applies the outcome, its ``wait`` request (``ctx.wait_for_approval``) and its cache
-  hit are put in the run's journal, as a local attempt leaves them; the approval the
-  journal holds for a step rides on its next ticket (``payload["decision"]``).  The
+  hit are put in the run's step log, as a local attempt leaves them; the approval the
+  step log holds for a step rides on its next ticket (``payload["decision"]``).  The
   notes of an outcome the run no longer waits for (its ticket was withdrawn) are
   stored too, as a local cancelled attempt's are; a late result the store refused
   (a lost lease) never reaches the inbox, and its notes are discarded with it.
@@ -231,9 +231,9 @@ class ClaimSource:
         self._withdrawn: list[AttemptKey] = []
         self._logs: dict[AttemptKey, list[JSONDict]] = {}  # notes of outcomes reported
         self._notes: list[tuple[str | None, JSONDict]] = []  # of outcomes consumed
-        # the run's journal (the loop's StepLog), set by the engine once the loop is
-        # built: wait requests and cache hits of outcomes go there
-        self.journal: StepLog | None = None
+        # the run's step log (the loop's StepLog), given by the engine (``attach``) once
+        # the loop is built: wait requests and cache hits of outcomes go there
+        self.step_log: StepLog | None = None
         self._wake = asyncio.Event()
         self._report: Report | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -377,6 +377,9 @@ class ClaimSource:
                 self._eager_keys.discard(key)
                 self._ended.append(key)
 
+    def attach(self, log: StepLog) -> None:
+        self.step_log = log
+
     def committed(self) -> None:
         """The batch ``claims`` last gave was stored: its eager attempts start, and the
         outcomes it applied are settled."""
@@ -499,14 +502,14 @@ class ClaimSource:
             self._from_inbox.add(key)
             if notes:
                 self._logs[key] = notes
-                self._journal_of(key[0], notes)
+                self._log_notes(key[0], notes)
             if outcome.worker is not None:  # who executed it, for its end and its row
                 self._state.rows[i].worker = outcome.worker
             report(to_reported(i, outcome))
 
-    def _journal_of(self, step: str, notes: list[JSONDict]) -> None:
-        """What a local attempt leaves in the run's journal, from its notes."""
-        journal = self.journal
+    def _log_notes(self, step: str, notes: list[JSONDict]) -> None:
+        """What a local attempt leaves in the run's step log, from its notes."""
+        journal = self.step_log
         if journal is None:
             return
         for note in notes:

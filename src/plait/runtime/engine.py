@@ -44,7 +44,6 @@ from ..steps.secrets import Secrets
 from ..store.base import RunRecord, Store, WriteBatch
 from .breakers import Breakers, breakers_for
 from .children import ChildRuns
-from .claims import ClaimSource
 from .gctune import gc_paused, relaxed_gc
 from .local import LocalSource
 from .loop import RunLoop
@@ -216,10 +215,9 @@ class Engine:
                                  secrets=secrets)
             else:
                 state.secrets = secrets
-            loop = RunLoop(self, checked, run, state, secrets,
-                           source or LocalSource(checked, self.clock))
-            if isinstance(source, ClaimSource):  # outcomes' notes reach the journal
-                source.journal = loop.view.step_log
+            source = source or LocalSource(checked, self.clock)
+            loop = RunLoop(self, checked, run, state, secrets, source)
+            source.attach(loop.view.step_log)  # outcomes' notes reach the step log
             self._loops[run.run_id] = loop
             watched = self.observers.started(run, checked)
             try:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import cast
 
 from ..core.validate import CheckedWorkflow
+from ..steps.context import StepLog
 from ..steps.registry import StepCall
 from .runner import AttemptRunner, attempt_functions
 from .worksource import Claims, Outcome, Report, Reported, Spawn
@@ -67,6 +68,15 @@ class LocalSource:
         return None
 
     def applied(self, outcomes: list[Reported]) -> None:  # never called: not remote
+        pass
+
+    def reserve(self, i: int) -> bool:  # never asked: not remote
+        return False
+
+    def committed(self) -> None:  # never called: not remote
+        pass
+
+    def attach(self, log: StepLog) -> None:  # its attempts write their notes themselves
         pass
 
     def close(self) -> None:

@@ -157,8 +157,8 @@ class RunLoop:
             self._polls = True
             self._write_now = None
             self.writer.claims = source.claims
-            self._reserve = getattr(source, "reserve", None)
-            self.writer.committed = getattr(source, "committed", None)
+            self._reserve = source.reserve
+            self.writer.committed = source.committed
         self._detached = False
         self._aio: asyncio.AbstractEventLoop
         self._held_change: RunChange | None = None  # the run's start, see _start

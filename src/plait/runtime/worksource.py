@@ -68,6 +68,7 @@ from ..core.retry import ErrorInfo
 if TYPE_CHECKING:
     import asyncio
 
+    from ..steps.context import StepLog
     from ..steps.registry import StepCall
     from ..store.base import AttemptKey, Ticket
 
@@ -122,3 +123,10 @@ class WorkSource(Protocol):
     def cancel(self, handle: object) -> None: ...
 
     def close(self) -> None: ...
+
+    # remote sources only (the loop never calls these on a source that is not remote)
+    def reserve(self, i: int) -> bool: ...  # step i's attempt runs in this process
+
+    def committed(self) -> None: ...  # the batch storing the started attempts committed
+
+    def attach(self, log: StepLog) -> None: ...  # the run's step log, for outcomes' notes

@@ -77,6 +77,15 @@ class FakeSource:
     def applied(self, outcomes: list[Reported]) -> None:
         raise AssertionError("a local source is never told what was applied")
 
+    def reserve(self, i: int) -> bool:
+        raise AssertionError("a local source is never asked to reserve an attempt")
+
+    def committed(self) -> None:
+        raise AssertionError("a local source is never told of a commit")
+
+    def attach(self, log: object) -> None:
+        self.log = log
+
     def close(self) -> None:
         self.closed += 1
         self._report = None
