@@ -77,10 +77,10 @@ from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
-    Outcome,
     RunFilter,
     RunRecord,
     StepRecord,
@@ -90,7 +90,7 @@ from .base import (
     owner_refusal,
 )
 from .observations import MetricsSnapshot, NotificationKey
-from .postgres_database import UNIQUE_VIOLATION, Database, Row, ServerRefusal
+from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
 from .sql import queries
 from .sql import rows as rows
 from .sql.postgres_rows import optional_text, run_params, shift, text, write_params
@@ -122,7 +122,7 @@ class PostgresStore:
         """``read_only``: for commands that only read; the server refuses every write."""
         self.url = url
         self.read_only = read_only
-        self._db = Database(url, read_only=read_only)
+        self._db = PostgresDatabase(url, read_only=read_only)
         self.where = self._db.where  # the URL as messages show it (no password)
         self._opened = False
 
@@ -427,13 +427,13 @@ class PostgresStore:
         return await postgres_claims.extend_leases(self._db, worker, tokens, lease)
 
     async def complete_attempts(self, worker: str,
-                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+                                results: Sequence[tuple[str, InboxOutcome]]) -> list[bool]:
         return await postgres_claims.complete_attempts(self._db, worker, results)
 
     async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
         return await postgres_claims.reap_expired(self._db, limit)
 
-    async def outcomes(self, run_id: str) -> list[Outcome]:
+    async def outcomes(self, run_id: str) -> list[InboxOutcome]:
         found = await self._of_run(_Q["get_outcomes"], run_id)
         return postgres_claims.outcome_records(run_id, found)
 

@@ -1,5 +1,5 @@
 """The SQLite database behind ``SqliteStore``: its file and URL, its connections, and
-every query run in one transaction (``Database``), each method called on whichever
+every query run in one transaction (``SqliteDatabase``), each method called on whichever
 thread ``SqliteStore`` chooses (see its module docstring).  Driver errors become plait
 errors here, once (``translate``)."""
 
@@ -166,7 +166,7 @@ def int64(value: int, instead: int) -> int:
     return value if -INT64_MAX <= value <= INT64_MAX else instead
 
 
-class Database:
+class SqliteDatabase:
     """The connection and every job run on it; used only from the store's thread."""
 
     def __init__(self, path: Path, synchronous: str, *, read_only: bool = False) -> None:

@@ -22,7 +22,7 @@ from ...errors import StoreError, UnstorableValue
 from ..base import (
     OUTCOME_KINDS,
     AttemptKey,
-    Outcome,
+    InboxOutcome,
     RunRecord,
     WriteBatch,
     late_result_note,
@@ -209,7 +209,7 @@ def _claims_params(batch: WriteBatch) -> Params:
     return params
 
 
-def complete_params(worker: str, results: Sequence[tuple[str, Outcome]]) -> Params:
+def complete_params(worker: str, results: Sequence[tuple[str, InboxOutcome]]) -> Params:
     """The ``complete_attempts`` parameters (StoreError, before anything is sent: an
     outcome of an unknown kind, or a value that is not JSON).  Each item carries the
     note its run gets if it is discarded, so the wording is ``late_result_note``'s."""
