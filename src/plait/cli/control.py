@@ -111,7 +111,7 @@ async def _in_background(engine: Engine, run_id: str, view: RunScreen, db: str) 
     except OSError as exc:
         raise Refusal(f"the decision is recorded, but no background process could be "
                       f"started ({exc}); continue the run with "
-                      f"`{continuation.resume_command(run_id)}`", ExitCode.FAILED) from exc
+                      f"`{continuation.resume_hint(run_id)}`", ExitCode.FAILED) from exc
     view.detached(run, started)
     return ExitCode.OK
 
@@ -125,7 +125,7 @@ async def _continue(engine: Engine, run_id: str, step: str, view: RunScreen) -> 
     except DefinitionError as exc:
         run = await engine.store.get_run(run_id)
         text = Text(f"decision recorded, could not continue here; continue it with: "
-                    f"{continuation.resume_command(run_id)} (where its python steps "
+                    f"{continuation.resume_hint(run_id)} (where its python steps "
                     f"import)\n", "yellow")
         raise Refusal(text + definition_problems(exc, run)) from exc
     if not isinstance(done, Handoff):

@@ -197,10 +197,10 @@ async def _follow(engine: Engine, run: RunRecord, view: RunScreen, db: str) -> E
     """Show a run the workers execute once it settles (Ctrl-C: as a local run)."""
     result = await execute_interruptibly(
         engine, run.run_id, lambda: until_settled(engine, run, view, db), view.interrupted)
-    return await shown(engine, view, result)
+    return await show_result(engine, view, result)
 
 
-async def shown(engine: Engine, view: RunScreen, result: RunResult) -> ExitCode:
+async def show_result(engine: Engine, view: RunScreen, result: RunResult) -> ExitCode:
     """Show the run's outcome; the exit code for it.  A run that waits shows what each
     waiting step asks (``waiting`` in --json: an approval's prompt and content)."""
     if result.status == "waiting":
@@ -232,7 +232,7 @@ async def _execute_new(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
     except PlaitError as exc:
         raise Refusal(f"run {run.run_id} of {target} stopped: {exc}",
                       ExitCode.FAILED) from exc
-    return await shown(engine, view, result)
+    return await show_result(engine, view, result)
 
 
 # ------------------------------------------------------------------ plait resume
@@ -253,7 +253,7 @@ async def resume_command(run_id: str, *, db: str, view: RunScreen) -> ExitCode:
                 view.notices().print(Text(f"run {run_id} already ended ({run.status}); "
                                           f"there is nothing to resume", "yellow"))
                 result = await engine.result(run_id)
-                return await shown(engine, view, result)
+                return await show_result(engine, view, result)
             if for_workers(db):  # a worker takes it over: this process follows it
                 await announce(store, run)
                 return await _follow(engine, run, view, db)
@@ -300,7 +300,7 @@ async def continue_run(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
         raise
     except PlaitError as exc:
         raise Refusal(f"run {run.run_id} stopped: {exc}", ExitCode.FAILED) from exc
-    return await shown(engine, view, result)
+    return await show_result(engine, view, result)
 
 
 # ------------------------------------------------------------------ plait retry

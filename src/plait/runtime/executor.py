@@ -128,7 +128,7 @@ def _item_call(call: StepCall, lease: Lease) -> StepCall:
                                                  else 0))
 
 
-class Owner(Protocol):
+class ExecutorOwner(Protocol):
     """What the executor reads of the worker that owns it (``runtime.worker.Worker``)."""
 
     @property
@@ -175,7 +175,7 @@ class EagerSlots:
 
     __slots__ = ("_executor", "_worker", "busy", "group", "stored", "tasks", "unsettled")
 
-    def __init__(self, worker: Owner, executor: Executor) -> None:
+    def __init__(self, worker: ExecutorOwner, executor: Executor) -> None:
         self._worker, self._executor = worker, executor
         self.group: asyncio.TaskGroup | None = None
         self.busy = 0  # eager attempts whose body runs (or is about to)
@@ -231,7 +231,7 @@ class Executor:
     """See the module docstring.  ``group`` (the worker's attempts TaskGroup) is set by
     ``Worker.run`` before the claim loop starts."""
 
-    def __init__(self, worker: Owner) -> None:
+    def __init__(self, worker: ExecutorOwner) -> None:
         self._worker = worker
         self.store, self.name, self.clock = worker.store, worker.name, worker.clock
         self.engine, self.lease, self.grace = worker.engine, worker.lease, worker.grace

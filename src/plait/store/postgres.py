@@ -13,7 +13,7 @@ run's row first, so writers of one run take turns, each step change is stored on
 the step still has the status the change moves it from (the fence), and event ``seq``
 numbers each run's history from 1 without gaps (``runs.last_seq``).  A refused batch
 raises inside the function, so nothing of it is stored; the store then reads the
-stored state to say why, with the memory store's checks (``sql/rows.refusal``).
+stored state to say why, with the memory store's checks (``sql/rows.why_refused``).
 
 Durability: a method returns once its transaction committed, and PostgreSQL's default
 ``synchronous_commit = on`` syncs every commit to disk first: a committed change
@@ -255,7 +255,7 @@ class PostgresStore:
         if not found:
             return RunNotFound(batch.run_id)
         steps = {step: status for _, step, status in found if step is not None}
-        return rows.refusal(batch, steps.get, lambda: str(found[0][0]))
+        return rows.why_refused(batch, steps.get, lambda: str(found[0][0]))
 
     async def get_run(self, run_id: str) -> RunRecord:
         row = await self._db.fetchone(_Q["get_run"], {"run_id": run_id}) \

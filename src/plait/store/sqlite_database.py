@@ -552,7 +552,7 @@ class SqliteDatabase:
             conn.execute(_Q["move_run"], (rows.TEXT[target], first, key))
 
     def _refusal(self, batch: WriteBatch) -> StoreError:
-        """Why a batch is refused (``rows.refusal``), read inside the group's
+        """Why a batch is refused (``rows.why_refused``), read inside the group's
         transaction, the batch rolled back."""
         key = self.run_key(batch.run_id)
         conn = self.conn
@@ -564,7 +564,7 @@ class SqliteDatabase:
         def run_status() -> str:
             return str(conn.execute(_Q["run_status"], (key,)).fetchone()[0])
 
-        return rows.refusal(batch, step_status, run_status)
+        return rows.why_refused(batch, step_status, run_status)
 
     def get_run(self, run_id: str) -> RunRecord:
         row = self.conn.execute(_Q["get_run"], (run_id,)).fetchone() \
