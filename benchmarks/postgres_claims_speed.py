@@ -31,7 +31,7 @@ from psycopg import sql
 
 from plait.core.runstate import StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
-from plait.store.base import Outcome, RunChange, RunRecord, Ticket, WriteBatch
+from plait.store.base import InboxOutcome, RunChange, RunRecord, Ticket, WriteBatch
 from plait.store.postgres import PostgresStore
 
 S = StepStatus
@@ -69,7 +69,7 @@ async def one_round(store: PostgresStore, times: dict[str, list[float]]) -> None
     await timed(times["dispatch 16 (write)"], lambda: store.write(dispatch))
     leases = await timed(times["claim 16"], lambda: store.claim_attempts("w1", WIDTH, 30.0))
     assert len(leases) == WIDTH
-    results = [(lease.token, Outcome(run_id=run_id, step_id=lease.step_id,
+    results = [(lease.token, InboxOutcome(run_id=run_id, step_id=lease.step_id,
                                      attempt=lease.attempt, kind="ok",
                                      output={"step": lease.step_id, "n": 1}, at=time.time()))
                for lease in leases]

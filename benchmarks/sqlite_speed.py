@@ -23,7 +23,7 @@ from pathlib import Path
 from plait import StepContext, Workflow
 from plait.core.model import Limits
 from plait.store.sqlite import SqliteStore
-from plait.store.sqlite_database import Database as _Database
+from plait.store.sqlite_database import SqliteDatabase as _Database
 
 
 async def noop(ctx: StepContext) -> dict[str, object]:

@@ -32,8 +32,8 @@ from plait.runtime.unstorable import cleaned_batch, complete_split
 from plait.store import open_store
 from plait.store.base import (
     AttemptKey,
+    InboxOutcome,
     Lease,
-    Outcome,
     RunChange,
     RunRecord,
     Store,
@@ -151,8 +151,8 @@ def key_of(lease: Lease) -> AttemptKey:
     return (lease.step_id, lease.attempt, lease.fallback)
 
 
-def ok(lease: Lease, output: Any = None, **fields: Any) -> Outcome:
-    return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
+def ok(lease: Lease, output: Any = None, **fields: Any) -> InboxOutcome:
+    return InboxOutcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
                    fallback=lease.fallback, kind=fields.pop("kind", "ok"), output=output,
                    at=fields.pop("at", time.time()), **fields)
 
@@ -208,7 +208,7 @@ async def test_dispatch_claim_complete_consume_round_trip(store: Store,
                                                                  at=123.5))])
     assert done == [True]
     assert await store.tickets(run_id) == []
-    assert await store.outcomes(run_id) == [Outcome(
+    assert await store.outcomes(run_id) == [InboxOutcome(
         run_id=run_id, step_id="a", attempt=1, fallback=False, kind="ok",
         output={"answer": [4, 2]}, error=None, worker="w1", at=123.5)]
     assert await store.extend_leases("w1", [lease.token], LEASE) == set()  # over
@@ -359,7 +359,7 @@ async def test_unknown_runs_are_named(store: Store) -> None:
         await store.outcomes(uuid.uuid4().hex)
     with pytest.raises(RunNotFound):
         await store.tickets(uuid.uuid4().hex)
-    ghost = Outcome(run_id=uuid.uuid4().hex, step_id="a", attempt=1, kind="ok", at=1.0)
+    ghost = InboxOutcome(run_id=uuid.uuid4().hex, step_id="a", attempt=1, kind="ok", at=1.0)
     assert await store.complete_attempts("w1", [(uuid.uuid4().hex, ghost)]) == [False]
 
 
@@ -552,7 +552,7 @@ async def test_attempt_n_cannot_complete_attempt_n_plus_one(store: Store,
     await driver.start(run_id, "a", 2, withdrawn=[key_of(first)])
     [second] = await store.claim_attempts("w1", 1, LEASE)  # the same worker, again
     assert second.attempt == 2 and second.token != first.token
-    as_second = Outcome(run_id=run_id, step_id="a", attempt=2, kind="ok", output="forged",
+    as_second = InboxOutcome(run_id=run_id, step_id="a", attempt=2, kind="ok", output="forged",
                         at=1.0)
     assert await store.complete_attempts("w1", [
         (first.token, as_second),           # attempt 1's token on attempt 2

@@ -23,7 +23,7 @@ from plait.errors import StoreError
 from plait.runtime.claims import ClaimSource
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker, in_flight
-from plait.store.base import Outcome, RunRecord, Store
+from plait.store.base import InboxOutcome, RunRecord, Store
 from plait.store.url import open_store
 
 from .conftest import StepsModule
@@ -204,7 +204,7 @@ async def test_an_expired_lease_is_reaped_retried_elsewhere_and_its_late_result_
     steps = {s.step_id: s for s in await store.get_steps(run.run_id)}
     assert (await store.get_run(run.run_id)).status is RunStatus.COMPLETED
     assert steps["start"].attempts == 2  # the reaped attempt counted
-    late = Outcome(run_id=run.run_id, step_id="start", attempt=1, kind="ok",
+    late = InboxOutcome(run_id=run.run_id, step_id="start", attempt=1, kind="ok",
                    output={"n": 99}, at=0.0)
     assert await store.complete_attempts("ghost", [(ghost_lease.token, late)]) == [False]
     notes = [e.data for e in await store.get_events(run.run_id) if e.kind == "note"]

@@ -27,7 +27,7 @@ from .follow import for_workers, until_applied
 from .loading import add_import_paths
 from .session import Refusal, continue_run, definition_problems, guarded
 from .settings import ExitCode, exit_code_for
-from .views import RunView
+from .views import RunScreen
 
 CANCEL_REASON = "cancelled on request (plait cancel)"
 
@@ -36,7 +36,7 @@ CANCEL_REASON = "cancelled on request (plait cancel)"
 
 
 async def approve_command(run_id: str, step: str, *, approved: bool, by: str | None,
-                          data: JSON, db: str, view: RunView,
+                          data: JSON, db: str, view: RunScreen,
                           detach: bool = False) -> ExitCode:
     """``plait approve``: record the decision (who, when, data), then see it applied.
     SQLite, memory: the run continues here like ``plait resume`` (exit codes as run;
@@ -88,7 +88,7 @@ async def _stuck_hint(store: Store, run_id: str) -> str:
     return "" if entry is None else "\n" + continuation.stuck_text(entry)
 
 
-async def _to_workers(engine: Engine, run_id: str, step: str, view: RunView, db: str,
+async def _to_workers(engine: Engine, run_id: str, step: str, view: RunScreen, db: str,
                       detach: bool) -> ExitCode:
     """PostgreSQL: the parked run is made claimable and the workers woken; then follow
     it (exit codes as run), or return at once."""
@@ -101,7 +101,7 @@ async def _to_workers(engine: Engine, run_id: str, step: str, view: RunView, db:
     return exit_code_for(result.status)
 
 
-async def _in_background(engine: Engine, run_id: str, view: RunView, db: str) -> ExitCode:
+async def _in_background(engine: Engine, run_id: str, view: RunScreen, db: str) -> ExitCode:
     """SQLite ``--detach``: a background ``plait resume`` applies the decision."""
     from .detach import start_resume
 
@@ -111,12 +111,12 @@ async def _in_background(engine: Engine, run_id: str, view: RunView, db: str) ->
     except OSError as exc:
         raise Refusal(f"the decision is recorded, but no background process could be "
                       f"started ({exc}); continue the run with "
-                      f"`{continuation.resume_command(run_id)}`", ExitCode.FAILED) from exc
+                      f"`{continuation.resume_hint(run_id)}`", ExitCode.FAILED) from exc
     view.detached(run, started)
     return ExitCode.OK
 
 
-async def _continue(engine: Engine, run_id: str, step: str, view: RunView) -> ExitCode:
+async def _continue(engine: Engine, run_id: str, step: str, view: RunScreen) -> ExitCode:
     add_import_paths(None)  # python steps import from the current directory too
     try:
         done = await control.continue_noted(
@@ -125,7 +125,7 @@ async def _continue(engine: Engine, run_id: str, step: str, view: RunView) -> Ex
     except DefinitionError as exc:
         run = await engine.store.get_run(run_id)
         text = Text(f"decision recorded, could not continue here; continue it with: "
-                    f"{continuation.resume_command(run_id)} (where its python steps "
+                    f"{continuation.resume_hint(run_id)} (where its python steps "
                     f"import)\n", "yellow")
         raise Refusal(text + definition_problems(exc, run)) from exc
     if not isinstance(done, Handoff):

@@ -20,7 +20,7 @@ from ..runtime.engine import Engine
 from ..runtime.results import RunResult
 from ..store.base import RunRecord, Store
 from ..store.url import shown_url
-from .views import RunView
+from .views import RunScreen
 
 FOLLOW_POLL_S = 0.2
 NO_WORKER_HINT_S = 10.0  # a run still pending this long: say that workers are needed
@@ -38,7 +38,7 @@ async def announce(store: Store, run: RunRecord) -> None:
     await control.announce(store, run.run_id)
 
 
-async def until_settled(engine: Engine, run: RunRecord, view: RunView,
+async def until_settled(engine: Engine, run: RunRecord, view: RunScreen,
                         db: str) -> RunResult:
     """``run`` once it has ended or waits for an approval, read every
     ``FOLLOW_POLL_S``; a notice on stderr says that the workers execute it, and
@@ -62,7 +62,7 @@ async def until_settled(engine: Engine, run: RunRecord, view: RunView,
         await asyncio.sleep(FOLLOW_POLL_S)
 
 
-async def until_applied(engine: Engine, run_id: str, step: str, view: RunView,
+async def until_applied(engine: Engine, run_id: str, step: str, view: RunScreen,
                         db: str) -> RunResult:
     """``plait approve`` on PostgreSQL: the run once the workers applied the decision on
     ``step`` and it ended or waits for another decision, read every ``FOLLOW_POLL_S``

@@ -49,7 +49,7 @@ async def runs_command(*, db: str, workflow: str | None, status: str | None, lim
     async def body(store: Store) -> ExitCode:
         wanted = RunFilter(workflow=workflow, limit=limit, top_level=not children,
                            status=RunStatus(status) if status else None)
-        summaries = [records.RunSummary.of(run, await store.get_steps(run.run_id))
+        summaries = [records.RunLine.of(run, await store.get_steps(run.run_id))
                      for run in await store.list_runs(wanted)]
         if as_json:
             output.print_json(records.runs_json(summaries), sys.stdout)

@@ -21,7 +21,7 @@ from .settings import DB_ENV, DEFAULT_DB
 
 if TYPE_CHECKING:
     from ..core.model import JSON
-    from .views import RunView
+    from .views import RunScreen
 
 _DB_HELP = (f"Store URL (memory://, sqlite:///path.db, postgresql://user@host/db). "
             f"Default: ${DB_ENV}, else {DEFAULT_DB}.")
@@ -536,7 +536,7 @@ def _detachable(db: str) -> None:
                                f"nothing could continue the run")
 
 
-def _view(as_json: bool, quiet: bool) -> RunView:
+def _view(as_json: bool, quiet: bool) -> RunScreen:
     from .views import choose_view
 
     return choose_view(as_json=as_json, quiet=quiet)

@@ -34,7 +34,7 @@ MAX_INPUT = 300  # characters of a run's input shown by `plait show` outside --j
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunSummary:
+class RunLine:
     """One line of ``plait runs``: the run and how many of its steps ended."""
 
     run: RunRecord
@@ -42,7 +42,7 @@ class RunSummary:
     steps_total: int
 
     @classmethod
-    def of(cls, run: RunRecord, steps: Sequence[StepRecord]) -> RunSummary:
+    def of(cls, run: RunRecord, steps: Sequence[StepRecord]) -> RunLine:
         done = sum(1 for s in steps if s.status in FINAL_STEP_STATES)
         return cls(run=run, steps_done=done, steps_total=len(steps))
 
@@ -108,12 +108,12 @@ def plain_columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 RUNS_HEADERS = ("RUN ID", "WORKFLOW", "STATUS", "STARTED (UTC)", "DURATION", "STEPS")
 
 
-def runs_json(summaries: Sequence[RunSummary]) -> JSONDict:
+def runs_json(summaries: Sequence[RunLine]) -> JSONDict:
     """``{"runs": [...]}``, newest first (see ``run_summary_json``)."""
     return {"runs": [run_summary_json(s) for s in summaries]}
 
 
-def run_summary_json(summary: RunSummary) -> JSONDict:
+def run_summary_json(summary: RunLine) -> JSONDict:
     run = summary.run
     return {"run_id": run.run_id, "workflow": run.workflow, "version": run.version,
             "fingerprint": run.fingerprint, "status": str(run.status), "error": run.error,
@@ -123,7 +123,7 @@ def run_summary_json(summary: RunSummary) -> JSONDict:
             "retry_of": run.retry_of, "parent_run_id": run.parent_run_id}
 
 
-def runs_rows(summaries: Sequence[RunSummary], now: float) -> list[list[str]]:
+def runs_rows(summaries: Sequence[RunLine], now: float) -> list[list[str]]:
     """One row per run, newest first, each child run (a `workflow` or `loop` step's)
     right under its parent when the parent is listed, its workflow indented."""
     return [[s.run.run_id, "  " * depth + ("└ " if depth else "")
@@ -132,19 +132,19 @@ def runs_rows(summaries: Sequence[RunSummary], now: float) -> list[list[str]]:
              f"{s.steps_done}/{s.steps_total}"] for s, depth in nested(summaries)]
 
 
-def nested(summaries: Sequence[RunSummary]) -> list[tuple[RunSummary, int]]:
+def nested(summaries: Sequence[RunLine]) -> list[tuple[RunLine, int]]:
     """The runs with each child moved under its parent (oldest child first) when the
     parent is among them, with its depth."""
     listed = {s.run.run_id for s in summaries}
-    children: dict[str, list[RunSummary]] = {}
+    children: dict[str, list[RunLine]] = {}
     for s in summaries:
         parent = s.run.parent_run_id
         if parent is not None and parent in listed and parent != s.run.run_id:
             children.setdefault(parent, []).append(s)
-    out: list[tuple[RunSummary, int]] = []
+    out: list[tuple[RunLine, int]] = []
     seen: set[str] = set()
 
-    def add(s: RunSummary, depth: int) -> None:
+    def add(s: RunLine, depth: int) -> None:
         if s.run.run_id in seen:
             return
         seen.add(s.run.run_id)

@@ -41,7 +41,7 @@ from . import output
 from .follow import announce, for_workers, until_settled
 from .loading import add_import_paths, load_target, stored_reference
 from .settings import CONNECT_WAIT_ENV, DB_ENV, ExitCode, connect_wait, exit_code_for
-from .views import RunView
+from .views import RunScreen
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -152,7 +152,7 @@ def _missing_hint(db: str) -> str:
 # ------------------------------------------------------------------ plait run
 
 
-async def run_command(target: str, input: JSON, *, db: str, view: RunView,
+async def run_command(target: str, input: JSON, *, db: str, view: RunScreen,
                       detach: bool = False) -> ExitCode:
     """``plait run``: its exit code (docs/cli.md; problems are written to ``view.err``).
     With ``detach`` the run is stored and handed to a background ``plait resume``; on
@@ -193,14 +193,14 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunView,
     return await guarded(db, body, err=view.err, create=True)
 
 
-async def _follow(engine: Engine, run: RunRecord, view: RunView, db: str) -> ExitCode:
+async def _follow(engine: Engine, run: RunRecord, view: RunScreen, db: str) -> ExitCode:
     """Show a run the workers execute once it settles (Ctrl-C: as a local run)."""
     result = await execute_interruptibly(
         engine, run.run_id, lambda: until_settled(engine, run, view, db), view.interrupted)
-    return await shown(engine, view, result)
+    return await show_result(engine, view, result)
 
 
-async def shown(engine: Engine, view: RunView, result: RunResult) -> ExitCode:
+async def show_result(engine: Engine, view: RunScreen, result: RunResult) -> ExitCode:
     """Show the run's outcome; the exit code for it.  A run that waits shows what each
     waiting step asks (``waiting`` in --json: an approval's prompt and content)."""
     if result.status == "waiting":
@@ -226,19 +226,19 @@ async def _submit(engine: Engine, checked: CheckedWorkflow, input: JSON,
 
 
 async def _execute_new(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
-                       view: RunView, target: str) -> ExitCode:
+                       view: RunScreen, target: str) -> ExitCode:
     try:
         result = await watch(engine, checked, run, view, lambda: engine.execute(checked, run))
     except PlaitError as exc:
         raise Refusal(f"run {run.run_id} of {target} stopped: {exc}",
                       ExitCode.FAILED) from exc
-    return await shown(engine, view, result)
+    return await show_result(engine, view, result)
 
 
 # ------------------------------------------------------------------ plait resume
 
 
-async def resume_command(run_id: str, *, db: str, view: RunView) -> ExitCode:
+async def resume_command(run_id: str, *, db: str, view: RunScreen) -> ExitCode:
     """``plait resume``: continue a stored run in the foreground (exit codes as run);
     on PostgreSQL a worker continues it and this process follows it.  A run that
     already ended is shown as it is, with a notice."""
@@ -253,7 +253,7 @@ async def resume_command(run_id: str, *, db: str, view: RunView) -> ExitCode:
                 view.notices().print(Text(f"run {run_id} already ended ({run.status}); "
                                           f"there is nothing to resume", "yellow"))
                 result = await engine.result(run_id)
-                return await shown(engine, view, result)
+                return await show_result(engine, view, result)
             if for_workers(db):  # a worker takes it over: this process follows it
                 await announce(store, run)
                 return await _follow(engine, run, view, db)
@@ -288,7 +288,7 @@ def definition_problems(exc: DefinitionError, run: RunRecord) -> Text:
 
 
 async def continue_run(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
-                       view: RunView, steps: Sequence[StepRecord] | None = None) -> ExitCode:
+                       view: RunScreen, steps: Sequence[StepRecord] | None = None) -> ExitCode:
     """Execute a stored run here until it ends or waits (``Engine.resume``).  RunError
     when it cannot be executed here (another live process owns it)."""
     if steps is None:
@@ -300,14 +300,14 @@ async def continue_run(engine: Engine, checked: CheckedWorkflow, run: RunRecord,
         raise
     except PlaitError as exc:
         raise Refusal(f"run {run.run_id} stopped: {exc}", ExitCode.FAILED) from exc
-    return await shown(engine, view, result)
+    return await show_result(engine, view, result)
 
 
 # ------------------------------------------------------------------ plait retry
 
 
 async def retry_command(run_id: str, *, from_step: str | None, new_input: JSON,
-                        replace_input: bool, db: str, view: RunView) -> ExitCode:
+                        replace_input: bool, db: str, view: RunScreen) -> ExitCode:
     """``plait retry``: a new run reusing the completed outputs upstream of what failed
     (or of ``from_step``), executed in the foreground (exit codes as run); on
     PostgreSQL the workers execute it and this process follows it, as ``plait run``."""
@@ -367,7 +367,7 @@ def _retry_notice(old: RunRecord, new: RunRecord, steps: Sequence[StepRecord]) -
 # ------------------------------------------------------------------ executing
 
 
-async def watch(engine: Engine, checked: CheckedWorkflow, run: RunRecord, view: RunView,
+async def watch(engine: Engine, checked: CheckedWorkflow, run: RunRecord, view: RunScreen,
                 work: Work, steps: Sequence[StepRecord] = ()) -> RunResult:
     """Run ``work`` (the engine executing ``run``) with the view's live progress and
     Ctrl-C handling."""

@@ -32,7 +32,7 @@ class Listener(Protocol):
     def watch(self, run: RunRecord, checked: CheckedWorkflow) -> None: ...
 
 
-class RunView(ABC):
+class RunScreen(ABC):
     """Base view: no live progress; subclasses say how the result is shown."""
 
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
@@ -87,7 +87,7 @@ class RunView(ABC):
         return output.console(self.err)
 
 
-class JsonView(RunView):
+class JsonView(RunScreen):
     """``--json``: exactly one JSON object on stdout (docs/cli.md); the status line of a run
     that did not complete goes to stderr.  While the run executes, whatever its steps
     print (or the programs they start) goes to stderr, so stdout stays parseable."""
@@ -119,7 +119,7 @@ class JsonView(RunView):
         self.err.write(message + "\n")
 
 
-class QuietView(RunView):
+class QuietView(RunScreen):
     """``--quiet``: the final status line only."""
 
     def finish(self, result: RunResult) -> None:
@@ -132,7 +132,7 @@ class QuietView(RunView):
         self.out.write(run.run_id + "\n")
 
 
-class PlainView(RunView):
+class PlainView(RunScreen):
     """stdout is not a terminal: a plain summary, the output and the status line."""
 
     def finish(self, result: RunResult) -> None:
@@ -143,7 +143,7 @@ class PlainView(RunView):
         self.out.write(output.status_line(result) + "\n")
 
 
-class TerminalView(RunView):
+class TerminalView(RunScreen):
     """A terminal: live progress while the run executes, then a summary table."""
 
     def __init__(self, console: Console) -> None:
@@ -202,7 +202,7 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def choose_view(*, as_json: bool, quiet: bool) -> RunView:
+def choose_view(*, as_json: bool, quiet: bool) -> RunScreen:
     """``--json`` wins over ``--quiet``; otherwise a terminal gets live progress."""
     if as_json:
         return JsonView()

@@ -22,7 +22,7 @@ ParkReason = Literal["approval", "code_approval"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Retry:
+class RetryStep:
     """Step ``i`` is queued again, ready at ``due``: set a timer."""
 
     i: int
@@ -70,6 +70,6 @@ class Finish:
     error: str | None = None
 
 
-Effect = Retry | RunFallback | Park | CancelRunning | SetTimer | Finish
+Effect = RetryStep | RunFallback | Park | CancelRunning | SetTimer | Finish
 Effects = Sequence[Effect]
 NO_EFFECTS: tuple[Effect, ...] = ()

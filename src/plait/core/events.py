@@ -41,7 +41,7 @@ class AttemptEnded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Decision:
+class DecisionMade:
     """A person (or a deadline, ``by="timeout"``) decided on waiting step ``i``;
     ``decided_at`` is when, as stored; ``data`` what they gave with it."""
 
@@ -83,4 +83,4 @@ class CancelRequested:
     interrupted: bool = False
 
 
-Event = AttemptEnded | Decision | TimerFired | ChildEnded | CancelRequested
+Event = AttemptEnded | DecisionMade | TimerFired | ChildEnded | CancelRequested

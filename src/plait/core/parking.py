@@ -13,7 +13,7 @@ says, as a decision by ``timeout``; a decision stored first still stands.
 from __future__ import annotations
 
 from .effects import Park, ParkReason
-from .events import Decision
+from .events import DecisionMade
 from .model import JSON, StepSpec
 from .runrows import QUEUED, RUNNING, WAITING, RunRows, heappush
 
@@ -71,7 +71,7 @@ class Parking(RunRows):
         self.park(i, "code_approval", now)
         self._effects.append(park)
 
-    def _decided(self, e: Decision) -> None:
+    def _decided(self, e: DecisionMade) -> None:
         """A decision on parked step ``e.i``; none when it no longer waits."""
         i, now = e.i, e.at
         reason = self.parked.pop(i, None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import OutputError, StepError
-from .effects import Park, Retry, RunFallback
+from .effects import Park, RetryStep, RunFallback
 from .events import AttemptKind, ChildEnded
 from .jsoncheck import clean_text
 from .model import StepSpec
@@ -33,7 +33,7 @@ class Fail:
     reason: str
 
 
-AfterAttempt = Retry | RunFallback | Park | Fail
+AfterAttempt = RetryStep | RunFallback | Park | Fail
 
 
 def after_attempt(step: StepSpec, i: int, *, kind: AttemptKind, error: ErrorInfo,
@@ -48,7 +48,7 @@ def after_attempt(step: StepSpec, i: int, *, kind: AttemptKind, error: ErrorInfo
         return Park(i=i, reason="code_approval")
     delay = None if halting else next_delay(step.retry, attempts, error, rand)
     if delay is not None:
-        return Retry(i=i, due=at + delay)
+        return RetryStep(i=i, due=at + delay)
     if step.fallback is not None and not halting:
         return RunFallback(i=i)
     return Fail(reason=str(error))

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 
-from .model import RetryPolicy, StepSpec
+from .model import JSONDict, RetryPolicy, StepSpec
 
 MAX_RETRY_AFTER = 86_400.0
 
@@ -26,6 +26,42 @@ class ErrorInfo:
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type
+
+    def to_json(self, *, refused: bool = False) -> JSONDict:
+        """This error as a stored JSON object (``from_json`` reads it back); ``refused``
+        marks an output the step's checks refused."""
+        value: JSONDict = {"type": self.type, "message": self.message,
+                           "names": list(self.names), "retryable": self.retryable,
+                           "retry_after": self.retry_after, "traceback": self.traceback}
+        if refused:
+            value["refused"] = True
+        return value
+
+    @classmethod
+    def from_json(cls, value: JSONDict | None) -> ErrorInfo:
+        """A stored JSON error as the core reads it (any shape a store may hold: missing
+        or mistyped parts take their defaults)."""
+        value = value or {}
+        names = value.get("names")
+        traceback = value.get("traceback")
+        return cls(
+            type=str(value.get("type") or "Error"), message=str(value.get("message") or ""),
+            names=tuple(str(n) for n in names) if isinstance(names, list) else (),
+            retryable=value.get("retryable") is not False,
+            retry_after=finite_seconds(value.get("retry_after")),
+            traceback=traceback if isinstance(traceback, str) else None)
+
+
+def finite_seconds(value: object) -> float | None:
+    """A ``retry_after`` as the core takes it: a finite number of seconds, else None
+    (NaN, infinity, a bool or anything else is dropped, never stored)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past a float's range
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 def retry_delay(policy: RetryPolicy, retry_number: int, rand: float) -> float:

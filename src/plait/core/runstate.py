@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import OutputError, TransitionError
-from .effects import NO_EFFECTS, CancelRunning, Effects, Finish, Park, Retry
-from .events import AttemptEnded, AttemptKind, CancelRequested, Decision, Event, TimerFired
+from .effects import NO_EFFECTS, CancelRunning, Effects, Finish, Park, RetryStep
+from .events import AttemptEnded, AttemptKind, CancelRequested, DecisionMade, Event, TimerFired
 from .judging import Judging
 from .mapitems import MapRows
 from .model import JSON
@@ -198,7 +198,7 @@ class RunState(MapRows, Judging, Parking):
                                        fallback=event.fallback)
             return self._attempt_failed(event.i, event.kind, event.error or _UNSAID,
                                         event.fallback, event.at, event.rand)
-        if isinstance(event, Decision):
+        if isinstance(event, DecisionMade):
             self._decided(event)
             return self.take_effects()
         if isinstance(event, TimerFired):
@@ -237,7 +237,7 @@ class RunState(MapRows, Judging, Parking):
             if isinstance(verdict, Fail):
                 self.fail(i, verdict.reason, now)
             else:
-                if isinstance(verdict, Retry):
+                if isinstance(verdict, RetryStep):
                     self._queue_again(i, verdict.due, now)
                 self._effects.append(verdict)
         return self.take_effects()
@@ -311,7 +311,7 @@ class RunState(MapRows, Judging, Parking):
     def _timer_fired(self, e: TimerFired) -> Effects:
         """A retry's delay (or a pool's rate window) passed: the step is ready again if
         it is still queued.  The run's timeout halts it.  (An approval's deadline is
-        decided as a ``Decision`` by ``timeout``, once the runtime stored it.)"""
+        decided as a ``DecisionMade`` by ``timeout``, once the runtime stored it.)"""
         if e.kind == "run_timeout":
             timeout = self.spec.timeout or 0.0
             return self._halt(f"run timed out after {timeout:g}s", cancelled=False)

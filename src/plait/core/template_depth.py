@@ -7,7 +7,7 @@ template nested some sixty levels deep would exhaust the stack (RecursionError) 
 it is compiled: in validation, or in a run.  Every template is therefore refused past
 ``MAX_NESTING`` levels, with a ``TooDeep`` (a syntax error):
 
-1. while the parser reads its tokens (``guarded``): brackets, blocks
+1. while the parser reads its tokens (``depth_guarded``): brackets, blocks
    (``{% if %}`` ... ``{% endif %}``) and prefix operators (``not``, a sign, the ``else``
    of a conditional expression), each open until the bracket or the tag
    around it closes or the next item of a list begins (``,`` or ``:``), so that
@@ -105,7 +105,7 @@ class _Depth:
         self.in_block_tag = False
 
 
-def guarded(tokens: Iterator[Token]) -> Iterator[Token]:
+def depth_guarded(tokens: Iterator[Token]) -> Iterator[Token]:
     """``tokens`` as they are, until one opens more than ``MAX_NESTING`` levels: then
     TooDeep (raised inside the parser, before it recurses that deep)."""
     depth = _Depth()

@@ -25,7 +25,7 @@ from .bounds import MAX_SIZE, Stop
 from .expressions import RenderError, SyntaxProblem
 from .model import JSON
 from .sandbox import ENV, BoundExceeded
-from .template_depth import TooDeep, check_tree, guarded
+from .template_depth import TooDeep, check_tree, depth_guarded
 
 __all__ = ["Compiled", "SecretReads", "TemplateSyntaxError", "compile_template",
            "names_read", "render", "secrets_read", "syntax_problem"]
@@ -84,7 +84,7 @@ def parse(source: str, state: str | None = None) -> nodes.Template:
 def _parser(source: str, state: str | None = None) -> Parser:
     parser = Parser(ENV, source, state=state)
     stream = parser.stream
-    parser.stream = TokenStream(guarded(iter(stream)), stream.name, stream.filename)
+    parser.stream = TokenStream(depth_guarded(iter(stream)), stream.name, stream.filename)
     return parser
 
 
@@ -273,7 +273,7 @@ def _parser_column(source: str, line: int) -> int | None:
             yield token
 
     parser = Parser(ENV, source)
-    parser.stream = TokenStream(guarded(counted(iter(ENV.lexer.tokenize(source)))), None,
+    parser.stream = TokenStream(depth_guarded(counted(iter(ENV.lexer.tokenize(source)))), None,
                                 None)
     try:
         parser.parse()

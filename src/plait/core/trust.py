@@ -38,7 +38,7 @@ from .model import JSON, Limits
 from .sizes import parse_size
 
 __all__ = ["CAP_SETTINGS", "ENGINE_LIMITS", "KEY_ENVS_SETTING", "MODULES_SETTING",
-           "OUTGOING_FIELDS", "SECRETS_SETTING", "Site", "TrustPolicy", "bounded",
+           "OUTGOING_FIELDS", "SECRETS_SETTING", "Site", "TrustPolicy", "capped",
            "call_problem", "key_env_problem", "module_allowed", "name_problem", "sites",
            "untrusted_problems"]
 
@@ -306,7 +306,7 @@ def _asked(key: str, value: JSON) -> int | None:
         return None  # validation names it
 
 
-def bounded(limits: Limits, caps: Limits | None) -> Limits:
+def capped(limits: Limits, caps: Limits | None) -> Limits:
     """``limits`` with each value at most its cap (``caps`` None: as they are)."""
     if caps is None:
         return limits

@@ -337,13 +337,13 @@ class MetricsApp:
         if scope.get("type") != "http":
             return
         await self.collector.refresh()
-        headers, body = await asyncio.to_thread(render, self.registry, scope)
+        headers, body = await asyncio.to_thread(render_scrape, self.registry, scope)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(k.encode(), v.encode()) for k, v in headers]})
         await send({"type": "http.response.body", "body": body})
 
 
-def render(registry: CollectorRegistry, scope: dict[str, Any]) -> Rendered:
+def render_scrape(registry: CollectorRegistry, scope: dict[str, Any]) -> Rendered:
     """The exposition of ``registry`` as the request ``scope`` asks for it (blocking:
     run it in a thread)."""
     asked = _header(scope, b"accept")

@@ -3,7 +3,7 @@
 What a decision means is the core's (``core.parking``); this reads the decisions and
 keeps the deadlines.  Decisions reach the run through the store (a person approves
 from another process, or this one): each is stored once, as a compare-and-set, and
-read back here as a history note, then told to the state as a ``Decision``.  A deadline
+read back here as a history note, then told to the state as a ``DecisionMade``.  A deadline
 (the step's ``timeout``) is stored the same way, as a decision by ``timeout``, so a
 person's decision stored first still stands.
 
@@ -26,7 +26,7 @@ from typing import cast
 
 from ..core import expressions
 from ..core.effects import Effects
-from ..core.events import Decision
+from ..core.events import DecisionMade
 from ..core.jsoncheck import NotJSON, checked_json
 from ..core.model import JSON, JSONDict
 from ..core.parking import approval_deadline, timeout_approves
@@ -168,7 +168,7 @@ class Approvals:
         if self.code.pop(i, None) is not None and approved:
             self._journal.decisions[self._checked.spec.steps[i].id] = decision
         at = decision.get("at")
-        return self._state.apply(Decision(
+        return self._state.apply(DecisionMade(
             i=i, approved=approved, by=decision.get("by"), at=now,
             decided_at=iso(at) if isinstance(at, int | float) else at,
             data=decision.get("data")))

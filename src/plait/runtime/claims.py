@@ -15,10 +15,10 @@ and brings the outcomes that workers put in the run's inbox back to the loop.
   by the batch that writes what the outcome caused (``applied``), which fences two
   drivers.  An inbox row of an attempt already resolved (cancelled meanwhile, or from
   before a takeover) is consumed silently.  The worker that executed the attempt
-  (``Outcome.worker``) becomes the step's worker before the loop applies the outcome,
+  (``InboxOutcome.worker``) becomes the step's worker before the loop applies the outcome,
   so the attempt's end and the step's row name it (the driver begins an
   attempt before anyone claimed it).  The attempt's history notes travel in the
-  outcome (``Outcome.logs``: ``{"log": record}`` for ``ctx.logger``, ``usage``,
+  outcome (``InboxOutcome.logs``: ``{"log": record}`` for ``ctx.logger``, ``usage``,
   ``cache``, ``emit``, ``wait``; a bare log record, as older workers wrote, is a
   ``log``) and are stored by the batch that consumes it, once.  Before the loop
   applies the outcome, its ``wait`` request (``ctx.wait_for_approval``) and its cache
@@ -62,44 +62,20 @@ from ..errors import StoreError
 from ..steps.binding import import_step_call
 from ..steps.context import StepLog
 from ..steps.registry import StepCall, StepFunction
-from ..store.base import AttemptKey, Outcome, Store, Ticket
-from .runner import AttemptRunner, attempt_functions, finite_seconds, item_function
+from ..store.base import AttemptKey, InboxOutcome, Store, Ticket
+from .runner import AttemptRunner, attempt_functions, item_function
 from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
 
 _log = logging.getLogger("plait.engine")
 Subscribe = Callable[[str, Callable[[], None]], Callable[[], None]]
 
 
-def error_dict(error: ErrorInfo, *, refused: bool = False) -> JSONDict:
-    """An attempt's error info as the inbox stores it (``error_info`` reads it back)."""
-    value: JSONDict = {"type": error.type, "message": error.message,
-                       "names": list(error.names), "retryable": error.retryable,
-                       "retry_after": error.retry_after, "traceback": error.traceback}
-    if refused:
-        value["refused"] = True
-    return value
-
-
-def error_info(error: JSONDict | None) -> ErrorInfo:
-    """An inbox outcome's error as the core reads it (any shape a store may hold)."""
-    error = error or {}
-    names = error.get("names")
-    retry_after = error.get("retry_after")
-    traceback = error.get("traceback")
-    return ErrorInfo(
-        type=str(error.get("type") or "Error"), message=str(error.get("message") or ""),
-        names=tuple(str(n) for n in names) if isinstance(names, list) else (),
-        retryable=error.get("retryable") is not False,
-        retry_after=finite_seconds(retry_after),
-        traceback=traceback if isinstance(traceback, str) else None)
-
-
-def to_reported(index: int, outcome: Outcome) -> Reported:
+def to_reported(index: int, outcome: InboxOutcome) -> Reported:
     """An inbox outcome as the loop's ``Outcome`` fields."""
     kind: OutcomeKind = outcome.kind
     error = None
     if outcome.kind in ("error", "interrupted"):
-        error = error_info(outcome.error)
+        error = ErrorInfo.from_json(outcome.error)
         if outcome.kind == "error" and (outcome.error or {}).get("refused") is True:
             kind = "refused"
     return (index, outcome.attempt, kind, outcome.output if kind == "ok" else None, error,
@@ -485,7 +461,7 @@ class ClaimSource:
             delay = self._poll
             self._take(inbox)
 
-    def _take(self, inbox: list[Outcome]) -> None:
+    def _take(self, inbox: list[InboxOutcome]) -> None:
         report = self._report
         if report is None:
             return

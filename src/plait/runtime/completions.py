@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from ..errors import StoreError
-from ..store.base import Outcome, Store
+from ..store.base import InboxOutcome, Store
 from .unstorable import Completion, complete_split
 
 _log = logging.getLogger("plait.worker")
@@ -50,7 +50,7 @@ class Completions:
     def hold(self, token: str) -> None:
         self.tokens.add(token)
 
-    def finish(self, token: str, outcome: Outcome) -> None:
+    def finish(self, token: str, outcome: InboxOutcome) -> None:
         self.finished.append((token, outcome))
         self.done.set()
 
@@ -80,7 +80,7 @@ class Completions:
             else:
                 delay = 0.05
 
-    def _settle(self, token: str, outcome: Outcome, stored: bool) -> None:
+    def _settle(self, token: str, outcome: InboxOutcome, stored: bool) -> None:
         self.tokens.discard(token)
         self._failing.pop(token, None)
         if stored:

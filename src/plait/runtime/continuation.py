@@ -35,7 +35,7 @@ NOBODY = "no process continued the run after the decision"
 _log = logging.getLogger("plait.continuation")
 
 
-def resume_command(run_id: str) -> str:
+def resume_hint(run_id: str) -> str:
     """What continues a stuck run."""
     return f"plait resume {run_id}"
 
@@ -44,7 +44,7 @@ async def note_failure(store: Store, run_id: str, step: str, error: str) -> None
     """Record in the run's history that the decision on ``step`` could not be applied
     (``error``: why).  A store that fails now is logged, never raised: the caller is
     reporting a failure already."""
-    data: JSONDict = {NOTE: {"error": error, "command": resume_command(run_id)}}
+    data: JSONDict = {NOTE: {"error": error, "command": resume_hint(run_id)}}
     try:
         await store.write(WriteBatch(run_id=run_id, notes=[(step, data)]))
     except StoreError as exc:
@@ -82,7 +82,7 @@ def _entry(run_id: str, step: str, decided_at: float,
     noted = failure.data.get(NOTE) if failure is not None else None
     error = noted.get("error") if isinstance(noted, dict) else None
     return {"step": step, "error": str(error) if error is not None else NOBODY,
-            "command": resume_command(run_id), "decided_at": iso(decided_at),
+            "command": resume_hint(run_id), "decided_at": iso(decided_at),
             "failed_at": iso(failure.at) if failure is not None else None}
 
 

@@ -35,8 +35,7 @@ from ..core.states import RunStatus
 from ..errors import RunBusy, RunTakenOver, StaleWriteError, StoreError
 from ..store.base import AttemptKey, RunRecord, Store
 from .claims import ClaimSource, Subscribe
-from .executor import Executor, note_discarded, wait_woken
-from .executor import Owner as ExecutorOwner
+from .executor import Executor, ExecutorOwner, note_discarded, wait_woken
 from .untrusted import refused
 
 _log = logging.getLogger("plait.worker")
@@ -60,7 +59,7 @@ async def in_flight(store: Store, run_id: str, state: RunState) -> dict[int, Att
     return found
 
 
-class Owner(ExecutorOwner, Protocol):
+class DriverOwner(ExecutorOwner, Protocol):
     """What the driver reads of the worker that owns it (``runtime.worker.Worker``)."""
 
     @property
@@ -73,7 +72,7 @@ class Driver:
     """See the module docstring.  ``group`` (the worker's runs TaskGroup) is set by
     ``Worker.run`` before the drive loop starts."""
 
-    def __init__(self, worker: Owner, executor: Executor) -> None:
+    def __init__(self, worker: DriverOwner, executor: Executor) -> None:
         self._worker = worker
         self.store, self.name, self.clock = worker.store, worker.name, worker.clock
         self.engine, self.lease, self.poll = worker.engine, worker.lease, worker.poll

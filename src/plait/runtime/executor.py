@@ -43,8 +43,7 @@ from ..steps.binding import import_step_call
 from ..steps.builtin import declared_keys
 from ..steps.context import AttemptLogs
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
-from ..store.base import AttemptKey, Lease, Outcome, Store, WriteBatch, late_result_note
-from .claims import error_dict
+from ..store.base import AttemptKey, InboxOutcome, Lease, Store, WriteBatch, late_result_note
 from .completions import Completions
 from .engine import Engine, run_secrets
 from .runner import AttemptRunner, error_info
@@ -129,7 +128,7 @@ def _item_call(call: StepCall, lease: Lease) -> StepCall:
                                                  else 0))
 
 
-class Owner(Protocol):
+class ExecutorOwner(Protocol):
     """What the executor reads of the worker that owns it (``runtime.worker.Worker``)."""
 
     @property
@@ -176,7 +175,7 @@ class EagerSlots:
 
     __slots__ = ("_executor", "_worker", "busy", "group", "stored", "tasks", "unsettled")
 
-    def __init__(self, worker: Owner, executor: Executor) -> None:
+    def __init__(self, worker: ExecutorOwner, executor: Executor) -> None:
         self._worker, self._executor = worker, executor
         self.group: asyncio.TaskGroup | None = None
         self.busy = 0  # eager attempts whose body runs (or is about to)
@@ -232,7 +231,7 @@ class Executor:
     """See the module docstring.  ``group`` (the worker's attempts TaskGroup) is set by
     ``Worker.run`` before the claim loop starts."""
 
-    def __init__(self, worker: Owner) -> None:
+    def __init__(self, worker: ExecutorOwner) -> None:
         self._worker = worker
         self.store, self.name, self.clock = worker.store, worker.name, worker.clock
         self.engine, self.lease, self.grace = worker.engine, worker.lease, worker.grace
@@ -380,7 +379,7 @@ class Executor:
                 self._work.set()
         self._finish(lease, outcome)
 
-    def _finish(self, lease: Lease, outcome: Outcome) -> None:
+    def _finish(self, lease: Lease, outcome: InboxOutcome) -> None:
         journal = self._journals.pop(lease.token, None)
         if journal is not None:  # its notes go with it (to the history)
             notes = journal.take(lease.step_id, lease.attempt)
@@ -388,7 +387,7 @@ class Executor:
                 outcome = dataclasses.replace(outcome, logs=notes)
         self.completions.finish(lease.token, outcome)
 
-    async def _attempt(self, lease: Lease) -> Outcome:
+    async def _attempt(self, lease: Lease) -> InboxOutcome:
         reported: list[Reported] = []
         try:
             checked = await self.workflow(lease.workflow, lease.version)
@@ -397,7 +396,7 @@ class Executor:
                 index = self._map_of(checked, lease.step_id)
             refused = refusal(checked, self.engine.services.trust, lease.step_id)
             if refused is not None:  # before anything of the step is imported
-                return self._outcome(lease, None, error=error_dict(error_info(refused)))
+                return self._outcome(lease, None, error=error_info(refused).to_json())
             fn = self._function(checked, lease, index)
         except (StepLoadError, StoreError) as exc:
             return self._outcome(lease, None, error={
@@ -508,21 +507,21 @@ class Executor:
         return fn
 
     def _outcome(self, lease: Lease, reported: Reported | None, *,
-                 error: dict[str, Any] | None = None) -> Outcome:
+                 error: dict[str, Any] | None = None) -> InboxOutcome:
         if reported is None:
-            return Outcome(run_id=lease.run_id, step_id=lease.step_id,
+            return InboxOutcome(run_id=lease.run_id, step_id=lease.step_id,
                            attempt=lease.attempt, fallback=lease.fallback, kind="error",
                            error=error, worker=self.name, at=self.clock())
         _, _, kind, output, info, _ = reported
-        stored = error_dict(info, refused=kind == "refused") if info is not None else None
-        return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
+        stored = info.to_json(refused=kind == "refused") if info is not None else None
+        return InboxOutcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
                        fallback=lease.fallback,
                        kind="error" if kind == "refused" else kind,
                        output=output, error=stored, worker=self.name, at=self.clock())
 
     def _interrupted(self, lease: Lease, message: str, *,
-                     error_type: str = "WorkerDrained") -> Outcome:
-        return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
+                     error_type: str = "WorkerDrained") -> InboxOutcome:
+        return InboxOutcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
                        fallback=lease.fallback, kind="interrupted",
                        error={"type": error_type, "message": clean_text(message),
                               "retryable": True},

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core import expressions
-from ..core.effects import CancelRunning, Effects, Park, Retry, RunFallback, SetTimer
+from ..core.effects import CancelRunning, Effects, Park, RetryStep, RunFallback, SetTimer
 from ..core.events import AttemptEnded
 from ..core.jsoncheck import ensure_json
 from ..core.model import JSON
@@ -87,7 +87,7 @@ class OutcomeEffects:
     def carry_out(self, effects: Effects, now: float) -> None:
         """Do what the state asked, in order."""
         for effect in effects:
-            if isinstance(effect, Retry):
+            if isinstance(effect, RetryStep):
                 self._timers.add(effect.due, "retry", effect.i)
             elif isinstance(effect, SetTimer):
                 self._timers.add(effect.due, effect.kind, effect.i)

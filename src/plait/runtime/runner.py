@@ -11,13 +11,12 @@ What the outcome means for the run is the run loop's business, not the runner's.
 from __future__ import annotations
 
 import asyncio
-import math
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 
 from ..core.jsoncheck import clean_text, ensure_json
 from ..core.model import JSON, CircuitBreakerSpec
-from ..core.retry import ErrorInfo
+from ..core.retry import ErrorInfo, finite_seconds
 from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, StepError, StepTimeout
 from ..steps.binding import compile_plan, import_call, import_untrusted_call, invoke
@@ -43,18 +42,6 @@ def error_info(exc: BaseException) -> ErrorInfo:
                      retryable=_retryable(exc),
                      retry_after=finite_seconds(getattr(exc, "retry_after", None)),
                      traceback=tb)
-
-
-def finite_seconds(value: object) -> float | None:
-    """A ``retry_after`` as the core takes it: a finite number of seconds, else None
-    (NaN, infinity, a bool or anything else is dropped, never stored)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        seconds = float(value)
-    except OverflowError:  # an int past a float's range
-        return None
-    return seconds if math.isfinite(seconds) else None
 
 
 def _message_of(exc: BaseException) -> str:

@@ -28,15 +28,15 @@ from ..core.jsoncheck import clean_text, storable
 from ..core.model import JSON, JSONDict
 from ..core.runstate import StepChange
 from ..errors import StoreError, UnstorableValue
-from ..store.base import Outcome, RunChange, Store, Ticket, WriteBatch
+from ..store.base import InboxOutcome, RunChange, Store, Ticket, WriteBatch
 
 _log = logging.getLogger("plait.worker")
 UNSTORABLE = "UnstorableOutcome"  # the error type of an outcome the store refused
 
-Completion = tuple[str, Outcome]  # (lease token, outcome): what complete_attempts takes
+Completion = tuple[str, InboxOutcome]  # (lease token, outcome): what complete_attempts takes
 
 
-def unstorable_outcome(outcome: Outcome, refused: StoreError) -> Outcome:
+def unstorable_outcome(outcome: InboxOutcome, refused: StoreError) -> InboxOutcome:
     """``outcome`` as a failure of its attempt, never retried, saying that and why it
     could not be stored (its notes kept as far as they can be stored)."""
     why = clean_text(str(refused))

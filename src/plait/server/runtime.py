@@ -367,6 +367,6 @@ class ServerRuntime:
     async def _note_failure(self, run_id: str, step: str, exc: PlaitError) -> None:
         _log.warning("run %s: the decision on %s is recorded, but the run cannot "
                      "continue here: %s; continue it with `%s`", run_id, step, exc,
-                     continuation.resume_command(run_id))
+                     continuation.resume_hint(run_id))
         await continuation.note_failure(self.store, run_id, step, str(exc))
         self.wake(run_id)

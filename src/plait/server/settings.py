@@ -93,7 +93,7 @@ class ServerSettings:
                    allowed_hostnames=listed(env, ALLOWED_HOSTNAMES_ENV),
                    caps=caps_from(env),
                    http_policy=NetworkPolicy.from_environment(env, base=UNTRUSTED),
-                   header_timeout=seconds(env, HEADER_TIMEOUT_ENV, HEADER_TIMEOUT_S))
+                   header_timeout=env_seconds(env, HEADER_TIMEOUT_ENV, HEADER_TIMEOUT_S))
 
 
 def caps_from(env: Mapping[str, str]) -> Limits:
@@ -119,7 +119,7 @@ def _cap(env: Mapping[str, str], key: str, default: int) -> int:
     return int(text)
 
 
-def seconds(env: Mapping[str, str], name: str, default: float) -> float:
+def env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
     """Variable ``name`` as a positive number of seconds (``default`` when unset);
     SettingError naming the variable otherwise."""
     text = env.get(name, "").strip()

@@ -135,7 +135,7 @@ def _url(value: JSON, step: str) -> httpx.URL:
         raise _fatal(step, f"`url` must render to a string, got {type(value).__name__}")
     problem = _url_problem(value)
     if problem is not None:
-        raise _fatal(step, f"`url` {shown_url(value)}: {problem}")
+        raise _fatal(step, f"`url` {quoted_url(value)}: {problem}")
     return httpx.URL(value)
 
 
@@ -156,7 +156,7 @@ def _url_problem(text: str) -> str | None:
     return host_problem(url.raw_host.decode("ascii", "replace"))
 
 
-def shown_url(text: str) -> str:
+def quoted_url(text: str) -> str:
     """``text`` quoted for a message, cut after 200 characters."""
     return repr(text if len(text) <= 200 else text[:200] + "...")
 

@@ -78,8 +78,8 @@ from .http import (
     _read_bounded,
     _shown,
     _url_problem,
+    quoted_url,
     retry_after_seconds,
-    shown_url,
 )
 from .netclient import guarded_client
 from .registry import StepCall
@@ -120,7 +120,7 @@ def _prepare(call: StepCall) -> _Request:
     base = base.rstrip("/")
     problem = _url_problem(base)
     if problem is not None:
-        raise _fatal(step, f"`base_url` {shown_url(base)}: {problem}")
+        raise _fatal(step, f"`base_url` {quoted_url(base)}: {problem}")
     model = field("model")
     if not isinstance(model, str) or not model:
         raise _fatal(step, f"`model` must render to a non-empty text, got {model!r}")

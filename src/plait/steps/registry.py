@@ -24,7 +24,7 @@ from ..core.steptypes import (
     register_unavailable_type,
     unavailable_reason,
 )
-from ..core.trust import TrustPolicy, bounded
+from ..core.trust import TrustPolicy, capped
 from ..errors import PlaitError, TemplateError
 from . import netpolicy, offloop
 from .context import StepContext, StepLog
@@ -53,7 +53,7 @@ class Services:
     def limits(self, limits: Limits) -> Limits:
         """A definition's ``limits`` as this engine applies them: within the caps of
         ``trust``."""
-        return bounded(limits, self.trust.caps if self.trust is not None else None)
+        return capped(limits, self.trust.caps if self.trust is not None else None)
 
 
 class RunAccess(Protocol):

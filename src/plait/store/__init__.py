@@ -5,8 +5,8 @@ from __future__ import annotations
 from .base import (
     AttemptRecord,
     EventRecord,
+    InboxOutcome,
     Lease,
-    Outcome,
     RunChange,
     RunFilter,
     RunRecord,
@@ -20,6 +20,6 @@ from .base import (
 from .memory import MemoryStore
 from .url import open_store
 
-__all__ = ["AttemptRecord", "EventRecord", "Lease", "MemoryStore", "Outcome", "RunChange",
+__all__ = ["AttemptRecord", "EventRecord", "Lease", "MemoryStore", "InboxOutcome", "RunChange",
            "RunFilter", "RunRecord", "StepRecord", "Store", "Ticket", "TicketRecord",
            "WorkflowRecord", "WriteBatch", "open_store"]

@@ -277,7 +277,7 @@ class TicketRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Outcome:
+class InboxOutcome:
     """How one attempt ended, as it waits in the run's inbox for the driver.
 
     ``kind``: ``ok`` (``output`` is the step's return value), ``error`` (the attempt
@@ -555,7 +555,7 @@ class Store(Protocol):
         ...
 
     async def complete_attempts(self, worker: str,
-                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+                                results: Sequence[tuple[str, InboxOutcome]]) -> list[bool]:
         """For each (token, outcome), in order, in ONE transaction: when the ticket of
         the outcome's (run, step, attempt, fallback) still exists, is held by ``worker``
         and carries ``token``, the outcome goes to the run's inbox (its ``worker``: this
@@ -575,7 +575,7 @@ class Store(Protocol):
         once (an inbox key exists at most once).  Unclaimed tickets never expire."""
         ...
 
-    async def outcomes(self, run_id: str) -> list[Outcome]:
+    async def outcomes(self, run_id: str) -> list[InboxOutcome]:
         """The run's inbox, oldest first (in the order the store received them).
         Reading deletes nothing: ``WriteBatch.consumed`` does.  RunNotFound."""
         ...

@@ -28,10 +28,10 @@ from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
-    Outcome,
     RunChange,
     RunFilter,
     RunRecord,
@@ -387,13 +387,13 @@ class MemoryStore:
         return self._claims.extend(worker, tokens, lease)
 
     async def complete_attempts(self, worker: str,
-                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+                                results: Sequence[tuple[str, InboxOutcome]]) -> list[bool]:
         return self._claims.complete(worker, results)
 
     async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
         return self._claims.reap(limit)
 
-    async def outcomes(self, run_id: str) -> list[Outcome]:
+    async def outcomes(self, run_id: str) -> list[InboxOutcome]:
         if run_id not in self._runs:
             raise RunNotFound(run_id)
         return self._claims.outcomes(run_id)

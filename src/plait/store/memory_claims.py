@@ -26,8 +26,8 @@ from ..errors import StaleWriteError, StoreError
 from .base import (
     OUTCOME_KINDS,
     AttemptKey,
+    InboxOutcome,
     Lease,
-    Outcome,
     RunRecord,
     Ticket,
     TicketRecord,
@@ -72,7 +72,7 @@ class MemoryClaims:
         self._rows = rows
         self._note = note
         self._tickets: dict[str, dict[AttemptKey, _Held]] = {}  # by run
-        self._inbox: dict[str, dict[AttemptKey, Outcome]] = {}  # by run, oldest first
+        self._inbox: dict[str, dict[AttemptKey, InboxOutcome]] = {}  # by run, oldest first
         self._unclaimed: list[tuple[float, int, _Held]] = []  # heap
         self._claimed: dict[str, _Held] = {}  # by token
         self._pool_held: dict[str, int] = {}  # claimed tickets per pool
@@ -211,7 +211,7 @@ class MemoryClaims:
                 held_still.add(token)
         return held_still
 
-    def complete(self, worker: str, results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+    def complete(self, worker: str, results: Sequence[tuple[str, InboxOutcome]]) -> list[bool]:
         owned = [_owned_outcome(outcome, worker) for _, outcome in results]  # may refuse
         done = []
         for (token, _), outcome in zip(results, owned, strict=True):
@@ -236,7 +236,7 @@ class MemoryClaims:
         for held in expired[:max(limit, 0)]:
             ticket = held.ticket
             self._drop(held)
-            self._inbox.setdefault(ticket.run_id, {})[ticket.key] = Outcome(
+            self._inbox.setdefault(ticket.run_id, {})[ticket.key] = InboxOutcome(
                 run_id=ticket.run_id, step_id=ticket.step_id, attempt=ticket.attempt,
                 fallback=ticket.fallback, kind="interrupted",
                 error=reaped_error(held.claimed_by, ticket.step_id, ticket.attempt),
@@ -246,7 +246,7 @@ class MemoryClaims:
 
     # ------------------------------------------------------------ reads
 
-    def outcomes(self, run_id: str) -> list[Outcome]:
+    def outcomes(self, run_id: str) -> list[InboxOutcome]:
         return [replace(o, output=copy_json(o.output), error=copy_json(o.error),
                         logs=tuple(copy_json(list(o.logs))))
                 for o in self._inbox.get(run_id, {}).values()]
@@ -267,7 +267,7 @@ def _checked_key(ticket: Ticket, run_id: str, steps: Container[str]) -> AttemptK
     return ticket.key
 
 
-def _owned_outcome(outcome: Outcome, worker: str) -> Outcome:
+def _owned_outcome(outcome: InboxOutcome, worker: str) -> InboxOutcome:
     """The store's own copy of an outcome as completed by ``worker`` (StoreError when
     its kind is unknown or a value is not JSON)."""
     what = (f"the outcome of attempt {outcome.attempt} of step {outcome.step_id!r} of run "

@@ -94,7 +94,7 @@ def _number(value: JSON) -> float | None:
     return float(value)
 
 
-def add_usage(snapshot: MetricsSnapshot, workflow: str, step: str, output: JSON) -> None:
+def count_usage(snapshot: MetricsSnapshot, workflow: str, step: str, output: JSON) -> None:
     """Count the tokens of one step output (see the module docstring)."""
     if not isinstance(output, dict):
         return
@@ -130,7 +130,7 @@ def fold_step(snapshot: MetricsSnapshot, bounds: Sequence[float], workflow: str,
         for i, bound in enumerate(bounds):
             if took <= bound:
                 found.buckets[i] += 1
-    add_usage(snapshot, workflow, step, output)
+    count_usage(snapshot, workflow, step, output)
 
 
 # ------------------------------------------------------------------------ SQL

@@ -13,7 +13,7 @@ run's row first, so writers of one run take turns, each step change is stored on
 the step still has the status the change moves it from (the fence), and event ``seq``
 numbers each run's history from 1 without gaps (``runs.last_seq``).  A refused batch
 raises inside the function, so nothing of it is stored; the store then reads the
-stored state to say why, with the memory store's checks (``sql/rows.refusal``).
+stored state to say why, with the memory store's checks (``sql/rows.why_refused``).
 
 Durability: a method returns once its transaction committed, and PostgreSQL's default
 ``synchronous_commit = on`` syncs every commit to disk first: a committed change
@@ -77,10 +77,10 @@ from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
-    Outcome,
     RunFilter,
     RunRecord,
     StepRecord,
@@ -91,7 +91,7 @@ from .base import (
 )
 from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot, NotificationKey
-from .postgres_database import UNIQUE_VIOLATION, Database, Row, ServerRefusal
+from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
 from .sql import queries
 from .sql import rows as rows
 from .sql.postgres_rows import optional_text, run_params, shift, text, write_params
@@ -126,7 +126,7 @@ class PostgresStore:
         """``read_only``: for commands that only read; the server refuses every write."""
         self.url = url
         self.read_only = read_only
-        self._db = Database(url, read_only=read_only)
+        self._db = PostgresDatabase(url, read_only=read_only)
         self.where = self._db.where  # the URL as messages show it (no password)
         self._opened = False
 
@@ -259,7 +259,7 @@ class PostgresStore:
         if not found:
             return RunNotFound(batch.run_id)
         steps = {step: status for _, step, status in found if step is not None}
-        return rows.refusal(batch, steps.get, lambda: str(found[0][0]))
+        return rows.why_refused(batch, steps.get, lambda: str(found[0][0]))
 
     async def get_run(self, run_id: str) -> RunRecord:
         row = await self._db.fetchone(_Q["get_run"], {"run_id": run_id}) \
@@ -431,13 +431,13 @@ class PostgresStore:
         return await postgres_claims.extend_leases(self._db, worker, tokens, lease)
 
     async def complete_attempts(self, worker: str,
-                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+                                results: Sequence[tuple[str, InboxOutcome]]) -> list[bool]:
         return await postgres_claims.complete_attempts(self._db, worker, results)
 
     async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
         return await postgres_claims.reap_expired(self._db, limit)
 
-    async def outcomes(self, run_id: str) -> list[Outcome]:
+    async def outcomes(self, run_id: str) -> list[InboxOutcome]:
         found = await self._of_run(_Q["get_outcomes"], run_id)
         return postgres_claims.outcome_records(run_id, found)
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from ..core.model import JSON
 from .base import CachedResult, cache_key_hash
-from .postgres_database import Database
+from .postgres_database import PostgresDatabase
 from .sql import queries, rows
 from .sql.postgres_rows import text
 
 _Q = queries("postgres")
 
 
-async def get_cached(db: Database, workflow: str, step_id: str, key: str,
+async def get_cached(db: PostgresDatabase, workflow: str, step_id: str, key: str,
                      since: float) -> CachedResult | None:
     row = await db.fetchone(_Q["get_cached"], {
         "workflow": text(workflow), "step_id": text(step_id),
@@ -26,7 +26,7 @@ async def get_cached(db: Database, workflow: str, step_id: str, key: str,
                         run_id=row[1], created_at=float(row[2]))
 
 
-async def put_cached(db: Database, workflow: str, step_id: str, key: str, output: JSON,
+async def put_cached(db: PostgresDatabase, workflow: str, step_id: str, key: str, output: JSON,
                      run_id: str, created_at: float) -> None:
     """One upsert; a repeat after a lost connection stores the same row again."""
     await db.execute(_Q["put_cached"], {
@@ -36,7 +36,7 @@ async def put_cached(db: Database, workflow: str, step_id: str, key: str, output
         "run_id": text(run_id), "created_at": created_at})
 
 
-async def claim_delivery(db: Database, hook: str, delivery_id: str, run_id: str,
+async def claim_delivery(db: PostgresDatabase, hook: str, delivery_id: str, run_id: str,
                          at: float, forget_before: float) -> str:
     """Two statements; a repeat after a lost connection finds its own row."""
     await db.execute(_Q["forget_old_deliveries"], {"before": forget_before})
@@ -47,6 +47,6 @@ async def claim_delivery(db: Database, hook: str, delivery_id: str, run_id: str,
     return str(row[0])
 
 
-async def forget_delivery(db: Database, hook: str, delivery_id: str, run_id: str) -> None:
+async def forget_delivery(db: PostgresDatabase, hook: str, delivery_id: str, run_id: str) -> None:
     await db.execute(_Q["forget_delivery"], {
         "hook": text(hook), "delivery_id": text(delivery_id), "run_id": text(run_id)})

@@ -9,7 +9,7 @@ a pool's limit is admitted, and keys that exist at most once where two writers r
 (an inbox key).  Store time is the database's (``clock_timestamp()``, and ``now()``
 for the driver leases, as ``claim_run``).
 
-Retried after a lost connection (``Database.run``): extending leases and the reads
+Retried after a lost connection (``PostgresDatabase.run``): extending leases and the reads
 always (repeating them changes nothing); reaping too (a repeat reaps what is expired
 then, as the reaper's next tick would; the first call's list is lost, which only
 reports); claiming and completing only when the server proves the first try did not
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 from ..core.model import JSONDict
 from ..errors import StaleWriteError, StoreError
-from .base import Lease, Outcome, Ticket, TicketRecord
-from .postgres_database import Database, Row, ServerRefusal
+from .base import InboxOutcome, Lease, Ticket, TicketRecord
+from .postgres_database import PostgresDatabase, Row, ServerRefusal
 from .sql import queries
 from .sql import rows as rows
 from .sql.postgres_rows import complete_params, reap_params, text
@@ -57,7 +57,7 @@ def batch_refusal(run_id: str, refusal: ServerRefusal) -> StoreError:
 # --------------------------------------------------------------- workers
 
 
-async def claim_attempts(db: Database, worker: str, limit: int,
+async def claim_attempts(db: PostgresDatabase, worker: str, limit: int,
                          lease: float) -> list[Lease]:
     if limit <= 0:
         return []
@@ -70,7 +70,7 @@ async def claim_attempts(db: Database, worker: str, limit: int,
             for r in found]
 
 
-async def extend_leases(db: Database, worker: str, tokens: Sequence[str],
+async def extend_leases(db: PostgresDatabase, worker: str, tokens: Sequence[str],
                         lease: float) -> set[str]:
     if not tokens:
         return set()
@@ -79,8 +79,8 @@ async def extend_leases(db: Database, worker: str, tokens: Sequence[str],
     return {r[0] for r in found}
 
 
-async def complete_attempts(db: Database, worker: str,
-                            results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+async def complete_attempts(db: PostgresDatabase, worker: str,
+                            results: Sequence[tuple[str, InboxOutcome]]) -> list[bool]:
     params = complete_params(worker, results)  # may refuse: before anything is sent
     if not results:
         return []
@@ -89,7 +89,7 @@ async def complete_attempts(db: Database, worker: str,
     return list(row[0])
 
 
-async def reap_expired(db: Database, limit: int) -> list[tuple[str, str, int]]:
+async def reap_expired(db: PostgresDatabase, limit: int) -> list[tuple[str, str, int]]:
     if limit <= 0:
         return []
     found = await db.fetchall(_Q["reap_expired"], reap_params(limit))
@@ -99,8 +99,8 @@ async def reap_expired(db: Database, limit: int) -> list[tuple[str, str, int]]:
 # --------------------------------------------------------------- reads
 
 
-def outcome_records(run_id: str, found: list[Row]) -> list[Outcome]:
-    return [Outcome(run_id=run_id, step_id=step_id, attempt=attempt, fallback=fallback,
+def outcome_records(run_id: str, found: list[Row]) -> list[InboxOutcome]:
+    return [InboxOutcome(run_id=run_id, step_id=step_id, attempt=attempt, fallback=fallback,
                     kind=kind, output=None if output is None else rows.decode(output),
                     error=None if error is None else rows.decode(error), worker=worker,
                     at=at, logs=() if logs is None else tuple(rows.decode(logs)))
@@ -116,7 +116,7 @@ def ticket_records(run_id: str, found: list[Row]) -> list[TicketRecord]:
             for r in found]
 
 
-async def runs_to_drive(db: Database, lease: float, limit: int) -> list[str]:
+async def runs_to_drive(db: PostgresDatabase, lease: float, limit: int) -> list[str]:
     if limit <= 0:
         return []
     found = await db.fetchall(_Q["runs_to_drive"], {"lease": lease, "limit": limit})
@@ -126,7 +126,7 @@ async def runs_to_drive(db: Database, lease: float, limit: int) -> list[str]:
 # --------------------------------------------------------------- breakers
 
 
-async def get_breaker(db: Database, key: str) -> tuple[JSONDict | None, int]:
+async def get_breaker(db: PostgresDatabase, key: str) -> tuple[JSONDict | None, int]:
     row = await db.fetchone(_Q["get_breaker"], {"key": text(key)})
     if row is None:
         return None, 0
@@ -135,7 +135,7 @@ async def get_breaker(db: Database, key: str) -> tuple[JSONDict | None, int]:
     return state, int(row[1])
 
 
-async def put_breaker(db: Database, key: str, state: JSONDict, version: int) -> bool:
+async def put_breaker(db: PostgresDatabase, key: str, state: JSONDict, version: int) -> bool:
     """One statement: the first state (version 0) or a compare-and-set.  Retried after
     a lost connection only when the first try provably did not commit: a repeat of one
     that did would answer False and make its caller apply its rule twice."""

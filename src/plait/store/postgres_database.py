@@ -1,6 +1,6 @@
 """The PostgreSQL database behind ``PostgresStore``: its URL, the connection pool, the
 schema check at open, and every statement run on a pooled connection with connection
-loss retried (``Database.run``).  Driver errors become plait errors here, once
+loss retried (``PostgresDatabase.run``).  Driver errors become plait errors here, once
 (``translate``), naming the database with its password redacted."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
     conn.adapters.register_loader("json", TextBinaryLoader)
 
 
-class Database:
+class PostgresDatabase:
     """The pool of connections to one database, and every statement run on it."""
 
     def __init__(self, url: str, *, read_only: bool = False) -> None:

@@ -9,21 +9,21 @@ from typing import Any
 from ..core.model import JSON
 from ..errors import RunNotFound
 from .base import Journaled, JournalEntry
-from .postgres_database import Database
+from .postgres_database import PostgresDatabase
 from .sql import queries, rows
 from .sql.postgres_rows import text
 
 _Q = queries("postgres")
 
 
-async def journal_get(db: Database, run_id: str, step_id: str,
+async def journal_get(db: PostgresDatabase, run_id: str, step_id: str,
                       name: str) -> Journaled | None:
     row = await db.fetchone(_Q["journal_get"], {
         "run_id": text(run_id), "step_id": text(step_id), "name": text(name)})
     return None if row is None else _journaled(row)
 
 
-async def journal_put(db: Database, run_id: str, step_id: str, name: str, value: JSON,
+async def journal_put(db: PostgresDatabase, run_id: str, step_id: str, name: str, value: JSON,
                       attempt: int, at: float) -> Journaled:
     """One statement; a repeat after a lost connection finds the stored row."""
     row = await db.fetchone(_Q["journal_put"], {
@@ -35,7 +35,7 @@ async def journal_put(db: Database, run_id: str, step_id: str, name: str, value:
     return _journaled(row)
 
 
-async def journal(db: Database, run_id: str) -> list[JournalEntry]:
+async def journal(db: PostgresDatabase, run_id: str) -> list[JournalEntry]:
     found = await db.fetchall(_Q["journal_list"], {"run_id": text(run_id)})
     if not found:
         raise RunNotFound(run_id)

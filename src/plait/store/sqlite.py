@@ -23,13 +23,13 @@ sync or a large read.  Writes (``write``, ``create_run``, ``claim_run``, ``heart
 storing a new definition) are jobs of the store's
 group commit (``group_commit.GroupCommit``): the jobs of many runs that are ready
 together are committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or
-error its own (``Database.commit_group``: a refused job is undone alone).
+error its own (``SqliteDatabase.commit_group``: a refused job is undone alone).
 ``release_run``, ``record_decision``, storing a new definition, and the claims writes
 ``claim_attempts``, ``extend_leases``, ``complete_attempts``, ``reap_expired`` of
 ``sqlite_claims.py``) are jobs of the store's group commit
 (``group_commit.GroupCommit``): the jobs of many runs that are ready together are
 committed as ONE ``BEGIN IMMEDIATE ... COMMIT``, each job's result or error its own
-(``Database.commit_group``: a refused job is undone alone).
+(``SqliteDatabase.commit_group``: a refused job is undone alone).
 
 With ``synchronous=NORMAL`` a group is committed on the event loop's own thread (the
 one that opened the store), through a second connection whose busy timeout is zero,
@@ -58,7 +58,7 @@ upgrade), wait up to ``busy_timeout`` (10 s) for it, and a job that still meets
 SQLITE_BUSY is retried a few times before it fails.
 
 Errors: every sqlite3 error becomes a StoreError naming the file once, at the thread
-boundary (``Database.call``), after the open transaction was rolled back: a full disk
+boundary (``SqliteDatabase.call``), after the open transaction was rolled back: a full disk
 or a refused batch leaves nothing half-written.
 
 Schema: numbered migrations (``migrations/sqlite/NNNN_*.sql``, applied by
@@ -88,10 +88,10 @@ from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
-    Outcome,
     RunFilter,
     RunRecord,
     StepRecord,
@@ -110,7 +110,7 @@ from .observations import (
 from .sqlite_database import (
     BUSY_CODES,
     CHECKPOINT_AFTER_JOBS,
-    Database,
+    SqliteDatabase,
     T,
     parse_url,
     primary_code,
@@ -191,10 +191,10 @@ class SqliteStore:
         self.path = path
         self.synchronous = synchronous
         self.read_only = read_only
-        self._db = Database(path, synchronous, read_only=read_only)
+        self._db = SqliteDatabase(path, synchronous, read_only=read_only)
         self._thread: _StoreThread | None = None
         # the event loop's connection (NORMAL only), used on the loop that opened it
-        self._inline: Database | None = None
+        self._inline: SqliteDatabase | None = None
         self._writes: GroupCommit | None = None  # the group commit of that loop
         self._unsynced_jobs = 0  # committed on the loop's thread since the last checkpoint
         self._checkpoint: asyncio.Future[None] | None = None  # at the store's thread
@@ -283,7 +283,7 @@ class SqliteStore:
         try:
             await self._thread.submit(self._db.call_writing, self._db.connect)
             if self.synchronous == "NORMAL" and not self.read_only:
-                inline = Database(self.path, self.synchronous)
+                inline = SqliteDatabase(self.path, self.synchronous)
                 try:
                     await self._run(lambda: inline.connect(inline=True))
                 except StoreError:  # an optimisation only: every write takes the thread
@@ -322,10 +322,10 @@ class SqliteStore:
                             version: int | None) -> WorkflowRecord:
         # the same definition is stored already (the common case: every run of a
         # workflow stores it): read, without the write lock or a hop
-        stored = self._read_here(Database.stored_workflow, name, fingerprint, version)
+        stored = self._read_here(SqliteDatabase.stored_workflow, name, fingerprint, version)
         if stored is not None:
             return stored
-        return await self._write(Database.save_workflow, name, definition, fingerprint,
+        return await self._write(SqliteDatabase.save_workflow, name, definition, fingerprint,
                                  version)
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
@@ -335,13 +335,13 @@ class SqliteStore:
         return await self._run(self._db.list_workflows)
 
     async def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> None:
-        await self._write(Database.create_run, run, list(step_ids))
+        await self._write(SqliteDatabase.create_run, run, list(step_ids))
 
     async def write(self, batch: WriteBatch) -> None:
-        await self._write(Database.write, batch)
+        await self._write(SqliteDatabase.write, batch)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        found = self._read_here(Database.get_run, run_id)  # one row: read here
+        found = self._read_here(SqliteDatabase.get_run, run_id)  # one row: read here
         return found if found is not None else await self._run(self._db.get_run, run_id)
 
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
@@ -357,21 +357,21 @@ class SqliteStore:
         return await self._run(self._db.get_events, run_id, after)
 
     async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
-        await self._write(Database.record_decision, run_id, step_id, decision)
+        await self._write(SqliteDatabase.record_decision, run_id, step_id, decision)
 
     async def request_cancel(self, run_id: str) -> None:
-        await self._write(Database.request_cancel, run_id)
+        await self._write(SqliteDatabase.request_cancel, run_id)
 
     async def claim_run(self, run_id: str, owner: str, now: float, lease: float, *,
                         dead_owner: str | None = None) -> RunRecord | None:
-        return await self._write(Database.claim_run, run_id, owner, now, lease,
+        return await self._write(SqliteDatabase.claim_run, run_id, owner, now, lease,
                                  dead_owner)
 
     async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        return await self._write(Database.heartbeat, run_id, owner, now)
+        return await self._write(SqliteDatabase.heartbeat, run_id, owner, now)
 
     async def release_run(self, run_id: str, owner: str) -> None:
-        await self._write(Database.release_run, run_id, owner)
+        await self._write(SqliteDatabase.release_run, run_id, owner)
 
     async def claim_fire(self, workflow: str, schedule: str, fire_time: float,
                          run: RunRecord, step_ids: Sequence[str]) -> bool:
@@ -401,13 +401,13 @@ class SqliteStore:
         return await self._write(sqlite_claims.extend_leases, worker, list(tokens), lease)
 
     async def complete_attempts(self, worker: str,
-                                results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+                                results: Sequence[tuple[str, InboxOutcome]]) -> list[bool]:
         return await self._write(sqlite_claims.complete_attempts, worker, list(results))
 
     async def reap_expired(self, limit: int = 1000) -> list[tuple[str, str, int]]:
         return await self._write(sqlite_claims.reap_expired, limit)
 
-    async def outcomes(self, run_id: str) -> list[Outcome]:
+    async def outcomes(self, run_id: str) -> list[InboxOutcome]:
         return await self._run(sqlite_claims.outcomes, self._db, run_id)
 
     async def tickets(self, run_id: str) -> list[TicketRecord]:
@@ -468,9 +468,9 @@ class SqliteStore:
         return await self._write(sqlite_claims.put_breaker, key, state, version)
 
 
-def _snapshot(db: Database, bounds: list[float]) -> MetricsSnapshot:
+def _snapshot(db: SqliteDatabase, bounds: list[float]) -> MetricsSnapshot:
     return sqlite_snapshot(db.conn, bounds)
 
 
-def _claim_notification(db: Database, key: NotificationKey, at: float) -> bool:
+def _claim_notification(db: SqliteDatabase, key: NotificationKey, at: float) -> bool:
     return sqlite_claim_notification(db.conn, key, at)

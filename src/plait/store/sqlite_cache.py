@@ -8,12 +8,12 @@ from __future__ import annotations
 from ..core.model import JSON
 from .base import CachedResult, cache_key_hash
 from .sql import queries, rows
-from .sqlite_database import Database
+from .sqlite_database import SqliteDatabase
 
 _Q = queries("sqlite")
 
 
-def get_cached(db: Database, workflow: str, step_id: str, key: str,
+def get_cached(db: SqliteDatabase, workflow: str, step_id: str, key: str,
                since: float) -> CachedResult | None:
     row = db.conn.execute(_Q["get_cached"],
                           (workflow, step_id, cache_key_hash(key), since)).fetchone()
@@ -22,7 +22,7 @@ def get_cached(db: Database, workflow: str, step_id: str, key: str,
     return CachedResult(output=rows.decode(row[0]), run_id=row[1], created_at=row[2])
 
 
-def put_cached(db: Database, workflow: str, step_id: str, key: str, output: JSON,
+def put_cached(db: SqliteDatabase, workflow: str, step_id: str, key: str, output: JSON,
                run_id: str, created_at: float) -> None:
     """A write job."""
     text = rows.json_text(output, f"the cached result of step {step_id!r}")
@@ -30,7 +30,7 @@ def put_cached(db: Database, workflow: str, step_id: str, key: str, output: JSON
                                        run_id, created_at))
 
 
-def claim_delivery(db: Database, hook: str, delivery_id: str, run_id: str, at: float,
+def claim_delivery(db: SqliteDatabase, hook: str, delivery_id: str, run_id: str, at: float,
                    forget_before: float) -> str:
     """A write job."""
     db.conn.execute(_Q["forget_old_deliveries"], (forget_before,))
@@ -38,6 +38,6 @@ def claim_delivery(db: Database, hook: str, delivery_id: str, run_id: str, at: f
     return str(row[0])
 
 
-def forget_delivery(db: Database, hook: str, delivery_id: str, run_id: str) -> None:
+def forget_delivery(db: SqliteDatabase, hook: str, delivery_id: str, run_id: str) -> None:
     """A write job."""
     db.conn.execute(_Q["forget_delivery"], (hook, delivery_id, run_id))

@@ -1,7 +1,7 @@
 """The SQLite store's claims: tickets and the outcome inbox (the contract is
 ``store.base``'s docstring; the tables are ``migrations/sqlite/0003_attempt_tickets.sql``).
 
-Every function here is a job of ``Database``: the writes run inside a group commit's
+Every function here is a job of ``SqliteDatabase``: the writes run inside a group commit's
 transaction (``BEGIN IMMEDIATE``: this process's and every other process's writers are
 locked out until it commits), so a read followed by a write is a compare-and-set and two
 claimers, completers or reapers can never interleave.  Store time is ``time.time()`` in
@@ -23,8 +23,8 @@ from ..core.model import Rate
 from ..errors import RunNotFound, StaleWriteError, StoreError
 from .base import (
     OUTCOME_KINDS,
+    InboxOutcome,
     Lease,
-    Outcome,
     Ticket,
     TicketRecord,
     WriteBatch,
@@ -34,8 +34,8 @@ from .base import (
 from .sql import queries, rows
 
 
-class Database(Protocol):
-    """What these jobs use of ``sqlite_database.Database`` (which calls ``apply_batch``:
+class RunKeyedConnection(Protocol):
+    """What these jobs use of ``sqlite_database.SqliteDatabase`` (which calls ``apply_batch``:
     named here as a protocol so the two modules do not import each other)."""
 
     @property
@@ -91,7 +91,7 @@ def _ticket_refusal(conn: sqlite3.Connection, key: int, ticket: Ticket) -> Store
 # --------------------------------------------------------------- workers
 
 
-def claim_attempts(db: Database, worker: str, limit: int, lease: float) -> list[Lease]:
+def claim_attempts(db: RunKeyedConnection, worker: str, limit: int, lease: float) -> list[Lease]:
     """Walk the unclaimed tickets in claim order, skipping those of a pool at its
     limit or with its rate window full, until ``limit`` are picked; then claim them.
     (The walk reads to the end only when pools hold back the queue's head.)  The
@@ -165,7 +165,7 @@ def _take(conn: sqlite3.Connection, rowid: int, worker: str, expires: float) -> 
                  payload=rows.decode(payload), expires_at=expires)
 
 
-def extend_leases(db: Database, worker: str, tokens: Sequence[str],
+def extend_leases(db: RunKeyedConnection, worker: str, tokens: Sequence[str],
                   lease: float) -> set[str]:
     if not tokens:
         return set()
@@ -175,8 +175,8 @@ def extend_leases(db: Database, worker: str, tokens: Sequence[str],
     return {row[0] for row in conn.execute(_Q["held_tokens"], (worker, listed))}
 
 
-def complete_attempts(db: Database, worker: str,
-                      results: Sequence[tuple[str, Outcome]]) -> list[bool]:
+def complete_attempts(db: RunKeyedConnection, worker: str,
+                      results: Sequence[tuple[str, InboxOutcome]]) -> list[bool]:
     conn = db.conn
     values = [_outcome_values(outcome) for _, outcome in results]  # may refuse: first
     done = []
@@ -195,7 +195,7 @@ def complete_attempts(db: Database, worker: str,
     return done
 
 
-def _outcome_values(outcome: Outcome) -> tuple[str, str | None, str | None, str | None]:
+def _outcome_values(outcome: InboxOutcome) -> tuple[str, str | None, str | None, str | None]:
     what = (f"the outcome of attempt {outcome.attempt} of step {outcome.step_id!r} of run "
             f"{outcome.run_id!r}")
     if outcome.kind not in OUTCOME_KINDS:
@@ -207,7 +207,7 @@ def _outcome_values(outcome: Outcome) -> tuple[str, str | None, str | None, str 
             if outcome.logs else None)
 
 
-def _existing_key(db: Database, run_id: str) -> int | None:
+def _existing_key(db: RunKeyedConnection, run_id: str) -> int | None:
     try:
         return db.run_key(run_id)
     except RunNotFound:
@@ -220,7 +220,7 @@ def _note(conn: sqlite3.Connection, key: int, step_id: str, data: dict[str, Any]
                                       None, None, rows.encode(data)))
 
 
-def reap_expired(db: Database, limit: int) -> list[tuple[str, str, int]]:
+def reap_expired(db: RunKeyedConnection, limit: int) -> list[tuple[str, str, int]]:
     conn = db.conn
     now = time.time()
     reaped = []
@@ -237,9 +237,9 @@ def reap_expired(db: Database, limit: int) -> list[tuple[str, str, int]]:
 # --------------------------------------------------------------- reads
 
 
-def outcomes(db: Database, run_id: str) -> list[Outcome]:
+def outcomes(db: RunKeyedConnection, run_id: str) -> list[InboxOutcome]:
     found = db.conn.execute(_Q["get_outcomes"], (db.run_key(run_id),))
-    return [Outcome(run_id=run_id, step_id=step_id, attempt=attempt,
+    return [InboxOutcome(run_id=run_id, step_id=step_id, attempt=attempt,
                     fallback=bool(fallback), kind=kind,
                     output=None if output is None else rows.decode(output),
                     error=None if error is None else rows.decode(error), worker=worker,
@@ -247,7 +247,7 @@ def outcomes(db: Database, run_id: str) -> list[Outcome]:
             for step_id, attempt, fallback, kind, output, error, worker, at, logs in found]
 
 
-def tickets(db: Database, run_id: str) -> list[TicketRecord]:
+def tickets(db: RunKeyedConnection, run_id: str) -> list[TicketRecord]:
     found = db.conn.execute(_Q["get_tickets"], (db.run_key(run_id),))
     return [TicketRecord(ticket=Ticket(run_id=run_id, step_id=r[0], attempt=r[1],
                                        fallback=bool(r[2]), priority=r[3], pool=r[4],
@@ -257,7 +257,7 @@ def tickets(db: Database, run_id: str) -> list[TicketRecord]:
             for r in found]
 
 
-def runs_to_drive(db: Database, lease: float, limit: int) -> list[str]:
+def runs_to_drive(db: RunKeyedConnection, lease: float, limit: int) -> list[str]:
     found = db.conn.execute(_Q["runs_to_drive"], (time.time() - lease, max(limit, 0)))
     return [row[0] for row in found]
 
@@ -265,7 +265,7 @@ def runs_to_drive(db: Database, lease: float, limit: int) -> list[str]:
 # --------------------------------------------------------------- breakers
 
 
-def get_breaker(db: Database, key: str) -> tuple[dict[str, Any] | None, int]:
+def get_breaker(db: RunKeyedConnection, key: str) -> tuple[dict[str, Any] | None, int]:
     row = db.conn.execute(_Q["get_breaker"], (key,)).fetchone()
     if row is None:
         return None, 0
@@ -274,7 +274,7 @@ def get_breaker(db: Database, key: str) -> tuple[dict[str, Any] | None, int]:
     return state, int(row[1])
 
 
-def put_breaker(db: Database, key: str, state: dict[str, Any], version: int) -> bool:
+def put_breaker(db: RunKeyedConnection, key: str, state: dict[str, Any], version: int) -> bool:
     """A write job: the compare-and-set of ``Store.put_breaker``."""
     text = rows.json_text(state, f"the state of circuit breaker {key!r}")
     if version == 0:

@@ -1,5 +1,5 @@
 """The SQLite database behind ``SqliteStore``: its file and URL, its connections, and
-every query run in one transaction (``Database``), each method called on whichever
+every query run in one transaction (``SqliteDatabase``), each method called on whichever
 thread ``SqliteStore`` chooses (see its module docstring).  Driver errors become plait
 errors here, once (``translate``)."""
 
@@ -166,7 +166,7 @@ def int64(value: int, instead: int) -> int:
     return value if -INT64_MAX <= value <= INT64_MAX else instead
 
 
-class Database:
+class SqliteDatabase:
     """The connection and every job run on it; used only from the store's thread."""
 
     def __init__(self, path: Path, synchronous: str, *, read_only: bool = False) -> None:
@@ -552,7 +552,7 @@ class Database:
             conn.execute(_Q["move_run"], (rows.TEXT[target], first, key))
 
     def _refusal(self, batch: WriteBatch) -> StoreError:
-        """Why a batch is refused (``rows.refusal``), read inside the group's
+        """Why a batch is refused (``rows.why_refused``), read inside the group's
         transaction, the batch rolled back."""
         key = self.run_key(batch.run_id)
         conn = self.conn
@@ -564,7 +564,7 @@ class Database:
         def run_status() -> str:
             return str(conn.execute(_Q["run_status"], (key,)).fetchone()[0])
 
-        return rows.refusal(batch, step_status, run_status)
+        return rows.why_refused(batch, step_status, run_status)
 
     def get_run(self, run_id: str) -> RunRecord:
         row = self.conn.execute(_Q["get_run"], (run_id,)).fetchone() \

@@ -8,17 +8,17 @@ from ..core.model import JSON
 from ..errors import RunNotFound
 from .base import Journaled, JournalEntry
 from .sql import queries, rows
-from .sqlite_database import Database
+from .sqlite_database import SqliteDatabase
 
 _Q = queries("sqlite")
 
 
-def journal_get(db: Database, run_id: str, step_id: str, name: str) -> Journaled | None:
+def journal_get(db: SqliteDatabase, run_id: str, step_id: str, name: str) -> Journaled | None:
     row = db.conn.execute(_Q["journal_get"], (run_id, step_id, name)).fetchone()
     return None if row is None else _journaled(row)
 
 
-def journal_put(db: Database, run_id: str, step_id: str, name: str, value: JSON,
+def journal_put(db: SqliteDatabase, run_id: str, step_id: str, name: str, value: JSON,
                 attempt: int, at: float) -> Journaled:
     """A write job."""
     text = rows.json_text(value, f"the journaled call {name!r} of step {step_id!r}")
@@ -29,7 +29,7 @@ def journal_put(db: Database, run_id: str, step_id: str, name: str, value: JSON,
     return _journaled(row)
 
 
-def journal(db: Database, run_id: str) -> list[JournalEntry]:
+def journal(db: SqliteDatabase, run_id: str) -> list[JournalEntry]:
     found = db.conn.execute(_Q["journal_list"], (run_id,)).fetchall()
     if not found:
         raise RunNotFound(run_id)

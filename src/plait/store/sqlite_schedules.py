@@ -1,5 +1,5 @@
 """The SQLite store's schedule jobs (``Store.claim_fire``, ``Store.last_fire``), each
-run on a ``Database`` like its methods: the writes as group commit jobs, inside the
+run on a ``SqliteDatabase`` like its methods: the writes as group commit jobs, inside the
 group's ``BEGIN IMMEDIATE`` transaction, so a check and the insert after it are one
 compare-and-set across every process sharing the file."""
 
@@ -11,7 +11,7 @@ from ..errors import StoreError
 from .base import RunRecord
 from .sql import queries, rows
 from .sql.rows import valid_id
-from .sqlite_database import Database
+from .sqlite_database import SqliteDatabase
 
 _Q = queries("sqlite")
 
@@ -23,7 +23,7 @@ def _check_schedule(workflow: str, schedule: str) -> None:
                              f"or '-'")
 
 
-def claim_fire(db: Database, workflow: str, schedule: str, fire_time: float,
+def claim_fire(db: SqliteDatabase, workflow: str, schedule: str, fire_time: float,
                run: RunRecord, step_ids: Sequence[str]) -> bool:
     """A write job: the fire and its run, or nothing (False) when the fire is taken."""
     _check_schedule(workflow, schedule)
@@ -42,7 +42,7 @@ def claim_fire(db: Database, workflow: str, schedule: str, fire_time: float,
     return True
 
 
-def last_fire(db: Database, workflow: str, schedule: str) -> float | None:
+def last_fire(db: SqliteDatabase, workflow: str, schedule: str) -> float | None:
     """A read: the latest fire time or first sighting of the schedule."""
     if not (valid_id(workflow) and valid_id(schedule)):
         return None
@@ -50,7 +50,7 @@ def last_fire(db: Database, workflow: str, schedule: str) -> float | None:
     return found
 
 
-def record_sighting(db: Database, workflow: str, schedule: str, seen_at: float) -> float:
+def record_sighting(db: SqliteDatabase, workflow: str, schedule: str, seen_at: float) -> float:
     """A write job: the first sighting at ``seen_at`` unless one is recorded; then what
     ``last_fire`` reads."""
     _check_schedule(workflow, schedule)

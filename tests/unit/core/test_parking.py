@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from plait.core.effects import CancelRunning, Park
-from plait.core.events import AttemptEnded, Decision
+from plait.core.events import AttemptEnded, DecisionMade
 from plait.core.parking import approval_deadline, rejection, timeout_approves
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState
@@ -33,7 +33,7 @@ def parked(reason: str, *steps: dict[str, Any], **top: Any) -> RunState:
 
 
 def decide(state: RunState, approved: bool, by: Any = "ann", **more: Any) -> Any:
-    return state.apply(Decision(i=0, approved=approved, by=by, at=5.0, **more))
+    return state.apply(DecisionMade(i=0, approved=approved, by=by, at=5.0, **more))
 
 
 def test_an_approved_approval_step_completes_with_the_decision() -> None:

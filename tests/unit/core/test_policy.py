@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plait.core.effects import CancelRunning, Park, Retry, RunFallback
+from plait.core.effects import CancelRunning, Park, RetryStep, RunFallback
 from plait.core.events import AttemptEnded
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState
@@ -40,7 +40,7 @@ def attempts(state: RunState) -> list[tuple[str, str | None]]:
 
 def test_a_retryable_failure_queues_the_step_again_after_the_delay() -> None:
     state = running(t("a", retry={"max_retries": 1, "initial_delay": 3, "jitter": 0.5}))
-    assert ended(state, rand=0.5) == [Retry(i=0, due=2.0 + 3 + 0.75)]
+    assert ended(state, rand=0.5) == [RetryStep(i=0, due=2.0 + 3 + 0.75)]
     assert state.rows[0].status is S.QUEUED and state.rows[0].next_attempt_at == 5.75
     assert state.rows[0].error == "ValueError: flaky"
     assert attempts(state) == [("failed", "ValueError: flaky")]

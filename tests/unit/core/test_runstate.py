@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from plait.core.effects import CancelRunning, Retry
+from plait.core.effects import CancelRunning, RetryStep
 from plait.core.events import AttemptEnded
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState, StepRuntime
@@ -62,7 +62,7 @@ def test_succeed_refuses_a_reducer_error_without_changing_anything() -> None:
     assert state.rows[b].status is S.RUNNING
     assert state.state == {"total": 1}
     effects = state.apply(AttemptEnded(i=b, kind="error", at=3.0, error=FLAKY))
-    assert effects == [Retry(i=b, due=4.0)]  # still retryable
+    assert effects == [RetryStep(i=b, due=4.0)]  # still retryable
 
 
 def test_fail_fast_halts_and_cancel_unstarted_cancels_the_rest() -> None:
@@ -126,7 +126,7 @@ def test_restore_keeps_completed_steps_and_due_retries() -> None:
     state.succeed(ids["done"], "out", 1.5)
     for sid in ("later", "soon"):
         effects = state.apply(AttemptEnded(i=ids[sid], kind="error", at=2.0, error=FLAKY))
-        assert effects == [Retry(i=ids[sid], due=3.0)]
+        assert effects == [RetryStep(i=ids[sid], due=3.0)]
     rows = stored_rows(state)
     # restored at 2.5: both retries are due at 3.0, so they wait as timers
     restored = RunState.restore(checked, run_id="r", input={}, rows=rows, now=2.5)

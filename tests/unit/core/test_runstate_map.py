@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plait.core.effects import Retry
+from plait.core.effects import RetryStep
 from plait.core.events import AttemptEnded
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState, StepRuntime
@@ -82,7 +82,7 @@ def test_restore_of_a_waiting_map_keeps_finished_items() -> None:
     assert state.waiting_steps() == []  # the map waits on its items, not on a person
     lost = ErrorInfo(type="X", message="lost", names=("X",))
     assert state.apply(AttemptEnded(i=2, kind="interrupted", at=10.0, error=lost)) \
-        == [Retry(i=2, due=11.0)]
+        == [RetryStep(i=2, due=11.0)]
     state.retry_due(2)
     assert started(state, 11.0) == [2]
     state.succeed(2, 60, 12.0)

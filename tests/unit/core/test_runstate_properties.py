@@ -247,7 +247,7 @@ class Driver:
         done = self.state.apply(AttemptEnded(i=i, kind="error", at=self.now,
                                                 error=error, rand=self.rand.random()))
         for effect in done:
-            if isinstance(effect, fx.Retry):
+            if isinstance(effect, fx.RetryStep):
                 assert error.retryable
                 assert effect.due >= self.now + 1.0
                 self.retry_at[i] = effect.due

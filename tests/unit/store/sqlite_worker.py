@@ -19,7 +19,7 @@ from pathlib import Path
 
 from plait import Workflow
 from plait.store import RunFilter, open_store
-from plait.store.base import Outcome
+from plait.store.base import InboxOutcome
 
 
 async def noop() -> dict[str, str]:
@@ -94,7 +94,7 @@ async def claim(url: str, name: str, go: Path) -> None:
             await asyncio.sleep(0.005)
         while leases := await store.claim_attempts(name, 2, 30.0):
             await asyncio.sleep(0.005)  # the work: the others claim meanwhile
-            done = await store.complete_attempts(name, [(lease.token, Outcome(
+            done = await store.complete_attempts(name, [(lease.token, InboxOutcome(
                 run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
                 kind="ok", output={"by": name}, at=0.0)) for lease in leases])
             if not all(done):

@@ -24,8 +24,8 @@ from plait.core.runstate import StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
 from plait.errors import StaleWriteError
 from plait.store.base import (
+    InboxOutcome,
     Lease,
-    Outcome,
     RunChange,
     RunRecord,
     Ticket,
@@ -115,8 +115,8 @@ async def dispatched(store: PostgresStore, count: int, **ticket: Any) -> str:
     return run_id
 
 
-def ok(lease: Lease, output: Any = None) -> Outcome:
-    return Outcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
+def ok(lease: Lease, output: Any = None) -> InboxOutcome:
+    return InboxOutcome(run_id=lease.run_id, step_id=lease.step_id, attempt=lease.attempt,
                    fallback=lease.fallback, kind="ok", output=output, at=time.time())
 
 

@@ -23,7 +23,7 @@ from ...errors import StoreError, UnstorableValue
 from ..base import (
     OUTCOME_KINDS,
     AttemptKey,
-    Outcome,
+    InboxOutcome,
     RunRecord,
     WriteBatch,
     late_result_note,
@@ -182,7 +182,7 @@ def _claims_rows(batch: WriteBatch) -> dict[str, Any]:
                           "rate_period": t.rate_period} for t in batch.dispatch]}
 
 
-def complete_params(worker: str, results: Sequence[tuple[str, Outcome]]) -> Params:
+def complete_params(worker: str, results: Sequence[tuple[str, InboxOutcome]]) -> Params:
     """The ``complete_attempts`` parameters (StoreError, before anything is sent: an
     outcome of an unknown kind, or a value that is not JSON).  Each item carries the
     note its run gets if it is discarded, so the wording is ``late_result_note``'s."""

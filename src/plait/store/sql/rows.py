@@ -45,7 +45,7 @@ _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # hyphenated UUIDs (36 characters) inc
 
 class Refused(Exception):
     """The batch does not apply to the stored state; the store then says why
-    (``refusal``)."""
+    (``why_refused``)."""
 
 
 # ----------------------------------------------------------------- ids
@@ -112,7 +112,7 @@ def collapse(changes: Sequence[StepChange]) -> Iterable[tuple[StepStatus, StepCh
     return found.values()  # type: ignore[return-value]
 
 
-def refusal(batch: WriteBatch, step_status: Callable[[str], str | None],
+def why_refused(batch: WriteBatch, step_status: Callable[[str], str | None],
             run_status: Callable[[], str]) -> StoreError:
     """Why ``batch`` is refused: the memory store's checks, in its order, against the
     stored state (``step_status(step)``: None for a step the run does not have).  When
