@@ -3,35 +3,17 @@ their own words and never send the reader to an internal document they cannot re
 The word checked is ``SPEC`` (upper case, a whole word), the name such references used.
 
 Files generated from the package (``*.egg-info``, caches) and binary files (images) are
-not read.  Until the files other branches are rewriting have landed, the strict check
-is expected to fail on them only; a second test holds every other file to the rule now.
+not read.
 """
 
 from __future__ import annotations
 
 import re
-from fnmatch import fnmatch
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 WORD = re.compile(r"\bSPEC\b")
 SKIPPED_DIRS = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
-
-# Files being rewritten on other branches, which clean their own mentions.
-BEING_REWRITTEN = (
-    "src/plait/runtime/worker.py", "src/plait/runtime/outcomes.py",
-    "src/plait/runtime/approvals.py", "src/plait/runtime/children.py",
-    "src/plait/runtime/halt.py", "src/plait/runtime/ending.py",
-    "src/plait/runtime/loop.py", "src/plait/runtime/pools.py",
-    "src/plait/runtime/breakers.py", "src/plait/runtime/engine.py",
-    "src/plait/runtime/writer.py", "src/plait/core/runstate.py",
-    "src/plait/core/guards.py", "src/plait/core/states.py", "src/plait/cli/main.py",
-    "src/plait/observe/metrics.py", "src/plait/store/postgres*.py",
-    "src/plait/store/sqlite_database.py",
-)
-
 
 def _checked_files() -> list[Path]:
     files = [ROOT / "README.md"]
@@ -55,11 +37,6 @@ def _mentions(path: Path, root: Path = ROOT) -> list[str]:
             if WORD.search(line)]
 
 
-def _being_rewritten(path: Path) -> bool:
-    rel = path.relative_to(ROOT).as_posix()
-    return any(fnmatch(rel, pattern) for pattern in BEING_REWRITTEN)
-
-
 def test_the_scan_finds_a_mention(tmp_path: Path) -> None:
     """The scanner itself: a mention is reported with its file and line."""
     (tmp_path / "x.md").write_text("fine\n  see SPEC 5 here\nSPECIFIC, spec: fine\n")
@@ -68,13 +45,6 @@ def test_the_scan_finds_a_mention(tmp_path: Path) -> None:
     assert _mentions(tmp_path / "x.png", tmp_path) == []
 
 
-def test_every_file_but_those_being_rewritten_stands_alone() -> None:
-    found = [m for f in _checked_files() if not _being_rewritten(f) for m in _mentions(f)]
-    assert not found, "internal references left:\n" + "\n".join(found)
-
-
-@pytest.mark.xfail(strict=False, reason=(
-    "files being rewritten on other branches still name it: " + ", ".join(BEING_REWRITTEN)))
 def test_every_file_stands_alone() -> None:
     found = [m for f in _checked_files() for m in _mentions(f)]
     assert not found, "internal references left:\n" + "\n".join(found)
