@@ -82,5 +82,5 @@ def test_every_allowed_name_is_still_defined_where_it_says() -> None:
 def test_the_scan_finds_module_level_definitions_only() -> None:
     found = defined_names()
     assert found["Outcome"] == {"runtime/worksource.py"}
-    assert found["InboxOutcome"] == {"store/base.py"}
+    assert found["InboxOutcome"] == {"store/records.py"}
     assert "from_json" not in found  # a method of ErrorInfo

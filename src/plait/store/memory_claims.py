@@ -24,7 +24,6 @@ from ..core.model import JSONDict, Rate
 from ..core.runstate import StepRuntime
 from ..errors import StaleWriteError, StoreError
 from .base import (
-    OUTCOME_KINDS,
     AttemptKey,
     InboxOutcome,
     Lease,
@@ -36,6 +35,7 @@ from .base import (
     reaped_error,
 )
 from .json_copy import copy_json, owned_json
+from .records import OUTCOME_KINDS
 
 Note = Callable[[str, str, JSONDict], None]  # (run_id, step_id, data): a history note
 

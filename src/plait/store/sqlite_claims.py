@@ -22,7 +22,6 @@ from ..core.guards import RateWindow
 from ..core.model import Rate
 from ..errors import RunNotFound, StaleWriteError, StoreError
 from .base import (
-    OUTCOME_KINDS,
     InboxOutcome,
     Lease,
     Ticket,
@@ -31,6 +30,7 @@ from .base import (
     late_result_note,
     reaped_error,
 )
+from .records import OUTCOME_KINDS
 from .sql import queries, rows
 
 

@@ -21,7 +21,6 @@ from ...core.jsoncheck import clean_text
 from ...core.runstate import AttemptChange
 from ...errors import StoreError, UnstorableValue
 from ..base import (
-    OUTCOME_KINDS,
     AttemptKey,
     InboxOutcome,
     RunRecord,
@@ -29,6 +28,7 @@ from ..base import (
     late_result_note,
     reaped_error,
 )
+from ..records import OUTCOME_KINDS
 from .rows import FINAL_RUN, TEXT, collapse, encode, json_or_null, json_text
 
 Params = dict[str, Any]
