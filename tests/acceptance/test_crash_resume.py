@@ -1,6 +1,6 @@
 """Kill a real ``plait run`` with SIGKILL at many moments, resume, and prove from a
 side-effect log that every run completes and no step whose completion was committed
-ran again (SPEC 6).
+ran again.
 
 Kill points are drawn from a seeded generator, so a failure reproduces with the same
 seed (``PLAIT_CRASH_SEED``).  A kill that lands before the run is stored or after it
@@ -30,6 +30,8 @@ SEED = int(os.environ.get("PLAIT_CRASH_SEED", "7"))
 # x 5 workflows = 35 interrupted runs at least in `make test`; `make soak` sets more
 KILLS_PER_WORKFLOW = int(os.environ.get("PLAIT_CRASH_KILLS", "7"))
 MAX_TRIES_PER_WORKFLOW = 4 * KILLS_PER_WORKFLOW
+# a try starts `plait run`, kills it within one run's length and resumes: a few seconds
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(max(120, 5 * MAX_TRIES_PER_WORKFLOW))]
 
 STEPS_MODULE = '''
 import os

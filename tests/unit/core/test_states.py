@@ -1,4 +1,4 @@
-"""The one transition table (SPEC 5): every forbidden transition raises."""
+"""The one transition table: every forbidden transition raises."""
 
 from __future__ import annotations
 
