@@ -49,7 +49,7 @@ test-fast: lint types
 # workers, one SIGKILLed every 2 s, waves of runs submitted for SOAK_SECONDS (default
 # 600) until then; needs PostgreSQL (PLAIT_TEST_DATABASE_URL).  Then the local crash
 # test (tests/acceptance/test_crash_resume.py) with SOAK_KILLS kill -9 of `plait run`
-# per workflow (7 in `make test`).  Not part of `make test`.
+# per workflow (4 in `make test`).  Not part of `make test`.
 SOAK_SECONDS ?= 600
 SOAK_KILLS ?= 100
 soak: setup

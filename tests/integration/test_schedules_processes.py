@@ -10,8 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from plait import Workflow
 from plait.store import RunFilter, open_store
+
+pytestmark = pytest.mark.slow  # starts scheduler processes
 
 TICKER = Path(__file__).with_name("schedule_ticker.py")
 PROCESSES = 4

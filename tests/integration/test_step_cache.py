@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from plait import DefinitionError, FatalError, Workflow
 from plait.cli.main import cli
 
+pytestmark = pytest.mark.slow  # starts `plait run` processes
+
 CALLS: list[object] = []
 
 
