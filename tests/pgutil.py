@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
@@ -94,9 +94,17 @@ class Databases:
         self.conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
         self.label = f"{_LABEL}{socket.gethostname()}:{os.getpid()}"
         self._template: str | None = None
+        # A DROP DATABASE waits for a checkpoint (seconds on a busy machine): drops run
+        # on a thread of their own, over connections of their own, while the next tests
+        # run; close() waits for them and fails if one did
+        self._dropper = ThreadPoolExecutor(1, thread_name_prefix="pgutil-drop")
+        self._drops: list[Future[None]] = []
 
     def close(self) -> None:
+        self._dropper.shutdown(wait=True)
         self.conn.close()
+        for dropped in self._drops:
+            dropped.result()
 
     def template(self) -> str:
         """The migrated template's name, made if no session made it yet."""
@@ -162,8 +170,13 @@ class Databases:
         return database_url(self.url, name)
 
     def drop(self, url: str) -> None:
-        self.conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(database_name(url))))
+        """Drop the database of ``url`` (in the background, see ``__init__``)."""
+        self._drops.append(self._dropper.submit(self._drop, database_name(url)))
+
+    def _drop(self, name: str) -> None:
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
 
     def _drop_orphans(self) -> None:
         """Drop the test databases that sessions on this host left behind when they
