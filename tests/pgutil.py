@@ -35,7 +35,7 @@ import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -99,8 +99,14 @@ class Databases:
         # run; close() waits for them and fails if one did
         self._dropper = ThreadPoolExecutor(1, thread_name_prefix="pgutil-drop")
         self._drops: list[Future[None]] = []
+        # and the next migrated database is cloned ahead, on another thread
+        self._maker = ThreadPoolExecutor(1, thread_name_prefix="pgutil-create")
+        self._spare: Future[str] | None = None
 
     def close(self) -> None:
+        if self._spare is not None:  # cloned ahead for a call that never came
+            self.drop(database_url(self.url, self._spare.result()))
+        self._maker.shutdown(wait=True)
         self._dropper.shutdown(wait=True)
         self.conn.close()
         for dropped in self._drops:
@@ -152,22 +158,34 @@ class Databases:
 
     def create(self, *, migrated: bool = True) -> str:
         """The URL of a new database: plait's schema in it (cloned from the template),
-        or empty.  Labelled with this process, so ``_drop_orphans`` knows its owner."""
+        or empty.  Labelled with this process, so ``_drop_orphans`` knows its owner.
+        A migrated one is cloned ahead, in the background, for the next call."""
+        if not migrated:
+            return database_url(self.url, self._clone("template0", self.conn))
+        template = self.template()
+        spare, self._spare = self._spare, self._maker.submit(self._clone_apart, template)
+        name = spare.result() if spare is not None else self._clone(template, self.conn)
+        return database_url(self.url, name)
+
+    def _clone_apart(self, template: str) -> str:
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            return self._clone(template, conn)
+
+    def _clone(self, template: str, conn: psycopg.Connection[Any]) -> str:
         name = f"plait_t_{uuid.uuid4().hex[:16]}"
-        template = self.template() if migrated else "template0"
         statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
             sql.Identifier(name), sql.Identifier(template))
         for attempt in range(CLONE_TRIES):
             try:
-                self.conn.execute(statement)
+                conn.execute(statement)
                 break
             except psycopg.errors.ObjectInUse:  # someone was connected to the template
                 if attempt == CLONE_TRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
-        self.conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
             sql.Identifier(name), sql.Literal(self.label)))
-        return database_url(self.url, name)
+        return name
 
     def drop(self, url: str) -> None:
         """Drop the database of ``url`` (in the background, see ``__init__``)."""
