@@ -31,8 +31,9 @@ SEED = int(os.environ.get("PLAIT_CRASH_SEED", "7"))
 # process: about a second); `make soak` sets 100 per workflow
 KILLS_PER_WORKFLOW = int(os.environ.get("PLAIT_CRASH_KILLS", "4"))
 MAX_TRIES_PER_WORKFLOW = 6 * KILLS_PER_WORKFLOW  # under load many kills land after the end
-# a try starts `plait run`, kills it within one run's length and resumes: a few seconds
-pytestmark = pytest.mark.timeout(max(120, 5 * MAX_TRIES_PER_WORKFLOW))
+# a try starts `plait run`, kills it within one run's length and resumes: a few seconds,
+# up to ten on a loaded machine
+pytestmark = pytest.mark.timeout(max(120, 10 * MAX_TRIES_PER_WORKFLOW))
 
 STEPS_MODULE = '''
 import os
