@@ -101,6 +101,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         assert server.http.post("/api/workflows", json=GATED).status_code == 201
         yield server
     finally:
+        server.http.close()
         proc.terminate()
         proc.communicate(timeout=20)
 
