@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: chromium ui-bench setup demo test lint types unit soak bench bench-quick bench-peers bench-cluster bench-server clean
+.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,11 +39,17 @@ unit: setup
 
 test: lint types unit
 
+# While working: lint, types and the tests not marked slow (no `plait` processes,
+# workers, servers or browsers), a small fraction of the suite's time.  `make test`
+# (and CI) still run everything.
+test-fast: lint types
+	$(BIN)/pytest -q -m "not slow"
+
 # The kill -9 chaos test of tests/acceptance/test_cluster_faults.py for longer: four
 # workers, one SIGKILLed every 2 s, waves of runs submitted for SOAK_SECONDS (default
 # 600) until then; needs PostgreSQL (PLAIT_TEST_DATABASE_URL).  Then the local crash
 # test (tests/acceptance/test_crash_resume.py) with SOAK_KILLS kill -9 of `plait run`
-# per workflow (7 in `make test`).  Not part of `make test`.
+# per workflow (4 in `make test`).  Not part of `make test`.
 SOAK_SECONDS ?= 600
 SOAK_KILLS ?= 100
 soak: setup

@@ -3,6 +3,10 @@
 PostgreSQL: ``pg_database`` is the URL of a database of the test module's own, with
 plait's schema (see pgutil.py); ``pg_empty_database`` one without (each test its own).
 
+Slow tests: every test of ``acceptance/`` and ``examples/`` (the ``plait`` command or an
+example as a subprocess) and ``browser/`` (chromium) is marked ``slow``, as is each module elsewhere that starts
+processes, workers or servers (its ``pytestmark``); ``make test-fast`` leaves them out.
+
 Hypothesis profiles: ``default`` keeps the property tests quick enough for every run of
 the suite; ``thorough`` (``HYPOTHESIS_PROFILE=thorough``) explores much further.
 """
@@ -31,6 +35,20 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# ---------------------------------------------------------------- slow directories
+
+# every module there starts `plait` (or an example) as a process, or a browser
+_SLOW_DIRECTORIES = ("acceptance", "browser", "examples")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    slow = [tests / name for name in _SLOW_DIRECTORIES]
+    for item in items:
+        if any(item.path.is_relative_to(directory) for directory in slow):
+            item.add_marker(pytest.mark.slow)
 
 
 # ---------------------------------------------------------------- PostgreSQL

@@ -33,9 +33,9 @@ import subprocess
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -94,9 +94,23 @@ class Databases:
         self.conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
         self.label = f"{_LABEL}{socket.gethostname()}:{os.getpid()}"
         self._template: str | None = None
+        # A DROP DATABASE waits for a checkpoint (seconds on a busy machine): drops run
+        # on a thread of their own, over connections of their own, while the next tests
+        # run; close() waits for them and fails if one did
+        self._dropper = ThreadPoolExecutor(1, thread_name_prefix="pgutil-drop")
+        self._drops: list[Future[None]] = []
+        # and the next migrated database is cloned ahead, on another thread
+        self._maker = ThreadPoolExecutor(1, thread_name_prefix="pgutil-create")
+        self._spare: Future[str] | None = None
 
     def close(self) -> None:
+        if self._spare is not None:  # cloned ahead for a call that never came
+            self.drop(database_url(self.url, self._spare.result()))
+        self._maker.shutdown(wait=True)
+        self._dropper.shutdown(wait=True)
         self.conn.close()
+        for dropped in self._drops:
+            dropped.result()
 
     def template(self) -> str:
         """The migrated template's name, made if no session made it yet."""
@@ -144,26 +158,43 @@ class Databases:
 
     def create(self, *, migrated: bool = True) -> str:
         """The URL of a new database: plait's schema in it (cloned from the template),
-        or empty.  Labelled with this process, so ``_drop_orphans`` knows its owner."""
+        or empty.  Labelled with this process, so ``_drop_orphans`` knows its owner.
+        A migrated one is cloned ahead, in the background, for the next call."""
+        if not migrated:
+            return database_url(self.url, self._clone("template0", self.conn))
+        template = self.template()
+        spare, self._spare = self._spare, self._maker.submit(self._clone_apart, template)
+        name = spare.result() if spare is not None else self._clone(template, self.conn)
+        return database_url(self.url, name)
+
+    def _clone_apart(self, template: str) -> str:
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            return self._clone(template, conn)
+
+    def _clone(self, template: str, conn: psycopg.Connection[Any]) -> str:
         name = f"plait_t_{uuid.uuid4().hex[:16]}"
-        template = self.template() if migrated else "template0"
         statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
             sql.Identifier(name), sql.Identifier(template))
         for attempt in range(CLONE_TRIES):
             try:
-                self.conn.execute(statement)
+                conn.execute(statement)
                 break
             except psycopg.errors.ObjectInUse:  # someone was connected to the template
                 if attempt == CLONE_TRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
-        self.conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
             sql.Identifier(name), sql.Literal(self.label)))
-        return database_url(self.url, name)
+        return name
 
     def drop(self, url: str) -> None:
-        self.conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(database_name(url))))
+        """Drop the database of ``url`` (in the background, see ``__init__``)."""
+        self._drops.append(self._dropper.submit(self._drop, database_name(url)))
+
+    def _drop(self, name: str) -> None:
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
 
     def _drop_orphans(self) -> None:
         """Drop the test databases that sessions on this host left behind when they

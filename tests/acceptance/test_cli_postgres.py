@@ -1,4 +1,4 @@
-"""The command line against PostgreSQL (SPEC 7, 8): ``plait run FILE --db
+"""The command line against PostgreSQL: ``plait run FILE --db
 postgresql://...`` (the run executes on a ``plait worker`` of the module) and every command that
 reads or changes stored runs, on the same database, with the outputs and exit codes of
 the SQLite tests.  The store URL is given as ``PLAIT_DB``, except where a test passes
@@ -126,7 +126,7 @@ class Cli:
 def cli(tmp_path_factory: pytest.TempPathFactory, plait_in: Run,
         pg_database: str) -> Iterator[Cli]:
     """The directory, and a ``plait worker`` on the database for the module: with
-    PostgreSQL, ``plait run`` stores the run and the workers execute it (SPEC 7)."""
+    PostgreSQL, ``plait run`` stores the run and the workers execute it."""
     cwd = tmp_path_factory.mktemp("pgcli")
     (cwd / "pg_steps.py").write_text(STEPS)
     for name, text in FLOWS.items():

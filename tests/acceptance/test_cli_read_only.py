@@ -1,4 +1,4 @@
-"""`plait runs` and `plait show` on a database they cannot write (SPEC 8)."""
+"""`plait runs` and `plait show` on a database they cannot write."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`plait run NAME@V`: a stored version runs as it is stored, and a missing version is
-named with the versions that exist (SPEC 2, 8)."""
+named with the versions that exist."""
 
 from __future__ import annotations
 

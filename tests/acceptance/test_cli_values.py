@@ -1,4 +1,4 @@
-"""Values the CLI must survive (SPEC 5, 8): a step output no store can hold fails the
+"""Values the CLI must survive: a step output no store can hold fails the
 step (exit 1, run final, nothing left `running`); run input that is not storable JSON and
 definitions nested past any reason exit 2 (validate: 1) with a message, storing
 nothing; `plait show` prints only the start of a big output."""

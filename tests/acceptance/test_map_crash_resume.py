@@ -1,5 +1,5 @@
 """A ``plait run`` killed with SIGKILL in the middle of a map resumes with ``plait
-resume`` without running again any item whose completion was committed (SPEC 6): proved
+resume`` without running again any item whose completion was committed: proved
 from a side-effect ledger written by the items themselves."""
 
 from __future__ import annotations

@@ -111,9 +111,11 @@ def serve(db_url: str, token: str | None, port: int | None = None,
         assert thread.is_alive(), "the server thread died"
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.02)
+    plait = Server(f"http://127.0.0.1:{port}", token)
     try:
-        yield Server(f"http://127.0.0.1:{port}", token)
+        yield plait
     finally:
+        plait.http.close()  # its kept-alive connections, before the server goes
         server.should_exit = True
         thread.join(timeout=15)
 

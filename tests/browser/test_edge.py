@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import http.server
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from waiting import wait_until
 
 from .conftest import CHROMIUM, Server, _free_port, serve
 
@@ -104,8 +105,12 @@ def test_a_rebound_page_can_neither_read_nor_write(rebinding_browser: Any,
         plait.register({"name": "secret", "steps": [{"id": "a", "type": "transform",
                                                      "value": 1}]})
         run_id = plait.start("secret")
-        time.sleep(0.2)  # the browser's connection to the throwaway server is gone
-        read = _fetch(page, "/api/runs")
+        reads: list[dict[str, Any]] = []
+        # until the browser has dropped its connection to the throwaway server (a fetch
+        # over it fails: status 0) and reaches plait
+        wait_until(lambda: reads.append(_fetch(page, "/api/runs")) or reads[-1]["status"],
+                   what="a fetch from the rebound page to reach plait")
+        read = reads[-1]
         assert read["status"] == 421, read
         assert run_id not in read["text"] and "PLAIT_ALLOWED_HOSTNAMES" in read["text"]
         assert _fetch(page, f"/api/runs/{run_id}")["status"] == 421

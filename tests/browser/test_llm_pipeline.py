@@ -46,7 +46,7 @@ def waiting_run(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Itera
         yield db, json.loads(proc.stdout)["run_id"]
     finally:
         fake.terminate()
-        fake.wait(10)
+        fake.communicate(timeout=10)  # closes its stdout pipe too
 
 
 @pytest.fixture(scope="module")

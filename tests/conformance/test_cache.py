@@ -1,4 +1,4 @@
-"""The step cache (``Store.get_cached`` / ``put_cached``, SPEC 3 ``cache: {key, ttl}``):
+"""The step cache (``Store.get_cached`` / ``put_cached``, ``cache: {key, ttl}``):
 keyed by workflow, step and rendered key; a reader gets the newest result created at or
 after its ``since``; shared by every store instance on the same database."""
 

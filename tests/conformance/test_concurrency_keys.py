@@ -1,4 +1,4 @@
-"""Concurrency keys (SPEC 7; ``Store.claim_run``): a run with a ``concurrency_key`` that
+"""Concurrency keys (``Store.claim_run``): a run with a ``concurrency_key`` that
 has not started is taken only while fewer than its ``max_runs_per_key`` other runs of
 the key hold a slot (running, or pending / waiting with a live owner), judged in one
 atomic step across every process sharing the store.  Every test uses a key of its own

@@ -465,7 +465,7 @@ async def test_attempt_start_then_end(store: Store, uid: UID) -> None:
 async def test_an_attempts_end_names_the_worker_that_executed_it(store: Store,
                                                                  uid: UID) -> None:
     """On a cluster the driver begins an attempt (no worker yet, or its own name) and
-    the end names the worker that executed it: history shows that one (SPEC 6).  An
+    the end names the worker that executed it: history shows that one.  An
     end that names none keeps the start's."""
     run_id = await new_run(store, uid)
     await store.write(WriteBatch(run_id=run_id, attempts=[

@@ -96,7 +96,7 @@ def load_example():
     return load
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # stateless: one server serves the module
 def fake_openai() -> Iterator[str]:
     """The base URL of a fake OpenAI server with its default replies."""
     proc, base = start_fake_openai()
@@ -104,4 +104,4 @@ def fake_openai() -> Iterator[str]:
         yield base
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.communicate(timeout=10)  # closes its stdout pipe too

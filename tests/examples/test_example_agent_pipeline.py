@@ -21,7 +21,7 @@ SUB_QUESTIONS = [f"What is {TOPIC}?", f"Who uses {TOPIC} today, and for what?",
                  f"What are the open problems of {TOPIC}?"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # stateless: one server serves the module
 def fake_openai() -> Iterator[str]:
     """The fake server on a free port with this example's replies; only KEY accepted."""
     proc, base = start_fake_openai("--replies", "examples/agent_pipeline/fake_replies.json",
@@ -30,7 +30,7 @@ def fake_openai() -> Iterator[str]:
         yield base
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.communicate(timeout=10)  # closes its stdout pipe too
 
 
 @pytest.fixture

@@ -24,14 +24,14 @@ TOPICS = [f"the market for {TOPIC}", f"the technology of {TOPIC}", f"the risks o
 Plait = Callable[..., subprocess.CompletedProcess[str]]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # stateless: one server serves the module
 def fake_openai() -> Iterator[str]:
     proc, base = start_fake_openai("--replies", REPLIES, env={"FAKE_OPENAI_KEY": KEY})
     try:
         yield base
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.communicate(timeout=10)  # closes its stdout pipe too
 
 
 def plait_cli(db: str) -> Plait:

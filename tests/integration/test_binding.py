@@ -1,4 +1,4 @@
-"""Parameter binding (SPEC 1.2) as compiled once per checked workflow: where each
+"""Parameter binding as compiled once per checked workflow: where each
 parameter's value comes from, what wins when a name means two things, defaults,
 ``*args``/``**kwargs``, one function shared by many steps, ``ctx.outputs`` read from the
 parents, and a step started by a finishing attempt being stored before it runs."""

@@ -1,4 +1,4 @@
-"""``concurrency_key`` / ``max_runs_per_key`` (SPEC 7) end to end: local runs started at
+"""``concurrency_key`` / ``max_runs_per_key`` end to end: local runs started at
 once queue behind the runs of their key, and workers sharing only the store never run
 more than the bound of one key.  A run's step bodies record when they ran (``timed``),
 so "never overlap" is checked on what the bodies saw, not on bookkeeping."""

@@ -87,7 +87,7 @@ async def test_runs_failed_by_the_store_are_left_to_be_continued(
     @wf.step()
     async def gate(second: int) -> int:
         started.set()
-        await asyncio.sleep(0.3)  # meanwhile the file gets locked from outside
+        await asyncio.to_thread(held.wait, 20)  # the file is locked from outside
         return second
 
     held = threading.Event()

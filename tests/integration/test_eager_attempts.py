@@ -23,6 +23,8 @@ from plait.store.base import Store, WriteBatch
 
 from .conftest import StepsModule
 
+pytestmark = pytest.mark.slow  # starts workers and their leases
+
 _STEPS = '''
 import os, time
 

@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from plait.cli.main import cli
 from plait.observe import logs
 
+pytestmark = pytest.mark.slow  # starts `plait` processes
+
 FLOW = """\
 name: logged
 steps:

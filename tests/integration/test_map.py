@@ -1,4 +1,4 @@
-"""``map`` steps (SPEC 3) through the public API, on the memory and SQLite stores:
+"""``map`` steps through the public API, on the memory and SQLite stores:
 item rows ``ID[INDEX]``, output in item order, concurrency, the failure policy, the
 item limit, 10,000 items, and validation of the inline step."""
 

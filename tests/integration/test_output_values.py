@@ -1,4 +1,4 @@
-"""Outputs must be JSON (SPEC 5): a value a store cannot hold fails its step cleanly.
+"""Outputs must be JSON: a value a store cannot hold fails its step cleanly.
 
 A lone surrogate, an integer past 4,300 digits, nesting past 256 levels, NaN, sets,
 bytes, or an output over ``limits.max_output_bytes`` fails the step without retry with

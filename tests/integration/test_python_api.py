@@ -1,4 +1,4 @@
-"""The Python front end (SPEC 1.2): StepContext, parameter resolution, shared state with
+"""The Python front end: StepContext, parameter resolution, shared state with
 reducers, and the input schema, run through the public API."""
 
 from __future__ import annotations

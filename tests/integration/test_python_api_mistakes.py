@@ -1,4 +1,4 @@
-"""The Python API refuses mistakes instead of ignoring them (SPEC 1.2, 2, 5): unknown
+"""The Python API refuses mistakes instead of ignoring them: unknown
 keyword arguments, unknown reducers, exception names that name no exception."""
 
 from __future__ import annotations

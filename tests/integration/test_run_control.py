@@ -24,6 +24,8 @@ from plait import (
     Workflow,
 )
 
+pytestmark = pytest.mark.slow  # starts a worker and a Python process
+
 
 def publish(input: dict[str, object]) -> dict[str, object]:
     return {"draft": input.get("topic", "none")}

@@ -1,4 +1,4 @@
-"""Run semantics (SPEC 5) through the public API: trigger rules, conditions, `when`,
+"""Run semantics through the public API: trigger rules, conditions, `when`,
 propagation of skips and failures, on_failure, allow_failure and the run's status."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Four scheduler processes tick one SQLite file at the same moments: every fire of
-every schedule starts exactly one run (SPEC 7), and the processes create them between
+every schedule starts exactly one run, and the processes create them between
 them without an error ("database is locked" or any other)."""
 
 from __future__ import annotations
@@ -10,8 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from plait import Workflow
 from plait.store import RunFilter, open_store
+
+pytestmark = pytest.mark.slow  # starts scheduler processes
 
 TICKER = Path(__file__).with_name("schedule_ticker.py")
 PROCESSES = 4

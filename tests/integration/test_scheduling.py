@@ -1,4 +1,4 @@
-"""Scheduling (SPEC 5, 1.1): eager starts, critical path first, concurrency, pools and
+"""Scheduling: eager starts, critical path first, concurrency, pools and
 rate limits, cancellation and the run timeout."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 
 from plait import FatalError, Retry, Workflow
 from plait.runtime.engine import Engine
-from plait.store import MemoryStore, RunFilter
+from plait.store import MemoryStore, RunFilter, StepRecord
+from waiting import until
 
 from .conftest import RunWf, run_with, statuses
 
@@ -202,12 +203,22 @@ async def _start(engine: Engine, wf: Workflow) -> tuple[str, asyncio.Task[Any]]:
     return run.run_id, task
 
 
+async def _stored(engine: Engine, run_id: str,
+                  holds: Callable[[dict[str, StepRecord]], bool], what: str) -> None:
+    """Wait until the stored steps of ``run_id`` satisfy ``holds``."""
+    async def check() -> bool:
+        return holds({s.step_id: s for s in await engine.store.get_steps(run_id)})
+    await until(check, what=what)
+
+
+def _running(*steps: str) -> Callable[[dict[str, StepRecord]], bool]:
+    return lambda stored: all(s in stored and stored[s].status == "running" for s in steps)
+
+
 async def test_cancel_while_steps_run(engine: Engine) -> None:
-    started = asyncio.Event()
     seen: list[str] = []
 
     async def long(name: str = "") -> None:
-        started.set()
         try:
             await asyncio.sleep(5)
         except asyncio.CancelledError:
@@ -219,8 +230,7 @@ async def test_cancel_while_steps_run(engine: Engine) -> None:
     wf.add_step("b", long)
     wf.add_step("after", lambda: 1, depends_on=["a"])
     run_id, task = await _start(engine, wf)
-    await asyncio.wait_for(started.wait(), 5)
-    await asyncio.sleep(0.02)
+    await _stored(engine, run_id, _running("a", "b"), "a and b to run")
     t0 = time.monotonic()
     await engine.cancel(run_id)
     result = await asyncio.wait_for(task, 5)
@@ -240,7 +250,7 @@ async def test_cancel_with_a_step_waiting_for_a_slot(engine: Engine) -> None:
     wf.add_step("a", sleeper(5))
     wf.add_step("b", lambda: 1)
     run_id, task = await _start(engine, wf)
-    await asyncio.sleep(0.1)
+    await _stored(engine, run_id, _running("a"), "a to take the only slot")
     await engine.cancel(run_id)
     try:
         result = await asyncio.wait_for(task, 1)
@@ -259,7 +269,8 @@ async def test_cancel_with_a_retry_pending(engine: Engine) -> None:
     wf = Workflow("cancelr")
     wf.add_step("a", flaky, retry=Retry(max_retries=3, initial_delay=0.2))
     run_id, task = await _start(engine, wf)
-    await asyncio.sleep(0.05)
+    await _stored(engine, run_id, lambda stored: stored["a"].next_attempt_at is not None,
+                  "a's retry to be scheduled")
     await engine.cancel(run_id)
     try:
         result = await asyncio.wait_for(task, 1.5)
@@ -295,7 +306,7 @@ async def test_cancelling_the_task_records_the_run_as_cancelled(engine: Engine) 
     wf = Workflow("interrupted")
     wf.add_step("a", sleeper(5))
     run_id, task = await _start(engine, wf)
-    await asyncio.sleep(0.1)
+    await _stored(engine, run_id, _running("a"), "a to run")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -383,7 +394,7 @@ async def test_cancel_through_a_shared_store_from_another_engine(tmp_path: Any) 
 
 async def test_pool_limit_holds_across_separate_run_async_calls(tmp_path: Any) -> None:
     """Runs started the way the README shows, each `run_async` with its own engine, on
-    memory and on one SQLite file: a pool is the process's (SPEC 1.1), not the call's."""
+    memory and on one SQLite file: a pool is the process's, not the call's."""
     gauge = Gauge()
     wf = Workflow("pooled_calls", pools={"llm": {"concurrency": 2}})
     for n in range(3):

@@ -1,4 +1,4 @@
-"""``cache: {key, ttl}`` on steps (SPEC 3) through the Python API and the CLI: a fresh
+"""``cache: {key, ttl}`` on steps through the Python API and the CLI: a fresh
 completed result of the same workflow, step and rendered key is reused without running
 the step; misses, expiry, failures and fallbacks are never served from it."""
 
@@ -16,6 +16,8 @@ from click.testing import CliRunner
 
 from plait import DefinitionError, FatalError, Workflow
 from plait.cli.main import cli
+
+pytestmark = pytest.mark.slow  # starts `plait run` processes
 
 CALLS: list[object] = []
 

@@ -1,4 +1,4 @@
-"""Step types from installed packages (entry point group ``plait.step_types``, SPEC 3)
+"""Step types from installed packages (entry point group ``plait.step_types``)
 are loaded before a definition is validated; one that fails to load is named."""
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ from plait.runtime.worker import Worker
 from plait.store.base import RunFilter, Store
 from plait.store.url import open_store
 
+pytestmark = pytest.mark.slow  # starts clusters of workers
+
 CHILD = {"name": "child", "input": {"type": "object"},
          "steps": [{"id": "twice", "type": "transform", "value": "{{ input.n * 2 }}"}],
          "output": "{{ steps.twice.output }}"}

@@ -1,4 +1,4 @@
-"""``workflow`` and ``loop`` steps (SPEC 3): child runs by name, name@version and
+"""``workflow`` and ``loop`` steps: child runs by name, name@version and
 relative path, isolation, output, failure, cancellation, the depth limit, and loops
 (``loop.iteration``, ``loop.previous``, ``until``, ``max_iterations``)."""
 

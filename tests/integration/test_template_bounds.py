@@ -1,4 +1,4 @@
-"""Templates are bounded and never stall the run loop (SPEC 4; issue 9 items 4, 12, 16)."""
+"""Templates are bounded and never stall the run loop (issue 9 items 4, 12, 16)."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ async def test_cancel_acts_during_a_long_render() -> None:
 ])
 async def test_when_and_if_use_python_truthiness(run_wf: RunWf, value: object,
                                                  runs: bool) -> None:
-    """An LLM answering "No" is a non-empty string: true (SPEC 4)."""
+    """An LLM answering "No" is a non-empty string: true."""
     wf = Workflow.from_dict({"name": "truth", "steps": [
         {"id": "answer", "type": "transform", "value": {"v": value}, "outputs": ["v"]},
         {"id": "guarded", "type": "transform", "value": 1, "depends_on": ["answer"],

@@ -33,6 +33,8 @@ from plait.store.base import Store
 
 from .conftest import StepsModule
 
+pytestmark = pytest.mark.slow  # starts workers
+
 STEPS = '''
 import math
 

@@ -29,6 +29,8 @@ from plait.store.url import open_store
 
 from .conftest import StepsModule
 
+pytestmark = pytest.mark.slow  # starts clusters of workers
+
 BASE = "https://llm.test/v1"
 URLS: dict[int, str] = {}  # id(store) -> its URL, for the CLI (not the memory store)
 

@@ -28,6 +28,8 @@ from plait.store.url import open_store
 
 from .conftest import StepsModule
 
+pytestmark = pytest.mark.slow  # starts workers claiming over shared stores
+
 _STEPS = '''
 import os, time
 

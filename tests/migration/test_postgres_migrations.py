@@ -29,7 +29,7 @@ from plait.store.postgres import PostgresStore
 from plait.store.sql import Migration, migrations, postgres_schema, schema_snapshot
 from plait.store.sql.postgres_schema import latest_version, migrate
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # starts processes
 
 SNAPSHOT = (Path(__file__).parents[2] / "src" / "plait" / "store" / "migrations"
             / "postgres" / "schema.sql")

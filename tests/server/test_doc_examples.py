@@ -27,8 +27,9 @@ GATED = {"name": "gated", "steps": [
     {"id": "classify", "type": "transform", "value": "x"},
     {"id": "sign_off", "type": "approval", "prompt": "ok?", "depends_on": ["classify"]}]}
 
-pytestmark = pytest.mark.skipif(not (shutil.which("curl") and shutil.which("openssl")),
-                                reason="needs curl and openssl")
+pytestmark = [pytest.mark.skipif(not (shutil.which("curl") and shutil.which("openssl")),
+                                 reason="needs curl and openssl"),
+              pytest.mark.slow]  # starts `plait serve` and curl
 
 
 def bash_blocks(path: Path, after: str) -> list[str]:
@@ -100,6 +101,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         assert server.http.post("/api/workflows", json=GATED).status_code == 201
         yield server
     finally:
+        server.http.close()
         proc.terminate()
         proc.communicate(timeout=20)
 

@@ -1,5 +1,5 @@
 """``/docs`` works offline: its page references only this server's URLs, and each
-answers 200 (SPEC 9: nothing is loaded from the internet at run time)."""
+answers 200 (nothing is loaded from the internet at run time)."""
 
 from __future__ import annotations
 

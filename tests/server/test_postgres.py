@@ -1,4 +1,4 @@
-"""The API over PostgreSQL: the server is the worker that executes its runs (SPEC 7),
+"""The API over PostgreSQL: the server is the worker that executes its runs,
 and with --no-worker it only stores them."""
 
 from __future__ import annotations
@@ -47,18 +47,13 @@ def test_without_a_worker_the_runs_wait_for_one(make_client: Client,
 def test_events_stream_live_on_postgres(make_client: Client, pg_database: str) -> None:
     import threading
 
-    from .test_api import _stream
+    from .test_api import _stream, approve_once_followed
 
     client = make_client(pg_database)
     register(client, GATED)
     run_id = client.post("/api/runs", json={"workflow": "gated"}).json()["run_id"]
     wait_status(client, run_id, ("waiting",), timeout=20)
-
-    def approve_later() -> None:
-        time.sleep(0.3)
-        client.post(f"/api/runs/{run_id}/steps/sign_off/approve", json={"approved": True})
-
-    thread = threading.Thread(target=approve_later)
+    thread = threading.Thread(target=approve_once_followed, args=(client, run_id))
     thread.start()
     events = _stream(client, run_id)
     thread.join()

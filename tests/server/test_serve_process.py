@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+pytestmark = pytest.mark.slow  # starts `plait serve` processes
+
 
 def _free_port() -> int:
     with socket.socket() as sock:

@@ -30,7 +30,11 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 import plait
+
+pytestmark = pytest.mark.slow  # starts a Python process per check
 
 ROOT = Path(plait.__file__).parent
 

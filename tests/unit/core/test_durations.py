@@ -1,4 +1,4 @@
-"""Durations (SPEC 1.1): numbers of seconds or strings such as 500ms, 30s, 5m, 2h."""
+"""Durations: numbers of seconds or strings such as 500ms, 30s, 5m, 2h."""
 
 from __future__ import annotations
 

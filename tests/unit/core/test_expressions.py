@@ -1,4 +1,4 @@
-"""Sandboxed expressions (SPEC 4)."""
+"""Sandboxed expressions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loading definitions (SPEC 1.1, 2): every problem at once, each with its location."""
+"""Loading definitions: every problem at once, each with its location."""
 
 from __future__ import annotations
 

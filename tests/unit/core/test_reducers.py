@@ -1,4 +1,4 @@
-"""State reducers (SPEC 1.2): append, extend, merge, sum, max, min, replace_last."""
+"""State reducers: append, extend, merge, sum, max, min, replace_last."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retry decisions (SPEC 5): pure functions of the policy, the attempt and the error."""
+"""Retry decisions: pure functions of the policy, the attempt and the error."""
 
 from __future__ import annotations
 

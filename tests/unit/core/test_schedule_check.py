@@ -1,4 +1,4 @@
-"""``schedules:``, ``concurrency_key:`` and ``max_runs_per_key:`` in a definition (SPEC 7):
+"""``schedules:``, ``concurrency_key:`` and ``max_runs_per_key:`` in a definition:
 loaded from a file or given to ``Workflow``, every problem listed at once, each naming
 its field."""
 

@@ -1,4 +1,4 @@
-"""The canonical dict form (SPEC 1.2): both front ends give the same model, and
+"""The canonical dict form: both front ends give the same model, and
 ``to_dict`` round-trips through YAML."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _roundtrip_fingerprint(wf: Workflow) -> tuple[str, str]:
 
 def test_whole_number_durations_keep_the_fingerprint_through_yaml() -> None:
     # 2 and 2.0 are the same JSON number: a Python workflow and its YAML export must be
-    # the same stored version (SPEC 1.2, 2)
+    # the same stored version
     wf = Workflow("ints", timeout=600, sla=60)
     wf.add_step("s", type="transform", value=1, timeout=5,
                 retry=Retry(initial_delay=2, backoff=3, max_delay=30, jitter=0),

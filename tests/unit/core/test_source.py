@@ -1,4 +1,4 @@
-"""Parsing definition text safely (SPEC 2): duplicate keys, alias bombs, size limits."""
+"""Parsing definition text safely: duplicate keys, alias bombs, size limits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Graph-level validation (SPEC 2)."""
+"""Graph-level validation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Redaction of secrets and of the forms derived from them (SPEC 4)."""
+"""Redaction of secrets and of the forms derived from them."""
 
 from __future__ import annotations
 

@@ -333,11 +333,23 @@ def test_missing_url_unknown_field_and_bad_header_name() -> None:
     assert "ASCII" in problems["steps[0].headers.Name"]
 
 
-def test_templates_are_accepted_wherever_a_value_can_be_templated() -> None:
-    workflow(http_step(method="{{ input.m }}", url="{{ input.url }}",
-                       headers="{{ input.headers }}", params={"p": "{{ input.p }}"},
-                       json="{{ input.payload }}", expect="{{ input.codes }}",
-                       follow_redirects="{{ input.follow }}"))
+async def test_templates_are_accepted_wherever_a_value_can_be_templated(
+        respx_mock: respx.MockRouter) -> None:
+    route = respx_mock.put("https://api.test/items", params={"p": "7"}).respond(202)
+    templated = workflow(http_step(
+        method="{{ input.m }}", url="{{ input.url }}", headers="{{ input.headers }}",
+        params={"p": "{{ input.p }}"}, json="{{ input.payload }}", expect="{{ input.codes }}",
+        follow_redirects="{{ input.follow }}"))
+    templated.validate()  # raises DefinitionError for a field that refuses a template
+
+    result = await templated.run_async({
+        "m": "PUT", "url": "https://api.test/items", "headers": {"X-Id": "9"}, "p": 7,
+        "payload": {"a": 1}, "codes": [202], "follow": False})
+
+    step = result.steps["call"]
+    assert (step.status, step.output["status"]) == ("completed", 202), step.error
+    sent = route.calls.last.request
+    assert (sent.headers["x-id"], json.loads(sent.content)) == ("9", {"a": 1})
 
 
 def test_a_template_error_in_a_field_fails_without_retry() -> None:

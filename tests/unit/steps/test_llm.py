@@ -265,11 +265,19 @@ def test_missing_and_bad_fields_are_reported_with_their_location() -> None:
     assert sum("exactly one of" in str(p) for p in excinfo.value.problems) == 2
 
 
-def test_templates_are_accepted_where_values_can_be_templated() -> None:
-    Workflow.from_dict({"name": "ok", "steps": [
-        {"id": "a", "type": "llm", "base_url": "{{ input.url }}", "model": "{{ input.m }}",
-         "api_key_env": "K", "messages": "{{ input.messages }}",
-         "temperature": "{{ input.t }}"}]}).validate()
+async def test_templates_are_accepted_where_values_can_be_templated(
+        respx_mock: respx.MockRouter) -> None:
+    route = respx_mock.post(URL).respond(200, json=completion("hi"))
+    templated = llm_step(base_url="{{ input.url }}", model="{{ input.m }}",
+                         messages="{{ input.messages }}", temperature="{{ input.t }}")
+    messages = [{"role": "user", "content": "hello"}]
+
+    result = await run(templated, input={"url": BASE, "m": "gpt-x", "messages": messages,
+                                         "t": 0.5})
+
+    assert result.steps["ask"].status == "completed", result.steps["ask"].error
+    assert json.loads(route.calls.last.request.content) == {
+        "model": "gpt-x", "temperature": 0.5, "messages": messages}
 
 
 # ------------------------------------------------------------------ the messages sent

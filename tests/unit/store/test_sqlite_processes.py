@@ -12,11 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from plait.core.runstate import StepChange, StepRuntime
 from plait.core.states import RunStatus, StepStatus
 from plait.store import RunFilter, RunRecord, WriteBatch
 from plait.store.base import Ticket
 from plait.store.sqlite import SqliteStore
+
+pytestmark = pytest.mark.slow  # starts processes sharing one file
 
 WORKER = Path(__file__).with_name("sqlite_worker.py")
 WRITERS = 3

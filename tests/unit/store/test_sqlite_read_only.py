@@ -1,5 +1,5 @@
 """The SQLite store opened for reading only (``plait runs``/``show`` on a database they
-cannot write, SPEC 8): it reads, and never writes the database, whoever runs it (these
+cannot write): it reads, and never writes the database, whoever runs it (these
 tests hold as root too: SQLite's ``mode=ro`` refuses writes, not permission bits)."""
 
 from __future__ import annotations
