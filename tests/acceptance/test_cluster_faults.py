@@ -52,11 +52,8 @@ SOAK_S = float(os.environ.get("PLAIT_SOAK_SECONDS", "0") or 0)
 # kill -9 chaos submits waves for SOAK_S, waits up to 120 + SOAK_S for them to end, then
 # reads every run back (over 200 s in all on a loaded 2-core machine at SOAK_S = 0)
 pytestmark.append(pytest.mark.timeout(600 + 2 * SOAK_S))
-# test_in_process_run_killed_is_finished_by_workers waits for its Popen without closing
-# its stderr pipe (a ResourceWarning); the fix, communicate(), belongs to that test
-pytestmark.append(pytest.mark.filterwarnings("ignore:unclosed file:ResourceWarning"))
 RUNS = max(25, int(os.environ.get("PLAIT_CHAOS_RUNS", "25")) // 5 * 5)
-WIDTH = 6  # branches of the fan-out; 4 * WIDTH + 6 steps in all
+WIDTH = 6  # branches of the fan-out; 3 * WIDTH + 7 steps in all
 
 
 # ---------------------------------------------------------------- the workflows
@@ -417,7 +414,7 @@ def test_in_process_run_killed_is_finished_by_workers(cluster: Cluster) -> None:
             time.sleep(0.01)
     finally:
         local.kill()
-        local.wait(timeout=10)
+        local.communicate(timeout=10)  # reaps it and closes its stderr pipe
     run_id = first.run
     wait_final(cluster.db, [run_id], timeout=40, describe=lambda: diagnose(cluster))
     shown = show(cluster.db, run_id, cluster.ledger)
