@@ -23,8 +23,7 @@ import pytest
 from plait.core.states import RunStatus, StepStatus
 from plait.errors import RunNotFound, StaleWriteError
 from plait.store.base import Store, WriteBatch
-from plait.store.capabilities import StoreCapabilities
-from plait.store.ports import Notifies, WritesNow
+from plait.store.capabilities import Notifies, StoreCapabilities, WritesNow
 
 from .test_store import change, new_run
 

@@ -28,7 +28,7 @@ from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, RunError
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
-from ..store.ports import Notifies
+from ..store.capabilities import Notifies
 from . import continuation
 from .engine import Engine, owner_alive
 from .notify import RUN

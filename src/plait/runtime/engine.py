@@ -51,7 +51,6 @@ from .observers import Observers, default_observers
 from .pools import PoolRegistry, shared_limits
 from .preflight import check_input_params, preflight
 from .results import RunResult
-from .step_journal import copy_journal
 from .threads import DaemonThreadPool, shared_pool
 from .untrusted import refused
 from .worksource import WorkSource
@@ -445,3 +444,21 @@ class Engine:
     def breakers(self) -> Breakers:
         """Where the circuit breakers of this engine's runs are judged (its store's)."""
         return breakers_for(self.store)
+
+
+async def copy_journal(store: Store, old_run: str, new_run: str,
+                       steps: frozenset[str]) -> int:
+    """``plait retry``: the old run's journaled calls (``ctx.run``) of ``steps`` (the
+    steps the new run executes again; a map's items with their map) stored in the new
+    run as they were (attempt and time kept), so its attempts get them back without
+    calling again.  The number copied."""
+    copied = 0
+    for entry in await store.journal(old_run):
+        if entry.step not in steps and entry.step.partition("[")[0] not in steps:
+            continue
+        found = await store.journal_get(old_run, entry.step, entry.name)
+        if found is not None:
+            await store.journal_put(new_run, entry.step, entry.name, found.value,
+                                    found.attempt, found.at)
+            copied += 1
+    return copied

@@ -20,7 +20,7 @@ from ..core.validate import CheckedWorkflow
 from ..errors import UnstorableValue
 from ..steps.context import StepLog
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
-from ..store.ports import WritesNow
+from ..store.capabilities import WritesNow
 from .results import RunResult, StepResults
 from .unstorable import cleaned_batch
 from .worksource import Claims
