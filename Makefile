@@ -35,7 +35,7 @@ types: setup
 	$(BIN)/mypy
 
 unit: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 test: lint types unit
 

@@ -403,8 +403,9 @@ def test_in_process_run_killed_is_finished_by_workers(cluster: Cluster) -> None:
                              env=cli_env(cluster.ledger), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
     try:
-        first = _wait_for_line(cluster, lambda e: e.step.startswith("b")
-                               and e.event == "end" and e.pid == local.pid)
+        # any step this process completed (under load the workers may run the b steps)
+        first = _wait_for_line(cluster, lambda e: e.event == "end" and e.pid == local.pid,
+                               timeout=40)
         # a body's ledger line comes before its completion's commit: kill once the store
         # holds a completion of the process (else, under load, it completed nothing)
         # (read in this process: a `plait show` per poll took so long under load that
@@ -412,9 +413,15 @@ def test_in_process_run_killed_is_finished_by_workers(cluster: Cluster) -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not completions(events(cluster.db, first.run)):
             time.sleep(0.01)
+    except AssertionError as exc:
+        failed: AssertionError | None = exc
+    else:
+        failed = None
     finally:
         local.kill()
-        local.communicate(timeout=10)  # reaps it and closes its stderr pipe
+        _, err = local.communicate(timeout=10)  # reaps it and closes its stderr pipe
+    if failed is not None:  # what the killed process said explains it
+        raise AssertionError(f"{failed}\nthe in-process run's stderr:\n{err.decode()}")
     run_id = first.run
     wait_final(cluster.db, [run_id], timeout=40, describe=lambda: diagnose(cluster))
     shown = show(cluster.db, run_id, cluster.ledger)

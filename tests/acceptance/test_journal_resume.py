@@ -78,7 +78,7 @@ def test_resume_after_kill_does_not_repeat_stored_calls(tmp_path: Path) -> None:
         assert time.monotonic() < deadline, "the step never reached its second call"
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=WAIT_S)
+    proc.communicate(timeout=WAIT_S)  # reaps it and closes its stderr pipe
 
     run_id = asyncio.run(_only_run(db))
     resumed = _plait("resume", run_id, "--db", db, "--quiet", cwd=tmp_path, log=log)

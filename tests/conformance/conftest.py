@@ -59,9 +59,16 @@ def _unsupported(exc: StoreError) -> bool:
     return "unsupported store url" in str(exc).lower()
 
 
-def _params() -> list[object]:
+def _params(*names: str) -> list[object]:
+    """The ``store`` fixture's params: every backend, or those ``names`` (a case that
+    applies to some stores only is generated for those, never skipped for the rest:
+    ``@pytest.mark.parametrize("store", backend_params("sqlite"), indirect=True)``)."""
     marks = {"postgresql": [pytest.mark.postgres]}
-    return [pytest.param(b, id=b.name, marks=marks.get(b.name, [])) for b in BACKENDS]
+    return [pytest.param(b, id=b.name, marks=marks.get(b.name, [])) for b in BACKENDS
+            if not names or b.name in names]
+
+
+backend_params = _params
 
 
 async def open_backend(backend: Backend, url: str,

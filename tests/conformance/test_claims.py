@@ -41,6 +41,8 @@ from plait.store.base import (
     WriteBatch,
 )
 
+from .conftest import backend_params
+
 S = StepStatus
 R = RunStatus
 UID = Callable[[str], str]
@@ -493,10 +495,10 @@ async def _sharing(store: Store, n: int, run_id: str) -> list[Store]:
     return found
 
 
+# an anonymous memory:// store has no second instance
+@pytest.mark.parametrize("store", backend_params("sqlite", "postgresql"), indirect=True)
 async def test_claimers_on_separate_store_instances_never_share_a_ticket(
         store: Store, driver: Driver) -> None:
-    if store.url == PRIVATE_URL:
-        pytest.skip("an anonymous memory:// store has no second instance")
     runs = await _tickets_of(driver, 2, 24)
     others = await _sharing(store, 3, runs[0])
     try:
