@@ -12,6 +12,7 @@ items) and ``runstate`` (what happens to a step and to the run).
 from __future__ import annotations
 
 import heapq
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
 from ..errors import OutputError, TransitionError
@@ -51,7 +52,7 @@ def _output_owners(steps: tuple[StepSpec, ...]) -> dict[str, tuple[str, ...]]:
     return {key: tuple(ids) for key, ids in owners.items()}
 
 
-class RunRows:
+class RunRows(ABC):
     """One run's rows, ready heap and counters (see the module docstring)."""
 
     # slots, not a __dict__: past 30 attributes CPython 3.11 stops sharing an instance
@@ -252,14 +253,18 @@ class RunRows:
 
     # the rules that the modules built on this one provide (runstate.RunState)
 
+    @abstractmethod
     def succeed(self, i: int, output: JSON, now: float, *, fallback: bool = False) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def fail(self, i: int, error: str, now: float) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def end_attempt(self, i: int, status: str, now: float, error: str | None = None) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _finished(self, i: int, now: float, *, propagate: bool = True) -> None:
-        raise NotImplementedError
+        ...

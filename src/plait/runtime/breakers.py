@@ -24,6 +24,7 @@ import asyncio
 import logging
 import random
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from ..core.guards import CircuitBreaker
@@ -40,7 +41,7 @@ _log = logging.getLogger("plait.breakers")
 Rule = Callable[[CircuitBreaker], bool]
 
 
-class Breakers:
+class Breakers(ABC):
     """The circuit breakers as the runtime consults them (the rules:
     ``CircuitBreaker``).  A subclass keeps the state: ``_apply`` applies a rule to the
     breaker of a key and keeps what it changed."""
@@ -83,12 +84,13 @@ class Breakers:
             _log.warning("circuit breaker %r: the end of attempt %s was not recorded (%s)",
                          spec.key, holder, exc)
 
+    @abstractmethod
     async def state(self, spec: CircuitBreakerSpec) -> CircuitBreaker:
         """The breaker's state now (a copy: changing it changes nothing kept)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _apply(self, spec: CircuitBreakerSpec, rule: Rule) -> bool:
-        raise NotImplementedError
+        ...
 
 
 def _succeeded(breaker: CircuitBreaker) -> bool:
