@@ -96,12 +96,16 @@ async def open_backend(backend: Backend, url: str,
     return store
 
 
+def backend_url(backend: Backend, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL a test opens ``backend`` at (a fresh database for a server backend)."""
+    return str(request.getfixturevalue(backend.database)) if backend.database \
+        else backend.url(tmp_path)
+
+
 @pytest.fixture(params=_params())
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     backend: Backend = request.param
-    url = request.getfixturevalue(backend.database) if backend.database \
-        else backend.url(tmp_path)
-    opened = await open_backend(backend, url)
+    opened = await open_backend(backend, backend_url(backend, request, tmp_path))
     try:
         yield opened
     finally:

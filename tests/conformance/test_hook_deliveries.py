@@ -13,7 +13,7 @@ import pytest
 from plait.store import open_store
 from plait.store.base import Store
 
-from .conftest import BACKENDS, open_backend
+from .conftest import backend_params, backend_url, open_backend
 
 UID = Callable[[str], str]
 T0 = 1_700_000_000.0
@@ -59,13 +59,11 @@ async def test_deliveries_older_than_the_window_are_forgotten(store: Store,
     assert await store.claim_delivery(hook, "new", "run-5", T0 + 600, T0 + 300) == "run-2"
 
 
-@pytest.mark.parametrize("backend", [pytest.param(b, id=b.name, marks=[pytest.mark.postgres]
-                                                  if b.needs_server else [])
-                                     for b in BACKENDS if b.name != "memory"])
+# an anonymous memory:// store has no second instance
+@pytest.mark.parametrize("backend", backend_params("sqlite", "postgresql"))
 async def test_two_store_instances_on_one_database_share_deliveries(
         backend, request: pytest.FixtureRequest, tmp_path: Path, uid: UID) -> None:
-    url = request.getfixturevalue(backend.database) if backend.database \
-        else backend.url(tmp_path)
+    url = backend_url(backend, request, tmp_path)
     first = await open_backend(backend, url, open_store)
     second = await open_backend(backend, url, open_store)
     try:

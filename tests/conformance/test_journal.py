@@ -14,7 +14,7 @@ from plait.errors import RunNotFound, StoreError
 from plait.store import open_store
 from plait.store.base import Journaled, JournalEntry, Store
 
-from .conftest import BACKENDS, open_backend
+from .conftest import backend_params, backend_url, open_backend
 from .test_store import new_run, new_run_id
 
 UID = Callable[[str], str]
@@ -105,13 +105,11 @@ async def test_the_stored_value_is_the_callers_own_copy(store: Store, uid: UID) 
     assert (await store.journal_get(run, "a", "n")).value == {"items": [1]}  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("backend", [pytest.param(b, id=b.name, marks=[pytest.mark.postgres]
-                                                  if b.needs_server else [])
-                                     for b in BACKENDS if b.name != "memory"])
+# an anonymous memory:// store has no second instance
+@pytest.mark.parametrize("backend", backend_params("sqlite", "postgresql"))
 async def test_two_store_instances_on_one_database_store_one_value(
         backend, request: pytest.FixtureRequest, tmp_path: Path, uid: UID) -> None:
-    url = request.getfixturevalue(backend.database) if backend.database \
-        else backend.url(tmp_path)
+    url = backend_url(backend, request, tmp_path)
     first = await open_backend(backend, url, open_store)
     second = await open_backend(backend, url, open_store)
     try:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +15,6 @@ from plait.definitions import check_definition
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker
 from plait.store.base import Store
-from plait.store.url import open_store
 
 from .conftest import StepsModule
 
@@ -47,18 +44,10 @@ def sync_agent(ctx):
 '''
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    url = f"sqlite:///{tmp_path / 'plait.db'}" if request.param == "sqlite" \
-        else str(request.getfixturevalue("pg_database"))
-    opened = open_store(url)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
+# the conftest's store, on the backends a worker shares with its driver's process
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgresql",
+                                                          marks=pytest.mark.postgres)],
+                         indirect=True)
 async def test_a_worker_attempt_journals_and_the_retry_reads_it_back(
         store: Store, write_steps_module: StepsModule) -> None:
     module = write_steps_module(_STEPS)
