@@ -207,8 +207,8 @@ class ClaimSource:
         self._withdrawn: list[AttemptKey] = []
         self._logs: dict[AttemptKey, list[JSONDict]] = {}  # notes of outcomes reported
         self._notes: list[tuple[str | None, JSONDict]] = []  # of outcomes consumed
-        # the run's step log (the loop's StepLog), given by the engine (``attach``) once
-        # the loop is built: wait requests and cache hits of outcomes go there
+        # the run's step log (the loop's StepLog), given by ``open``: wait requests and
+        # cache hits of outcomes go there
         self.step_log: StepLog | None = None
         self._wake = asyncio.Event()
         self._report: Report | None = None
@@ -230,8 +230,9 @@ class ClaimSource:
 
     # ------------------------------------------------------------- the contract
 
-    def open(self, spawn: Spawn, report: Report) -> None:
+    def open(self, spawn: Spawn, report: Report, log: StepLog) -> None:
         self._report = report
+        self.step_log = log
         if self._slots is not None:
             self._fns = self._functions()
             if self._fns:
@@ -352,9 +353,6 @@ class ClaimSource:
             elif key in self._eager_keys:  # an eager attempt's: stored by the next batch
                 self._eager_keys.discard(key)
                 self._ended.append(key)
-
-    def attach(self, log: StepLog) -> None:
-        self.step_log = log
 
     def committed(self) -> None:
         """The batch ``claims`` last gave was stored: its eager attempts start, and the

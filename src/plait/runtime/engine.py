@@ -216,7 +216,6 @@ class Engine:
                 state.secrets = secrets
             source = source or LocalSource(checked, self.clock)
             loop = RunLoop(self, checked, run, state, secrets, source)
-            source.attach(loop.view.step_log)  # outcomes' notes reach the step log
             self._loops[run.run_id] = loop
             watched = self.observers.started(run, checked)
             try:

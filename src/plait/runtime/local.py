@@ -35,7 +35,8 @@ class LocalSource:
         self._max_output_bytes = checked.spec.limits.max_output_bytes
         self._clock = clock
 
-    def open(self, spawn: Spawn, report: Report) -> None:
+    def open(self, spawn: Spawn, report: Report, log: StepLog) -> None:
+        # (its attempts write their notes in the run's step log themselves)
         self._spawn = spawn
         self._report = report
         self._run = AttemptRunner(self._runs, self._max_output_bytes, self._clock,
@@ -74,9 +75,6 @@ class LocalSource:
         return False
 
     def committed(self) -> None:  # never called: not remote
-        pass
-
-    def attach(self, log: StepLog) -> None:  # its attempts write their notes themselves
         pass
 
     def close(self) -> None:

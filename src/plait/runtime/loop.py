@@ -10,8 +10,16 @@ that happen together are committed together (group commit, ``RunWriter``).  Appr
 steps are parked without an attempt; when only people can move the run on, it is
 stored ``waiting`` and the loop returns.
 
+The loop is one path for every run, local or on a cluster, new or resumed: ``_start``,
+then turns (``_main``).  A turn begins the ready steps (``_launch``), ends by
+committing and handing them over (``runtime.turns``: the one place where a run whose
+attempts run elsewhere, or whose store writes at once, differs), then waits
+(``runtime.waiting``: ``Wake``, and ``Watch`` for a store other processes share) and
+feeds what happened to the core (``_process``).
+
 The seam's contract is in ``runtime.worksource``; ``LocalSource`` (``runtime.local``)
-runs attempts as tasks of the run's TaskGroup.
+runs attempts as tasks of the run's TaskGroup, ``ClaimSource`` (``runtime.claims``)
+as tickets of a cluster.
 """
 
 from __future__ import annotations
@@ -25,12 +33,11 @@ from ..core import expressions
 from ..core.effects import Effects
 from ..core.events import CancelRequested, TimerFired
 from ..core.jsoncheck import ensure_json
-from ..core.model import JSON
-from ..core.retry import ErrorInfo
+from ..core.model import JSON, StepSpec
 from ..core.runstate import RunState
 from ..core.states import RunStatus
 from ..core.validate import CheckedWorkflow
-from ..errors import InterruptedAttempt, RunError, RunTakenOver
+from ..errors import InterruptedAttempt, RunError
 from ..steps.context import StepLog
 from ..steps.registry import StepCall, StepType, get_step_type
 from ..steps.secrets import Secrets
@@ -45,18 +52,18 @@ from .results import RunResult
 from .runner import error_info, failed
 from .runview import RunView
 from .timers import Timers
+from .turns import turn_for
 from .untrusted import refusal
+from .waiting import Wake, Watch
 from .when import WhenJudge
-from .worksource import OutcomeKind, Reported, Spawn, WorkSource
+from .worksource import Reported, Spawn, WorkSource
 from .writer import RunWriter
 
-CANCEL_POLL_S = 0.5
 _log = logging.getLogger("plait.engine")
 
 
 class _LoopData(NamedTuple):
-    """Per-step facts the loop reads on every attempt, derived once per checked
-    workflow (not once per run)."""
+    """Per-step facts derived once per checked workflow (not once per run)."""
 
     types: tuple[StepType, ...]
     pool_of: tuple[str | None, ...]
@@ -67,15 +74,40 @@ class _LoopData(NamedTuple):
     parent_index: list[dict[str, int] | None]
 
 
+def _inline(step: StepSpec, kind: StepType) -> Callable[[StepCall], JSON] | None:
+    return kind.inline if kind.inline is not None and expressions.is_cheap(step.config) \
+        else None
+
+
 def _loop_data(checked: CheckedWorkflow) -> _LoopData:
     steps = checked.spec.steps
     types = tuple(get_step_type(s.type) for s in steps)
     return _LoopData(
         types=types, pool_of=tuple(s.pool for s in steps),
-        inline=tuple(t.inline if t.inline is not None and expressions.is_cheap(s.config)
-                     else None for s, t in zip(steps, types, strict=True)),
+        inline=tuple(_inline(s, t) for s, t in zip(steps, types, strict=True)),
         declared=frozenset(k for s in steps for k in s.outputs),
         parent_index=[None] * len(steps))
+
+
+class _StepFacts:
+    """What the loop reads of each step on every attempt: the checked workflow's
+    (``_LoopData``), until a map step expands and its items get theirs (``grow``)."""
+
+    __slots__ = ("inline", "pool_of", "types")
+
+    def __init__(self, data: _LoopData) -> None:
+        self.types: Sequence[StepType] = data.types
+        self.pool_of: Sequence[str | None] = data.pool_of
+        self.inline: Sequence[Callable[[StepCall], JSON] | None] = data.inline
+
+    def grow(self, steps: Sequence[StepSpec]) -> None:
+        """Facts for the steps added since (a map step's items)."""
+        added = steps[len(self.types):]
+        kinds = [get_step_type(step.type) for step in added]
+        self.types = [*self.types, *kinds]
+        self.pool_of = [*self.pool_of, *(step.pool for step in added)]
+        self.inline = [*self.inline, *(_inline(s, k) for s, k in zip(added, kinds,
+                                                                     strict=True))]
 
 
 def _refused_only(call: StepCall) -> JSON:
@@ -89,92 +121,56 @@ class RunLoop:
 
     def __init__(self, host: RunHost, checked: CheckedWorkflow, run: RunRecord,
                  state: RunState, secrets: Secrets, source: WorkSource) -> None:
-        self.store = host.store
         self.checked = checked
-        self.spec = checked.spec
         self.state = state
         self.run_id = run.run_id
-        self.secrets = secrets
         self.source = source
         self.clock = host.clock
-        self._rand = host.rand
-        self._worker = host.worker
+        self._secrets = secrets  # the run's output is redacted with them
+        self._worker = host.worker  # who begins attempts (a ticket's: who claims it)
         derived = checked.derive("loop", lambda: _loop_data(checked))
+        self._facts = _StepFacts(derived)
         step_log = StepLog(secrets.redact_text)
         # (internal classes take positional arguments: a class call with keywords
         # costs CPython 3.11 a dict, once per run and class)
         self.view = RunView(checked, state, run.run_id, host.services, step_log,
                             derived.declared, derived.parent_index)  # what attempts read
         self.writer = RunWriter(host.store, run, state, step_log, host.listeners, host.worker)
+        self.tasks: dict[int, object] = {}  # attempts out: step -> the source's handle
+        self.outcomes: list[Reported] = []  # reported, not processed yet
+        # how a turn is committed and its attempts handed over: chosen once, from what
+        # the source and the store declare (``runtime.turns``)
+        self._turn = turn_for(source, host.store, self.writer, self.tasks)
+        self._wake = Wake()
+        self._watch = Watch(self._turn.watched, host.store, run.run_id, host.worker,
+                            run.heartbeat_at)
         # the engine's rules refuse the definition: every step fails as it would start
         # (an approval too, rather than wait for a person), and the run never completes
         self._refused = refusal(checked, host.services.trust, "")
         self.timers = Timers()
-        self._slots = PoolSlots(self.spec.pools, state, self.timers)  # its use of pools
+        self._slots = PoolSlots(checked.spec.pools, state, self.timers)  # its use of pools
         # Nothing the loop holds refers back to it (callbacks are passed per call, and
         # the source lets go of ``report`` when closed): a finished run is freed by
         # reference counting, not left to the cyclic collector (runtime.gctune).
         self.approvals = Approvals(checked, state, host.store, run.run_id, host.clock,
                                    self.timers, step_log)
-        self.tasks: dict[int, object] = {}  # attempts out: step -> the source's handle
-        self.outcomes: list[Reported] = []  # reported, not processed yet
         self.whens = WhenJudge(checked, state)
-        # the judge's own dict and list, read on every turn
-        self._judging, self._judged = self.whens.judging, self.whens.judged
-        self.halt = Halt(self.tasks, self.whens, source.cancel)
         # feeds an outcome to the state and carries out what it decides
         self._effects = OutcomeEffects(checked, state, secrets, self.view, self.timers,
-                                       self.clock, self._rand, self.approvals, self.halt,
+                                       self.clock, host.rand, self.approvals,
+                                       Halt(self.tasks, self.whens, source.cancel),
                                        self.tasks, source.start)
-        self._handle: Callable[[int, OutcomeKind, JSON, ErrorInfo | None, bool, float],
-                               None] = self._effects.apply
-        self._wake: asyncio.Future[None] | None = None
-        self._create_task: Spawn  # a task the run owns
-        self._start_attempt: Callable[[StepCall, bool], object]  # WorkSource.start
-        # the claim that gave us the run just read its cancel request and renewed the
-        # heartbeat: the first poll is due a poll interval after it
-        self._last_cancel_poll = run.heartbeat_at or 0.0
         self._decisions_due = False
-        self._types: Sequence[StepType] = derived.types
-        self._rows = state.rows
-        self._pool_of: Sequence[str | None] = derived.pool_of
-        self._inline: Sequence[Callable[[StepCall], JSON] | None] = derived.inline
-        self._max_output_bytes = self.spec.limits.max_output_bytes
-        # a store shared with other processes is polled for cancel requests, approval
-        # decisions and the ownership heartbeat; a memory store is this process's own
-        self._polls = self.store.capabilities.shared
-        # ...and its writes complete at once: the loop calls them without a coroutine
-        self._write_now = self.writer.write_now
-        # a source whose attempts run elsewhere (``WorkSource.remote``): its tickets and
-        # consumed outcomes ride in the loop's batches, so ``start`` is called before
-        # the commit that stores the attempt; the run's lease is heartbeated whatever
-        # the store, since other processes may take the run over
-        self._remote = source.remote
-        # a remote source that runs some attempts in this process (``ClaimSource``'s
-        # eager attempts): asked before each attempt begins whether it runs here
-        self._reserve: Callable[[int], bool] | None = None
-        if self._remote:
-            self._polls = True
-            self._write_now = None
-            self.writer.claims = source.claims
-            self._reserve = source.reserve
-            self.writer.committed = source.committed
         self._detached = False
-        self._aio: asyncio.AbstractEventLoop
-        self._held_change: RunChange | None = None  # the run's start, see _start
-        # the loop's task waits for nothing but attempts, on a store whose writes
-        # complete at once: an attempt that ends does the loop's turn itself (_advance)
-        self._idle = False
+        self._spawn: Spawn  # a task the run owns (its TaskGroup's)
 
     # ------------------------------------------------------------- driving
 
     async def run(self) -> None:
         try:
             async with asyncio.TaskGroup() as tg:
-                self._create_task = tg.create_task
-                self._aio = asyncio.get_running_loop()
-                self.source.open(tg.create_task, self.report)
-                self._start_attempt = self.source.start
+                self._spawn = tg.create_task
+                self.source.open(tg.create_task, self.report, self.view.step_log)
                 try:
                     await self._main()
                 finally:
@@ -196,40 +192,28 @@ class RunLoop:
         self._detached = True
 
     async def _main(self) -> None:
-        state, timers, parked, slots = self.state, self.timers, self.approvals.parked, \
-            self._slots
-        await self._start()
+        """Turn after turn: start what may start and commit it, then wait for what
+        happens (outcomes, timers, ``when`` renders, decisions, polls) and feed it to
+        the core."""
+        state, timers, parked, whens = self.state, self.timers, self.approvals.parked, \
+            self.whens
+        change = await self._start()
         while True:
-            starts = self._launch(self.clock())
-            if starts and self._remote:  # the tickets are committed with the attempts
-                tasks, start = self.tasks, self._start_attempt
-                for call in starts:
-                    tasks[call.index] = start(call, False)
-                starts = []
-            if self._held_change is not None:
-                change, self._held_change = self._held_change, None
-                await self.writer.commit_run(change)
-            elif self._write_now is None:
-                await self.writer.flush()
-            else:
-                self.writer.flush_now()
-            if starts:
-                tasks, start = self.tasks, self._start_attempt
-                for call in starts:
-                    tasks[call.index] = start(call, False)
+            await self._turn.commit(self._launch(self.clock()), change)
+            change = None
             if state.when_due:  # judged by the core above, rendered off the loop
-                self.whens.render(self._create_task, self._signal)
+                whens.render(self._spawn, self._wake.signal)
             if state.done:
                 break
-            if not self.tasks and not self._judging and state.halting:
+            if not self.tasks and not whens.judging and state.halting:
                 # nothing runs any more: whatever has not started never will
                 state.cancel_unstarted(self.clock(), state.stop_reason())
                 parked.clear()
                 continue
-            if not self.tasks and not self._judging and not timers.busy() \
-                    and not state.has_ready() and not slots.waiting:
+            if not self.tasks and not whens.judging and not timers.busy() \
+                    and not state.has_ready() and not self._slots.waiting:
                 if parked:  # only people can move the run on: it waits
-                    if self._polls:
+                    if self._watch.on:
                         # a decision stored since the last poll must not be missed
                         await self._check_decisions()
                         if not parked or state.has_ready() or state.when_due:
@@ -237,77 +221,78 @@ class RunLoop:
                     await self._park_run()
                     return
                 raise RunError(f"run {self.run_id!r} cannot make progress")
-            if not self.outcomes and not self._judged:
-                if timers or self._polls:
-                    await self._wait()
-                else:  # the common case inlined: attempts report, and wake the loop
-                    self._wake = wake = self._aio.create_future()
-                    # attempts that end meanwhile may do the loop's work (_advance)
-                    self._idle = self._write_now is not None and not self._judging
-                    try:
-                        await wake
-                    finally:
-                        self._idle = False
-                    self._wake = None
+            if not self.outcomes and not whens.judged:
+                await self._wait()
             now = self.clock()
             if timers:
                 self._fire_timers(now)
             self._process(now)
-            if self._polls and now - self._last_cancel_poll >= CANCEL_POLL_S:
-                await self._poll_cancel(now)
+            if self._watch.due(now):
+                await self._poll(now)
             if self._decisions_due:
                 await self._check_decisions()
         await self._finish()
 
-    async def _start(self) -> None:
+    async def _start(self) -> RunChange | None:
         """Start (or restart, on resume) the run: its timers, what was interrupted or
-        waiting when it stopped, and the move to ``running``, committed together."""
+        waiting when it stopped.  Returns the move to ``running``, which the first
+        turn commits with the first steps it starts (one batch: nothing has taken
+        effect before it), unless approvals wait and it was committed here."""
         state, now, run = self.state, self.clock(), self.writer.run
         run_change = None
         if run.status in (RunStatus.PENDING, RunStatus.WAITING):
             run_change = RunChange(source=run.status, target=RunStatus.RUNNING, at=now)
-        if self.spec.timeout is not None:
-            self.timers.add(now + self.spec.timeout, "run_timeout", -1)
+        if self.checked.spec.timeout is not None:
+            self.timers.add(now + self.checked.spec.timeout, "run_timeout", -1)
         if run.cancel_requested:  # cancelled while nobody executed it
             self._effects.carry_out(state.apply(CancelRequested(
                 reason="cancelled on request", at=now)), now)
         state.start(now)
-        if len(self._rows) != len(self._types):  # map items, restored
-            self._grow()
         for due, i in state.queued_later():  # retries that were waiting when it stopped
             self.timers.add(due, "retry", i)
-        for i, handle in self.source.adopt(state.interrupted).items():
-            # taken over: the attempt still runs elsewhere, its outcome will come
-            state.interrupted.remove(i)
-            self.tasks[i] = handle
-            if (pool := self._pool_of[i]) is not None:
-                self._slots.hold(pool, now)
-        for i in state.interrupted:  # resumed: those attempts died with their process
-            error = error_info(InterruptedAttempt(state.rows[i].worker,
-                                                  step=state.steps[i].id,
-                                                  taken_over=self._remote))
-            self._apply(i, "interrupted", None, error, False, now)
-        state.interrupted.clear()
+        self._adopt(now)
         for i in state.waiting_steps():
-            if self._types[i].parks:
+            if self._types_of()[i].parks:
                 state.park(i, "approval", now, resumed=True)
                 self.approvals.park(i, resumed=True)
             else:  # a Python step in ctx.wait_for_approval
                 state.park(i, "code_approval", now, resumed=True)
                 self.approvals.park_code(i, now)
-        if self.approvals.parked:
-            await self.writer.commit_run(run_change)
-            await self._check_decisions()
-        else:
-            # committed with the first steps the loop starts (one batch, one transaction):
-            # nothing has taken effect before that commit
-            self._held_change = run_change
+        if not self.approvals.parked:
+            return run_change
+        await self.writer.commit_run(run_change)
+        await self._check_decisions()
+        return None
+
+    def _adopt(self, now: float) -> None:
+        """The attempts stored ``running``: those still out (a run taken over) are
+        waited for, the others died with their process and count as interrupted."""
+        state = self.state
+        self._types_of()  # (map items restored: their facts first)
+        pool_of = self._facts.pool_of
+        for i, handle in self.source.adopt(state.interrupted).items():
+            state.interrupted.remove(i)
+            self.tasks[i] = handle
+            if (pool := pool_of[i]) is not None:
+                self._slots.hold(pool, now)
+        for i in state.interrupted:
+            error = error_info(InterruptedAttempt(state.rows[i].worker,
+                                                  step=state.steps[i].id,
+                                                  taken_over=self._turn.taken_over))
+            self._effects.apply(i, "interrupted", None, error, False, now)
+        state.interrupted.clear()
+
+    def _types_of(self) -> Sequence[StepType]:
+        """Each step's type, map items restored included."""
+        if len(self.state.rows) != len(self._facts.types):
+            self._facts.grow(self.state.steps)
+        return self._facts.types
 
     # ------------------------------------------------------------- approvals
 
     def signal_decision(self) -> None:
         self._decisions_due = True
-        self._signal()
+        self._wake.signal()
 
     async def _check_decisions(self) -> None:
         """Apply stored approval decisions, and deadlines that have passed."""
@@ -322,49 +307,29 @@ class RunLoop:
 
     # ------------------------------------------------------------- starting
 
-    def _grow(self) -> None:
-        """A map step expanded: its items' rows get the loop's per-step facts."""
-        types, pool_of, inline = list(self._types), list(self._pool_of), list(self._inline)
-        steps = self.state.steps
-        for j in range(len(types), len(self._rows)):
-            step = steps[j]
-            kind = get_step_type(step.type)
-            types.append(kind)
-            pool_of.append(step.pool)
-            inline.append(kind.inline if kind.inline is not None
-                          and expressions.is_cheap(step.config) else None)
-        self._types, self._pool_of, self._inline = types, pool_of, inline
-
     def _launch(self, now: float) -> list[StepCall]:
-        """Begin as many ready steps as concurrency and pools allow."""
-        state = self.state
-        if len(self._rows) != len(self._types):  # map items were added
-            self._grow()
+        """Begin as many ready steps as concurrency and pools allow: those run inline
+        end here, the others are returned, to start once their start is committed."""
+        state, facts = self.state, self._facts
+        types = self._types_of()
         starts: list[StepCall] = []
-        limit = self.spec.concurrency
-        # on a cluster the attempt's worker is not known before one claims it: its end
-        # names it (``ClaimSource``)
-        running, steps, types, worker, view = state.running, state.steps, self._types, \
-            None if self._remote else self._worker, self.view
-        reserve = self._reserve
+        limit = self.checked.spec.concurrency
+        running, steps, inlines, view, driver, worker = state.running, state.steps, \
+            facts.inline, self.view, self._worker, self._turn.worker
         while len(running) < limit:
             i = state.pop_ready()
             if i is None:
                 break
             step = steps[i]
             if step.pool is not None and not self._slots.take(i, step.pool, now,
-                                                              self._signal):
+                                                              self._wake.signal):
                 continue
             step_type = types[i]
-            inline = self._inline[i]
+            inline = inlines[i]
             here = inline is not None and step.fallback is None and step.timeout is None
-            # a cluster's driver runs inline steps itself and parks others, and runs
-            # the attempts it has a slot for (eager): it is their worker; a ticket's
-            # worker is named by whoever claims it
-            if here or step_type.parks or (reserve is not None and reserve(i)):
-                attempt = state.begin(i, now, self._worker)
-            else:
-                attempt = state.begin(i, now, worker)
+            # the driver runs inline steps itself and parks others: it is their worker
+            attempt = state.begin(i, now, driver if here or step_type.parks
+                                  else worker(i, driver))
             if step_type.parks and self._refused is None:
                 state.park(i, "approval", now)
                 self.approvals.park(i)
@@ -386,54 +351,51 @@ class RunLoop:
                 if refused is not None:
                     raise refused
             value = ensure_json(inline(call), step=call.step.id,
-                                max_bytes=self._max_output_bytes)
+                                max_bytes=self.checked.spec.limits.max_output_bytes)
         except Exception as exc:  # noqa: BLE001 - the supervised step boundary
             outcome = failed(call, exc, False)
             self._release_slot(i)
-            self._apply(i, outcome.kind, None, outcome.error, False, now)
+            self._effects.apply(i, outcome.kind, None, outcome.error, False, now)
             return
         self._release_slot(i)
-        self._apply(i, "ok", value, None, False, now)
+        self._effects.apply(i, "ok", value, None, False, now)
 
     def _release_slot(self, i: int) -> None:
-        name = self._pool_of[i]
+        name = self._facts.pool_of[i]
         if name is not None:
             self._slots.release(name)
 
     # ------------------------------------------------------------- outcomes
 
     def report(self, outcome: Reported) -> None:
-        """How a WorkSource hands the loop an attempt's outcome (``runtime.worksource``).
-        Speed: the turn run here (``_advance``) pays on the ``chain:1000`` rows of
-        ``benchmarks/run.py`` (a dependency per wake-up of the loop's task otherwise)."""
-        if self._idle and len(self.tasks) == 1:  # this attempt is the only one
+        """How a WorkSource hands the loop an attempt's outcome (``runtime.worksource``):
+        queued for the loop's task, or, when it is the only attempt out and the task
+        waits for nothing else, processed here (``_advance``)."""
+        # speed: benchmarks/child.py chain:10000 db=memory:// (a task wake-up per step)
+        if self._wake.idle and len(self.tasks) == 1:
             self._advance(outcome)
         else:
             self.outcomes.append(outcome)
-            self._signal()
+            self._wake.signal()
 
     def _advance(self, outcome: Reported) -> None:
         """The run's only attempt ended while the loop's task waits for attempts only,
-        and the store's writes complete at once: the reporting task gives the outcome
-        to the core and stores and starts the steps it readied in this event-loop turn
-        (waking the loop's task first costs a turn per dependency).  Anything else
-        wakes the loop's task: the run's end, timers, guards to render, a halt...  When
-        other attempts run, their outcomes and this one are committed together by the
-        loop's task as before (one batch for a fan-out's siblings)."""
+        on a turn that commits without awaiting (``InstantTurn``): the reporting task
+        gives the outcome to the core and commits and starts the steps it readied.
+        Anything else wakes the loop's task: the run's end, timers, guards to render,
+        a halt...  When other attempts run, their outcomes and this one are committed
+        together by the loop's task (one batch for a fan-out's siblings)."""
         now = self.clock()
         self.outcomes.append(outcome)
         self._process(now)
         starts = self._launch(now)
         state = self.state
         if starts:
-            self.writer.flush_now()
-            tasks, start = self.tasks, self._start_attempt
-            for call in starts:
-                tasks[call.index] = start(call, False)
+            self._turn.commit_now(starts)
             if not (self.timers or state.when_due or state.halting or self._decisions_due
                     or self._slots.waiting):
                 return
-        self._signal()
+        self._wake.signal()
 
     def _carry(self, effects: Effects) -> None:
         if effects:
@@ -441,17 +403,16 @@ class RunLoop:
 
     def _carry_out(self) -> None:
         """Effects of rules that fired outside an outcome (a decision, a ``when``)."""
-        effects = self.state.take_effects()
-        if effects:
-            self._effects.carry_out(effects, self.clock())
+        self._carry(self.state.take_effects())
 
     def _process(self, now: float) -> None:
-        if self._judged:
-            self.whens.settle(now)
+        whens = self.whens
+        if whens.judged:
+            whens.settle(now)
             self._carry_out()
         outcomes, self.outcomes = self.outcomes, []
-        tasks, pool_of, handle, rows, slots = self.tasks, self._pool_of, self._handle, \
-            self._rows, self._slots
+        tasks, pool_of, apply, rows, slots = self.tasks, self._facts.pool_of, \
+            self._effects.apply, self.state.rows, self._slots
         for i, attempt, kind, output, error, fallback in outcomes:
             if attempt != rows[i].attempts or i not in tasks:  # late, or told twice
                 self._drop(i, attempt, kind)
@@ -460,44 +421,28 @@ class RunLoop:
             # a fallback runs outside the step's pool slot
             if not fallback and (pool := pool_of[i]) is not None:
                 slots.release(pool)
-            handle(i, kind, output, error, fallback, now)
-        if self._remote:  # applied (or dropped): consumed by the batch that follows
-            self.source.applied(outcomes)
+            apply(i, kind, output, error, fallback, now)
+        self._turn.applied(outcomes)
 
     def _drop(self, i: int, attempt: int, kind: str) -> None:
-        out = f"attempt {self._rows[i].attempts} is out" if i in self.tasks \
+        out = f"attempt {self.state.rows[i].attempts} is out" if i in self.tasks \
             else "no attempt is out"
         _log.warning("run %s: step %r: dropped an outcome (%s) of attempt %d: %s",
                      self.run_id, self.state.steps[i].id, kind, attempt, out)
 
-    def _apply(self, i: int, kind: OutcomeKind, output: JSON, error: ErrorInfo | None,
-               fallback: bool, now: float) -> None:
-        """An outcome that did not come through ``report`` (inline, resumed)."""
-        self._handle(i, kind, output, error, fallback, now)
-
     # ------------------------------------------------------------- waiting
 
-    def _signal(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
-
     async def _wait(self) -> None:
-        if self.outcomes or self._judged:
-            return
-        loop = asyncio.get_running_loop()
-        self._wake = loop.create_future()
-        handle = None
-        if self.timers:
-            delay = max(0.0, self.timers.next_due() - self.clock())
-            handle = loop.call_later(delay, self._signal)
-        elif self._polls:
-            handle = loop.call_later(CANCEL_POLL_S, self._signal)
-        try:
-            await self._wake
-        finally:
-            self._wake = None
-            if handle is not None:
-                handle.cancel()
+        """Until something happens: an outcome, a render, a decision, the next timer,
+        the next poll of a watched store."""
+        timers, poll = self.timers, self._watch.delay()
+        delay = poll
+        if timers:
+            due = max(0.0, timers.next_due() - self.clock())
+            delay = due if poll is None else min(due, poll)
+        # attempts that end meanwhile may take the loop's turn (``report``)
+        await self._wake.wait(delay, self._turn.inline and not timers
+                              and not self.whens.judging)
 
     def _fire_timers(self, now: float) -> None:
         state = self.state
@@ -516,22 +461,15 @@ class RunLoop:
         now = self.clock()
         self._effects.carry_out(self.state.apply(CancelRequested(reason=reason, at=now)),
                                 now)
-        self._signal()
+        self._wake.signal()
 
-    async def _poll_cancel(self, now: float) -> None:
+    async def _poll(self, now: float) -> None:
         """Other processes reach a running run through the store: notice a cancel
-        request within a second, and keep the ownership lease fresh."""
-        self._last_cancel_poll = now
-        run_id = self.run_id
-        run = await self.store.get_run(run_id)
-        if run.cancel_requested and not self.state.cancelled:
+        request within a second, and keep the ownership lease fresh (``Watch``)."""
+        if await self._watch.poll(now) and not self.state.cancelled:
             self.request_cancel("cancelled on request")
         if self.approvals.parked:
             self._decisions_due = True
-        if not await self.store.heartbeat(run_id, self._worker, now):
-            # Someone else took the run over (our lease ran out): stop, never write.
-            raise RunTakenOver(f"run {run_id!r} was taken over by another process "
-                           f"({run.owner}); this process stops executing it")
 
     # ------------------------------------------------------------- the end
 
@@ -541,7 +479,7 @@ class RunLoop:
 
     async def _finish(self) -> None:
         await self.writer.commit_run(await final_change(
-            self.checked, self.state, self.writer.run, secrets=self.secrets,
+            self.checked, self.state, self.writer.run, secrets=self._secrets,
             clock=self.clock, refused=self._refused))
 
     async def _abort(self, reason: str) -> None:

@@ -10,9 +10,12 @@ docs/design/workers.md).
 
 The contract, from the loop's side:
 
-1. ``open(spawn, report)`` is called once, inside the run's TaskGroup, before the first
-   ``start``.  ``spawn`` starts a task that the run owns (the source's own helpers, or
-   its attempts); ``report`` is how every outcome reaches the loop (``RunLoop.report``).
+1. ``open(spawn, report, log)`` is called once, inside the run's TaskGroup, before the
+   first ``start``.  ``spawn`` starts a task that the run owns (the source's own
+   helpers, or its attempts); ``report`` is how every outcome reaches the loop
+   (``RunLoop.report``); ``log`` is the run's step log, where a source whose attempts
+   run elsewhere puts what their notes ask of the run (``ctx.wait_for_approval``,
+   cache hits).
 2. ``start(call, fallback)`` hands over one attempt the loop has begun: RunState counts
    it and holds the step ``running``.  For an attempt of the step itself the start of
    the attempt is committed before ``start`` is called (persist before execute; a
@@ -29,7 +32,7 @@ The contract, from the loop's side:
    (with ``error``: what went wrong), ``interrupted`` (the process running it stopped),
    or ``cancelled`` (it stopped because it was cancelled).  An attempt that ended
    before its cancel reports how it ended.  ``report`` may do a whole turn of the
-   loop before it returns, ``start`` calls included.
+   loop before it returns, ``start`` calls included (``runtime.turns``).
 5. A source is ``remote`` when its attempts run in other processes (``ClaimSource``,
    in ``runtime.claims``).  Then ``start`` only records the attempt and is called
    *before* the commit that stores it ``running``: each batch the loop commits takes
@@ -41,7 +44,8 @@ The contract, from the loop's side:
    before it begins the attempt, and the source starts it only once the batch storing
    it is committed (``committed()``, called by the writer after each commit).  After
    each turn that processed outcomes the loop calls ``applied(outcomes)`` with them
-   (dropped ones too).
+   (dropped ones too).  The loop asks ``remote`` once, when it is built, and ends its
+   turns accordingly (``runtime.turns.RemoteTurn``).
    ``adopt(running)`` is asked once, when the loop starts, which of the steps stored
    ``running`` still have their attempt out (a run taken over): it returns their
    handles, and the loop waits for their outcomes instead of counting them
@@ -116,7 +120,7 @@ class WorkSource(Protocol):
 
     def applied(self, outcomes: list[Reported]) -> None: ...
 
-    def open(self, spawn: Spawn, report: Report) -> None: ...
+    def open(self, spawn: Spawn, report: Report, log: StepLog) -> None: ...
 
     def start(self, call: StepCall, fallback: bool) -> object: ...
 
@@ -128,5 +132,3 @@ class WorkSource(Protocol):
     def reserve(self, i: int) -> bool: ...  # step i's attempt runs in this process
 
     def committed(self) -> None: ...  # the batch storing the started attempts committed
-
-    def attach(self, log: StepLog) -> None: ...  # the run's step log, for outcomes' notes

@@ -23,7 +23,7 @@ from ..store.base import RunChange, RunRecord, Store, WriteBatch
 from ..store.capabilities import WritesNow
 from .results import RunResult, StepResults
 from .unstorable import cleaned_batch
-from .worksource import Claims
+from .worksource import Claims, WorkSource
 
 Listener = Callable[[WriteBatch], None]
 _FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -63,6 +63,12 @@ class RunWriter:
         self._owner = owner if store.capabilities.shared else None
         self._driver = owner
 
+    def take_claims(self, source: WorkSource) -> None:
+        """Each batch carries what the remote ``source`` hands over (``claims``), which
+        is told when that batch is stored (``committed``)."""
+        self.claims = source.claims
+        self.committed = source.committed
+
     def batch(self, run_change: RunChange | None = None) -> WriteBatch | None:
         """What the core changed since the last commit (None when nothing did), named
         as its driver's (``WriteBatch.owner``)."""
@@ -101,11 +107,11 @@ class RunWriter:
                 self.committed()
             self._notify(batch)
 
-    def flush_now(self) -> None:
-        """``flush`` for a store whose writes complete at once (the memory store)."""
+    def commit_now(self, change: RunChange | None = None) -> None:
+        """``commit_run`` for a store whose writes complete at once (the memory store)."""
         write_now = self.write_now
         assert write_now is not None
-        batch = self.batch()
+        batch = self.batch(change)
         if batch is not None:
             try:
                 write_now(batch)
@@ -113,6 +119,8 @@ class RunWriter:
                 batch = self._cleaned(batch, exc)
                 write_now(batch)
             self._notify(batch)
+        if change is not None:
+            self.apply_run_change(change)
 
     async def commit_run(self, change: RunChange | None) -> None:
         """Store the run's own change (if any) with what else changed, then mirror it.

@@ -56,8 +56,9 @@ class FakeSource:
         self._taken = 0
         self._more = asyncio.Event()
 
-    def open(self, spawn: Spawn, report: Report) -> None:
+    def open(self, spawn: Spawn, report: Report, log: StepLog) -> None:
         self._report = report
+        self.log = log
 
     def start(self, call: StepCall, fallback: bool) -> object:
         self.started.append(call)
@@ -82,9 +83,6 @@ class FakeSource:
 
     def committed(self) -> None:
         raise AssertionError("a local source is never told of a commit")
-
-    def attach(self, log: object) -> None:
-        self.log = log
 
     def close(self) -> None:
         self.closed += 1
@@ -275,7 +273,7 @@ async def test_local_source_reports_each_cancelled_attempt_once_started_or_not()
     reported: list[Reported] = []
     source = LocalSource(checked, time.time)
     async with asyncio.TaskGroup() as tg:
-        source.open(tg.create_task, reported.append)
+        source.open(tg.create_task, reported.append, view.step_log)
         early = source.start(StepCall(checked.spec.steps[0], 0, 1, 0.0, view), False)
         source.cancel(early)
         source.cancel(early)  # the loop may ask twice before the task's turn
