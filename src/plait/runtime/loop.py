@@ -311,11 +311,13 @@ class RunLoop:
         """Begin as many ready steps as concurrency and pools allow: those run inline
         end here, the others are returned, to start once their start is committed."""
         state, facts = self.state, self._facts
-        types = self._types_of()
+        if len(state.rows) != len(facts.types):  # map items were added
+            facts.grow(state.steps)
         starts: list[StepCall] = []
         limit = self.checked.spec.concurrency
-        running, steps, inlines, view, driver, worker = state.running, state.steps, \
-            facts.inline, self.view, self._worker, self._turn.worker
+        running, steps, types, inlines, view, driver, worker = state.running, \
+            state.steps, facts.types, facts.inline, self.view, self._worker, \
+            self._turn.worker
         while len(running) < limit:
             i = state.pop_ready()
             if i is None:
