@@ -62,6 +62,7 @@ from .writer import RunWriter
 _log = logging.getLogger("plait.engine")
 
 
+# speed: benchmarks/many_runs.py (the same checked workflow run again and again)
 class _LoopData(NamedTuple):
     """Per-step facts derived once per checked workflow (not once per run)."""
 
@@ -131,8 +132,6 @@ class RunLoop:
         derived = checked.derive("loop", lambda: _loop_data(checked))
         self._facts = _StepFacts(derived)
         step_log = StepLog(secrets.redact_text)
-        # (internal classes take positional arguments: a class call with keywords
-        # costs CPython 3.11 a dict, once per run and class)
         self.view = RunView(checked, state, run.run_id, host.services, step_log,
                             derived.declared, derived.parent_index)  # what attempts read
         self.writer = RunWriter(host.store, run, state, step_log, host.listeners, host.worker)
@@ -298,7 +297,7 @@ class RunLoop:
         """Apply stored approval decisions, and deadlines that have passed."""
         self._decisions_due = False
         await self.approvals.apply(self._carry)
-        await self.writer.flush()
+        await self.writer.commit_run()
 
     async def _park_run(self) -> None:
         run = self.writer.run

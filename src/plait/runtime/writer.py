@@ -96,17 +96,6 @@ class RunWriter:
         batch.owner = self._owner if self.claims is None else self._driver
         return batch
 
-    async def flush(self, run_change: RunChange | None = None) -> None:
-        batch = self.batch(run_change)
-        if batch is not None:
-            try:
-                await self._store.write(batch)
-            except UnstorableValue as exc:
-                batch = await self._rewrite(batch, exc)
-            if self.committed is not None:
-                self.committed()
-            self._notify(batch)
-
     def commit_now(self, change: RunChange | None = None) -> None:
         """``commit_run`` for a store whose writes complete at once (the memory store)."""
         write_now = self.write_now
@@ -122,9 +111,9 @@ class RunWriter:
         if change is not None:
             self.apply_run_change(change)
 
-    async def commit_run(self, change: RunChange | None) -> None:
-        """Store the run's own change (if any) with what else changed, then mirror it.
-        (``flush``'s body again: awaiting it would cost a coroutine per call.)"""
+    async def commit_run(self, change: RunChange | None = None) -> None:
+        """Store what changed since the last commit and the run's own change (if any)
+        as one batch, then mirror the change in ``run``."""
         batch = self.batch(change)
         if batch is not None:
             try:
