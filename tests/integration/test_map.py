@@ -137,13 +137,15 @@ async def test_more_items_than_the_limit_fail_naming_count_and_limit(engine: Eng
 
 
 async def test_ten_thousand_items(engine: Engine) -> None:
-    began = time.perf_counter()
+    # CPU time of this process, so a loaded machine does not fail it: a guard
+    # against a blow-up, not a speed goal
+    began = time.process_time()
     result = await run(engine, map_wf({"type": "transform", "value": "{{ item + 1 }}"}),
                        {"xs": list(range(10_000))})
     assert result.status == "completed"
     assert result.steps["fetch"].output == list(range(1, 10_001))
     assert result.steps["fetch[9999]"].output == 10_000
-    assert time.perf_counter() - began < 15
+    assert time.process_time() - began < 15
 
 
 def items(input: dict[str, Any]) -> list[int]:
