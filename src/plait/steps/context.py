@@ -467,6 +467,25 @@ class StepContext:
         """``run`` for sync steps: ``fn`` is called in the step's own thread."""
         return self._journaled().run_sync(name, fn, args, kwargs, retry)
 
+    async def llm(self, name: str, /, *, retry: RetryPolicy | None = None,
+                  **fields: Any) -> JSONDict:
+        """The ``llm`` step type's request as a journaled call named ``name``
+        (docs/python-api.md): ``base_url``, ``model``, ``api_key_env``, ``messages`` or
+        ``prompt``, and optionally ``tools``, ``response_format``, ``temperature``,
+        ``max_tokens``.  Returns the step's output (with ``tools``, plus
+        ``"tool_calls": [{"id", "name", "arguments"}]``); a later attempt gets it back
+        without sending anything."""
+        from .llmcall import llm
+
+        return await llm(self, self._call, name, fields, retry)
+
+    def llm_sync(self, name: str, /, *, retry: RetryPolicy | None = None,
+                 **fields: Any) -> JSONDict:
+        """``llm`` for sync steps (same fields and semantics)."""
+        from .llmcall import llm_sync
+
+        return llm_sync(self, self._call, self._loop, name, fields, retry)
+
     def _journaled(self) -> CallJournal:
         calls = self._calls
         if calls is None:

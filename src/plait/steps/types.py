@@ -10,4 +10,4 @@ HTTP_FIELDS = frozenset({"method", "url", "headers", "params", "json", "body", "
                          "follow_redirects"})
 
 LLM_FIELDS = frozenset({"base_url", "model", "messages", "prompt", "api_key_env",
-                        "response_format", "temperature", "max_tokens"})
+                        "response_format", "temperature", "max_tokens", "tools"})
