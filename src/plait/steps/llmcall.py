@@ -85,7 +85,8 @@ def _checked(ctx: StepContext, call: Any, name: object,
     try:
         plain = checked_json(values)
     except NotJSON as exc:
-        raise FatalError(f"{who}: {exc.describe('the field')}", step=step) from None
+        where = exc.short_path.lstrip(".")
+        raise FatalError(f"{who}: `{where}` {exc.problem}", step=step) from None
     assert isinstance(plain, dict)
     return build_request(plain, step, who), key_env
 
