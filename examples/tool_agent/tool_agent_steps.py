@@ -31,16 +31,16 @@ def reverse_words(text: str) -> dict[str, Any]:
 TOOLS = {f.__name__: f for f in (count_words, count_letters, reverse_words)}
 
 
-def _spec(name: str, description: str) -> dict[str, Any]:
+def _tool(name: str, description: str) -> dict[str, Any]:
     return {"type": "function", "function": {
         "name": name, "description": description,
         "parameters": {"type": "object", "required": ["text"],
                        "properties": {"text": {"type": "string"}}}}}
 
 
-TOOL_SPECS = [_spec("count_words", "How many words a text has"),
-              _spec("count_letters", "How many letters a text has"),
-              _spec("reverse_words", "The text's words in reverse order")]
+TOOL_DEFS = [_tool("count_words", "How many words a text has"),
+              _tool("count_letters", "How many letters a text has"),
+              _tool("reverse_words", "The text's words in reverse order")]
 
 SYSTEM = ("You describe a text. Call the tools you need, one at a time, then answer "
           "in one sentence.")
@@ -75,7 +75,7 @@ async def agent(ctx: StepContext, task: str, base_url: str, model: str = "gpt-4o
     for turn in range(max_turns):
         reply = await ctx.llm(f"model-{turn}", base_url=base_url, model=model,
                               api_key_env="OPENAI_API_KEY", messages=messages,
-                              tools=TOOL_SPECS, temperature=0)
+                              tools=TOOL_DEFS, temperature=0)
         if not reply["tool_calls"]:
             return {"answer": reply["content"], "turns": turn + 1, "tools_called": called}
         messages.append(assistant_message(reply))

@@ -89,15 +89,14 @@ from .http import (
     quoted_url,
     retry_after_seconds,
 )
-from .netclient import guarded_client
 from .llmtools import tool_calls, tools_problem
+from .netclient import guarded_client
 from .registry import Services, StepCall
 from .secrets import add_redacted
+from .types import LLM_REQUEST_FIELDS
 
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
-# the fields that make the request (api_key_env only names the key)
-REQUEST_FIELDS = ("base_url", "model", "messages", "prompt", "response_format",
-                  "temperature", "max_tokens", "tools")
+REQUEST_FIELDS = LLM_REQUEST_FIELDS
 ROLES = ("system", "user", "assistant", "tool", "developer")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")

@@ -1,6 +1,10 @@
 """``ctx.llm`` / ``ctx.llm_sync``: an ``llm`` step's request made from a step's code, as
 a journaled call (docs/python-api.md).
 
+The engine lends a ``ModelCalls`` to its steps (``Services.model_calls``): the step
+context cannot import the ``llm`` type (that type imports the context), and this module
+imports it only when a call is made, so that ``import plait`` stays free of httpx.
+
 The fields are the ``llm`` step's (``base_url``, ``model``, ``api_key_env``, exactly one
 of ``messages`` and ``prompt``, and optionally ``tools``, ``response_format``,
 ``temperature``, ``max_tokens``), checked as the step checks them, before the journal
@@ -16,21 +20,40 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.jsoncheck import NotJSON, checked_json
 from ..core.model import JSON, JSONDict, RetryPolicy
 from ..errors import FatalError
 from .context import StepContext
-from .llm import _ENV_NAME, REQUEST_FIELDS, Sender, _Request, build_request, send
+from .types import LLM_FIELDS, LLM_REQUEST_FIELDS
+
+if TYPE_CHECKING:
+    from .llm import _Request
 
 MAX_NAME = 200  # characters of a call's name
-FIELDS = frozenset({*REQUEST_FIELDS, "api_key_env"})
+
+
+class ModelCalls:
+    """What ``ctx.llm`` and ``ctx.llm_sync`` do (lent to steps by the engine)."""
+
+    async def llm(self, ctx: StepContext, call: Any, name: object,
+                  fields: Mapping[str, Any], retry: RetryPolicy | None) -> JSONDict:
+        """``ctx.llm``: the completion for ``fields``, journaled under ``name``."""
+        return await llm(ctx, call, name, fields, retry)
+
+    def llm_sync(self, ctx: StepContext, call: Any, loop: asyncio.AbstractEventLoop | None,
+                 name: object, fields: Mapping[str, Any],
+                 retry: RetryPolicy | None) -> JSONDict:
+        """``ctx.llm_sync``: ``llm`` from a sync step's thread."""
+        return llm_sync(ctx, call, loop, name, fields, retry)
 
 
 async def llm(ctx: StepContext, call: Any, name: object, fields: Mapping[str, Any],
               retry: RetryPolicy | None) -> JSONDict:
     """``ctx.llm``: the completion for ``fields``, journaled under ``name``."""
+    from .llm import Sender, send
+
     request, key_env = _checked(ctx, call, name, fields)
     assert isinstance(name, str)
     sender = Sender.of(call, name=name)
@@ -43,6 +66,8 @@ def llm_sync(ctx: StepContext, call: Any, loop: asyncio.AbstractEventLoop | None
              name: object, fields: Mapping[str, Any], retry: RetryPolicy | None) -> JSONDict:
     """``ctx.llm_sync``: ``llm`` from a sync step's thread (the request is sent on the
     run's event loop, as the step type sends it)."""
+    from .llm import Sender, send
+
     request, key_env = _checked(ctx, call, name, fields)
     assert isinstance(name, str)
     sender = Sender.of(call, name=name)
@@ -62,6 +87,8 @@ def llm_sync(ctx: StepContext, call: Any, loop: asyncio.AbstractEventLoop | None
 def _checked(ctx: StepContext, call: Any, name: object,
              fields: Mapping[str, Any]) -> tuple[_Request, str]:
     """The request and the key's variable, or FatalError naming what is wrong."""
+    from .llm import _ENV_NAME, build_request
+
     step = ctx.step_id
     if not isinstance(name, str) or not name or len(name) > MAX_NAME:
         raise FatalError(f"step {step!r}: ctx.llm needs a name (non-empty text of at "
@@ -70,10 +97,10 @@ def _checked(ctx: StepContext, call: Any, name: object,
     if call is None:
         raise FatalError(f"{who}: ctx.llm needs the step's run, and this context has "
                          f"none", step=step)
-    unknown = sorted(set(fields) - FIELDS)
+    unknown = sorted(set(fields) - LLM_FIELDS)
     if unknown:
         raise FatalError(f"{who}: unknown field {unknown[0]!r}; the fields are "
-                         f"{', '.join(sorted(FIELDS))}", step=step)
+                         f"{', '.join(sorted(LLM_FIELDS))}", step=step)
     for required in ("base_url", "model", "api_key_env"):
         if fields.get(required) is None:
             raise FatalError(f"{who}: `{required}` is required", step=step)
@@ -81,7 +108,7 @@ def _checked(ctx: StepContext, call: Any, name: object,
     if not isinstance(key_env, str) or not _ENV_NAME.fullmatch(key_env):
         raise FatalError(f"{who}: `api_key_env`: expected the name of an environment "
                          f"variable (like OPENAI_API_KEY), got {_shown(key_env)}", step=step)
-    values = {k: v for k, v in fields.items() if k in REQUEST_FIELDS and v is not None}
+    values = {k: v for k, v in fields.items() if k in LLM_REQUEST_FIELDS and v is not None}
     try:
         plain = checked_json(values)
     except NotJSON as exc:
