@@ -115,10 +115,6 @@ class _Request:
     schema: JSONDict | None
 
 
-def _fatal(step: str, message: str) -> FatalError:
-    return FatalError(f"step {step!r}: {message}", step=step)
-
-
 def _prepare(call: StepCall) -> _Request:
     config = call.step.config
     values = {name: call.render(config[name], name) for name in REQUEST_FIELDS
