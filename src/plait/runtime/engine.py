@@ -39,6 +39,7 @@ from ..errors import (
     StoreError,
     TransitionError,
 )
+from ..steps.llmcall import ModelCalls
 from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import Services
 from ..steps.secrets import Secrets
@@ -145,6 +146,7 @@ class Engine:
                                  or NetworkPolicy.from_environment(), store=store,
                                  trust=trust)
         self.services.children = ChildRuns(self)  # `workflow` and `loop` steps
+        self.services.model_calls = ModelCalls()  # ctx.llm
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.
