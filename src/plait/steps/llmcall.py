@@ -26,12 +26,12 @@ from ..core.jsoncheck import NotJSON, checked_json
 from ..core.model import JSON, JSONDict, RetryPolicy
 from ..errors import FatalError
 from .context import StepContext
+from .journal import MAX_NAME
 from .types import LLM_FIELDS, LLM_REQUEST_FIELDS
 
 if TYPE_CHECKING:
     from .llm import _Request
 
-MAX_NAME = 200  # characters of a call's name
 
 
 class ModelCalls:
