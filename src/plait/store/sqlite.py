@@ -419,6 +419,10 @@ class SqliteStore:
     # ------------------------------------------------------------------ step journal
 
     async def journal_get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
+        # one row: read here (a hop to the store's thread cost more than the read)
+        here = self._read_here(sqlite_journal.journal_lookup, run_id, step_id, name)
+        if here is not None:
+            return here[0]
         return await self._run(sqlite_journal.journal_get, self._db, run_id, step_id, name)
 
     async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,

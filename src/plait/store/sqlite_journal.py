@@ -18,6 +18,13 @@ def journal_get(db: SqliteDatabase, run_id: str, step_id: str, name: str) -> Jou
     return None if row is None else _journaled(row)
 
 
+def journal_lookup(db: SqliteDatabase, run_id: str, step_id: str,
+                   name: str) -> tuple[Journaled | None]:
+    """``journal_get`` in a tuple, so that "no such call" is not None (what
+    ``SqliteStore._read_here`` returns when it could not read)."""
+    return (journal_get(db, run_id, step_id, name),)
+
+
 def journal_put(db: SqliteDatabase, run_id: str, step_id: str, name: str, value: JSON,
                 attempt: int, at: float) -> Journaled:
     """A write job."""
