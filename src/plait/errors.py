@@ -33,6 +33,9 @@
         ├── HTTPStatusError      an http step got a status it did not expect
         ├── InterruptedAttempt   the process running the attempt stopped (a failed attempt)
         ├── ApprovalRequested    ctx.wait_for_approval parks the step (not a failure)
+        ├── WaitRequested        ctx.wait_for_event / ctx.sleep park the step (not a failure)
+        │   ├── EventRequested   the event is not there yet
+        │   └── SleepRequested   its time has not come
         ├── JournalNameReused    ctx.run used one call name twice in an attempt (never retried)
         └── NetworkRefused       the network policy refused a host or address (never retried)
 
@@ -249,6 +252,35 @@ class ApprovalRequested(StepError):
         self.prompt = prompt
         shown = f": {prompt}" if prompt else ""
         super().__init__(f"step {step!r} waits for approval{shown}", step=step)
+
+
+class WaitRequested(StepError):
+    """Raised by ``ctx.wait_for_event`` / ``ctx.sleep`` when the step must wait (the
+    event is not there, the time has not come): the attempt ends, the step waits and
+    runs again from the start once it may go on (never a failure, never retried).  Let
+    it propagate.  ``until``: the epoch second it waits until, if any."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, step: str, until: float | None) -> None:
+        self.until = until
+        super().__init__(message, step=step)
+
+
+class EventRequested(WaitRequested):
+    """``ctx.wait_for_event``: no event ``name`` is there yet."""
+
+    def __init__(self, step: str, name: str, until: float | None) -> None:
+        self.name = name
+        super().__init__(f"step {step!r} waits for event {name!r}", step=step, until=until)
+
+
+class SleepRequested(WaitRequested):
+    """``ctx.sleep``: its time has not come."""
+
+    def __init__(self, step: str, name: str, until: float) -> None:
+        self.name = name
+        super().__init__(f"step {step!r} sleeps ({name!r})", step=step, until=until)
 
 
 class FatalError(StepError):

@@ -16,12 +16,13 @@ import time
 import uuid
 from collections.abc import Callable
 
+from ..core import signals
 from ..core.concurrency_key import run_key
 from ..core.expressions import RenderError
 from ..core.jsoncheck import ensure_input
 from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepChange, StepRuntime
-from ..core.states import RunStatus, StepStatus
+from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.trust import TrustPolicy
 from ..core.validate import CheckedWorkflow, validate_input
@@ -31,6 +32,7 @@ from ..errors import (
     InputError,
     RunBusy,
     RunError,
+    RunFinished,
     RunLeftUnfinished,
     StaleWriteError,
     StepNotFound,
@@ -41,7 +43,7 @@ from ..errors import (
 from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import Services
 from ..steps.secrets import Secrets
-from ..store.base import RunRecord, Store, WriteBatch
+from ..store.base import RunRecord, Signal, Store, WriteBatch
 from .breakers import Breakers, breakers_for
 from .children import ChildRuns
 from .gctune import gc_paused, relaxed_gc
@@ -435,6 +437,28 @@ class Engine:
         loop = self._loops.get(run_id)
         if loop is not None:
             loop.signal_decision()
+
+    async def signal(self, run_id: str, name: str, data: JSON = None) -> Signal:
+        """Store event ``name`` (with ``data``) of a run, for its ``ctx.wait_for_event``
+        and ``event`` steps (docs/waiting.md).  The first event of a name stands: a
+        later one raises EventTaken.  InputError naming a bad name or data (not JSON,
+        over 1 MiB); RunFinished for a run that has ended.  The run continues when its
+        executor sees the event (resume it to continue here)."""
+        problem = signals.name_problem(name)
+        if problem is not None:
+            raise InputError(problem)
+        try:
+            data = signals.checked_data(data)
+        except ValueError as exc:
+            raise InputError(f"event {name!r}: {exc}") from None
+        run = await self.store.get_run(run_id)
+        if run.status in FINAL_RUN_STATES:
+            raise RunFinished(run_id, str(run.status), f"event {name!r}")
+        sent = await self.store.event_put(run_id, name, data, self.clock())
+        loop = self._loops.get(run_id)
+        if loop is not None:
+            loop.signal_decision()
+        return sent
 
     @property
     def pools(self) -> PoolRegistry:

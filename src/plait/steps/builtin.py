@@ -280,7 +280,9 @@ def register_builtins() -> None:
     from .approval import register_approval
     from .map import register_map
     from .subworkflow import register_subworkflows
+    from .waits import register_event
 
     register_approval()
+    register_event()
     register_subworkflows()
     register_map()

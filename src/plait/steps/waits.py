@@ -1,0 +1,131 @@
+"""Waiting from a step for an event or a time (docs/waiting.md): ``ctx.wait_for_event``,
+``ctx.sleep`` and the ``event`` step.
+
+Nothing waits in the attempt.  When the event is not there yet (or the time has not
+come) the step notes what it waits for (a history note ``{"wait": {"kind": "event" |
+"sleep", "event", "until", "due", "attempt"}}``, ``due`` in epoch seconds) and raises
+``EventRequested`` / ``SleepRequested``: the attempt ends as ``waiting``, the run parks
+the step (``core.parking``) and runs it again from the start once the event is stored
+or the time has come.  The time a sleep ends, and the deadline of a wait with a
+timeout, are journaled calls (``ctx.run``) of the step, so they are fixed by the first
+attempt that asked and hold across attempts, resumes and workers.  The ``event`` step
+counts its timeout from when the step first started.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from ..core.durations import format_duration, parse_duration
+from ..core.model import JSON, JSONDict
+from ..core.signals import name_problem
+from ..core.timestamps import iso
+from ..errors import EventRequested, FatalError, SleepRequested
+from .context import StepLog
+from .journal import CallJournal
+from .registry import StepCall, StepType, register_step_type
+
+
+async def wait_for_event(calls: CallJournal, log: StepLog | None, *, step: str,
+                         attempt: int, name: object, timeout: object) -> JSON:
+    """``ctx.wait_for_event``: the event's data, or None once ``timeout`` passed."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise FatalError(f"step {step!r}: wait_for_event: {problem}", step=step)
+    assert isinstance(name, str)
+    seconds = None if timeout is None else _seconds(step, "wait_for_event", "timeout",
+                                                    timeout)
+    found = await calls.store.event_get(calls.run_id, name)
+    if found is not None:
+        return found.data
+    due = None
+    if seconds is not None:
+        due = await _due(calls, f"wait_for_event {name}", seconds)
+        if time.time() >= due:
+            return None
+    _note(log, step, {"kind": "event", "event": name, "until": iso(due), "due": due,
+                      "attempt": attempt})
+    raise EventRequested(step, name, due)
+
+
+async def sleep(calls: CallJournal, log: StepLog | None, *, step: str, attempt: int,
+                name: object, duration: object) -> None:
+    """``ctx.sleep``: returns once the time has come (parking the step until then)."""
+    if not isinstance(name, str) or not name:
+        raise FatalError(f"step {step!r}: sleep needs a name (non-empty text), got "
+                         f"{name!r}", step=step)
+    seconds = _seconds(step, "sleep", "duration", duration)
+    due = await _due(calls, f"sleep {name}", seconds)
+    if time.time() >= due:
+        return None
+    _note(log, step, {"kind": "sleep", "event": None, "until": iso(due), "due": due,
+                      "attempt": attempt})
+    raise SleepRequested(step, name, due)
+
+
+async def run_event(call: StepCall) -> JSON:
+    """The ``event`` step: its output is the event's data; its ``timeout`` (counted
+    from when the step first started) fails it, naming the event."""
+    step, name = call.step.id, call.step.config.get("event")
+    assert isinstance(name, str)
+    store = call.run.services.store
+    if store is None:
+        raise FatalError(f"step {step!r}: an event step needs the run's store", step=step)
+    found = await store.event_get(call.run_id, name)
+    if found is not None:
+        return found.data
+    timeout = call.step.timeout
+    due = None if timeout is None else call.started_at + timeout
+    if due is not None and time.time() >= due:
+        raise FatalError(f"no event {name!r} within {short_duration(timeout or 0.0)}",
+                         step=step)
+    _note(call.run.step_log, step, {"kind": "event", "event": name, "until": iso(due),
+                                    "due": due, "attempt": call.attempt})
+    raise EventRequested(step, name, due)
+
+
+def short_duration(seconds: float) -> str:
+    """``3600`` -> ``1h``: the largest unit that divides ``seconds``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return format_duration(seconds)
+
+
+def _check(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    problem = name_problem(config.get("event"))
+    return [] if problem is None else [(".event", problem)]
+
+
+def register_event() -> None:
+    register_step_type(StepType(name="event", run=run_event, fields=frozenset({"event"}),
+                                required=frozenset({"event"}), check=_check,
+                                literal_fields=frozenset({"event"}), only_waits=True))
+
+
+def _seconds(step: str, call: str, field: str, value: object) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise FatalError(f"step {step!r}: {call}: `{field}`: {exc}", step=step) from None
+
+
+async def _due(calls: CallJournal, key: str, seconds: float) -> float:
+    """When a wait of ``seconds`` that starts now ends: journaled under ``key``, so the
+    first attempt that asked fixes it."""
+    async def now_plus() -> float:
+        return time.time() + seconds
+
+    due = await calls.run(key, now_plus, (), {}, None)
+    assert isinstance(due, int | float)
+    return float(due)
+
+
+def _note(log: StepLog | None, step: str, request: JSONDict) -> None:
+    """What the step waits for, read by the run when its attempt ends and kept in its
+    history (``plait show``, the API and the UI show it)."""
+    if log is not None:
+        log.wait_requests[step] = request
+        log.note(step, {"wait": request})
+
