@@ -2,9 +2,10 @@
 an event.
 
 ``get_run`` / ``resume`` / ``approve`` / ``signal`` do what ``plait show --json`` /
-``plait resume`` / ``plait approve`` / ``plait signal`` do, and return the ``RunResult`` a run returns; each has an async
-twin (``get_run_async``...), which does the work: the sync ones are ``asyncio.run``
-around it.  ``db`` is a store URL, or a handle from ``plait.connect`` (async twins
+``plait resume`` / ``plait approve`` / ``plait signal`` do, and return the
+``RunResult`` a run returns; each has an async twin (``get_run_async``...), which does
+the work: the sync ones are ``asyncio.run`` around it.  ``db`` is a store URL, or a
+handle from ``plait.connect`` (async twins
 only: a handle belongs to its event loop).  A ``memory://`` store lives in one process
 and, unnamed, in one handle: pass the handle the run was started on, or name the store
 (``memory://demo``) to share it between calls.  Docs: docs/python-api.md.

@@ -14,7 +14,6 @@ import pytest
 from plait import EventTaken, InputError, RunFinished, StepContext, Workflow
 from plait.runtime.engine import Engine
 from plait.store import Store
-
 from waiting import until
 
 CALLS: Counter[str] = Counter()

@@ -8,14 +8,18 @@ then the run is continued by whoever executes it, as after a decision
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from ..core.model import JSON
 from ..core.states import FINAL_RUN_STATES
+from ..core.validate import CheckedWorkflow
 from ..store.base import RunRecord
 from .control import Handoff, executor, hand_to_workers, runnable_definition
 from .engine import Engine
 from .results import RunResult
 
+T = TypeVar("T")
 # how long a live executor is given to take the event in (it looks every second)
 # before this process decides it let the run go without seeing it
 HANDOFF_LOOKS = 3
@@ -31,21 +35,22 @@ async def deliver(engine: Engine, run_id: str, name: str, data: JSON, *,
     if for_workers:
         await hand_to_workers(engine, run_id)
         return await engine.result(run_id)
-    done = await continue_after_event(engine, run_id)
+    done = await continue_after_event(
+        engine, run_id, lambda checked, run: engine.resume(run.run_id, checked))
     return done if isinstance(done, RunResult) else await engine.result(run_id)
 
 
-async def continue_after_event(engine: Engine, run_id: str) -> RunResult | Handoff:
-    """Continue the run here (SQLite, memory), unless a live process executes it (it
-    takes the event in: Handoff).  DefinitionError when its python steps cannot be
-    imported here."""
+async def continue_after_event(engine: Engine, run_id: str,
+                               execute: Callable[[CheckedWorkflow, RunRecord],
+                                                 Awaitable[T]]) -> T | Handoff | None:
+    """``execute(checked, run)`` continues the run here (SQLite, memory), unless a live
+    process executes it (it takes the event in: Handoff) or it has ended (None).
+    DefinitionError when its python steps cannot be imported here."""
     run = await _unowned(engine, run_id)
-    if isinstance(run, Handoff):
-        return run
-    if run.status in FINAL_RUN_STATES:
-        return await engine.result(run_id)
+    if isinstance(run, Handoff) or run.status in FINAL_RUN_STATES:
+        return run if isinstance(run, Handoff) else None
     checked = await runnable_definition(engine, run)
-    return await engine.resume(run_id, checked)
+    return await execute(checked, run)
 
 
 async def _unowned(engine: Engine, run_id: str) -> RunRecord | Handoff:
