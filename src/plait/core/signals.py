@@ -12,7 +12,7 @@ MAX_NAME_CHARS = 199  # an event name is 1 to 199 characters, none of them "/"
 MAX_DATA_BYTES = 1 << 20  # an event's data, as JSON text
 
 
-def name_problem(name: object) -> str | None:
+def event_name_problem(name: object) -> str | None:
     """What is wrong with ``name`` as an event name, or None."""
     if not isinstance(name, str):
         return f"an event name must be text, got {type(name).__name__}"

@@ -444,7 +444,7 @@ class Engine:
         later one raises EventTaken.  InputError naming a bad name or data (not JSON,
         over 1 MiB); RunFinished for a run that has ended.  The run continues when its
         executor sees the event (resume it to continue here)."""
-        problem = signals.name_problem(name)
+        problem = signals.event_name_problem(name)
         if problem is not None:
             raise InputError(problem)
         try:

@@ -15,22 +15,28 @@ counts its timeout from when the step first started.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from typing import Protocol
 
 from ..core.durations import format_duration, parse_duration
 from ..core.model import JSON, JSONDict
-from ..core.signals import name_problem
+from ..core.signals import event_name_problem
 from ..core.timestamps import iso
 from ..errors import EventRequested, FatalError, SleepRequested
-from .context import StepLog
 from .journal import CallJournal
-from .registry import StepCall, StepType, register_step_type
 
 
-async def wait_for_event(calls: CallJournal, log: StepLog | None, *, step: str,
+class WaitLog(Protocol):
+    """Where a wait's request goes (``steps.context.StepLog``)."""
+
+    wait_requests: dict[str, JSONDict]
+
+    def note(self, step_id: str, data: JSONDict) -> None: ...
+
+
+async def wait_for_event(calls: CallJournal, log: WaitLog | None, *, step: str,
                          attempt: int, name: object, timeout: object) -> JSON:
     """``ctx.wait_for_event``: the event's data, or None once ``timeout`` passed."""
-    problem = name_problem(name)
+    problem = event_name_problem(name)
     if problem is not None:
         raise FatalError(f"step {step!r}: wait_for_event: {problem}", step=step)
     assert isinstance(name, str)
@@ -44,12 +50,12 @@ async def wait_for_event(calls: CallJournal, log: StepLog | None, *, step: str,
         due = await _due(calls, f"wait_for_event {name}", seconds)
         if time.time() >= due:
             return None
-    _note(log, step, {"kind": "event", "event": name, "until": iso(due), "due": due,
+    note_wait(log, step, {"kind": "event", "event": name, "until": iso(due), "due": due,
                       "attempt": attempt})
     raise EventRequested(step, name, due)
 
 
-async def sleep(calls: CallJournal, log: StepLog | None, *, step: str, attempt: int,
+async def sleep(calls: CallJournal, log: WaitLog | None, *, step: str, attempt: int,
                 name: object, duration: object) -> None:
     """``ctx.sleep``: returns once the time has come (parking the step until then)."""
     if not isinstance(name, str) or not name:
@@ -59,30 +65,9 @@ async def sleep(calls: CallJournal, log: StepLog | None, *, step: str, attempt: 
     due = await _due(calls, f"sleep {name}", seconds)
     if time.time() >= due:
         return None
-    _note(log, step, {"kind": "sleep", "event": None, "until": iso(due), "due": due,
+    note_wait(log, step, {"kind": "sleep", "event": None, "until": iso(due), "due": due,
                       "attempt": attempt})
     raise SleepRequested(step, name, due)
-
-
-async def run_event(call: StepCall) -> JSON:
-    """The ``event`` step: its output is the event's data; its ``timeout`` (counted
-    from when the step first started) fails it, naming the event."""
-    step, name = call.step.id, call.step.config.get("event")
-    assert isinstance(name, str)
-    store = call.run.services.store
-    if store is None:
-        raise FatalError(f"step {step!r}: an event step needs the run's store", step=step)
-    found = await store.event_get(call.run_id, name)
-    if found is not None:
-        return found.data
-    timeout = call.step.timeout
-    due = None if timeout is None else call.started_at + timeout
-    if due is not None and time.time() >= due:
-        raise FatalError(f"no event {name!r} within {short_duration(timeout or 0.0)}",
-                         step=step)
-    _note(call.run.step_log, step, {"kind": "event", "event": name, "until": iso(due),
-                                    "due": due, "attempt": call.attempt})
-    raise EventRequested(step, name, due)
 
 
 def short_duration(seconds: float) -> str:
@@ -91,17 +76,6 @@ def short_duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return format_duration(seconds)
-
-
-def _check(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
-    problem = name_problem(config.get("event"))
-    return [] if problem is None else [(".event", problem)]
-
-
-def register_event() -> None:
-    register_step_type(StepType(name="event", run=run_event, fields=frozenset({"event"}),
-                                required=frozenset({"event"}), check=_check,
-                                literal_fields=frozenset({"event"}), only_waits=True))
 
 
 def _seconds(step: str, call: str, field: str, value: object) -> float:
@@ -122,7 +96,7 @@ async def _due(calls: CallJournal, key: str, seconds: float) -> float:
     return float(due)
 
 
-def _note(log: StepLog | None, step: str, request: JSONDict) -> None:
+def note_wait(log: WaitLog | None, step: str, request: JSONDict) -> None:
     """What the step waits for, read by the run when its attempt ends and kept in its
     history (``plait show``, the API and the UI show it)."""
     if log is not None:
