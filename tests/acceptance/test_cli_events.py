@@ -63,6 +63,10 @@ def test_signal_continues_the_run_in_the_foreground(plait, write):
     assert first.returncode == 3, first.stderr
     run_id = json.loads(first.stdout)["run_id"]
 
+    text = plait("show", run_id).stdout
+    assert "waiting for event go: go" in text and "waiting for event paid: agent" in text
+    assert f"plait signal {run_id} paid [--data JSON]" in text
+    assert "plait approve" not in text
     shown = json.loads(plait("show", run_id, "--json").stdout)
     assert shown["steps"]["go"]["waiting"]["kind"] == "event"
     assert shown["steps"]["go"]["waiting"]["event"] == "go"
