@@ -167,3 +167,17 @@ async def test_bad_events_are_refused_storing_nothing(store: Store, name: str,
         assert await store.event_get(waiting.run_id, name) is None
     finally:
         engine.close()
+
+
+def test_an_event_step_needs_a_valid_event_name() -> None:
+    from plait import DefinitionError
+    from plait.definitions import check_definition
+
+    for step, message in (({"id": "e", "type": "event"}, "event"),
+                          ({"id": "e", "type": "event", "event": "a/b"},
+                           "cannot contain '/'"),
+                          ({"id": "e", "type": "event", "event": ""}, "cannot be empty")):
+        with pytest.raises(DefinitionError) as info:
+            check_definition({"name": "ev-check", "steps": [step]})
+        listed = "; ".join(str(p) for p in info.value.problems)
+        assert "steps[0]" in listed and message in listed, listed
