@@ -181,3 +181,25 @@ def test_an_event_step_needs_a_valid_event_name() -> None:
             check_definition({"name": "ev-check", "steps": [step]})
         listed = "; ".join(str(p) for p in info.value.problems)
         assert "steps[0]" in listed and message in listed, listed
+
+
+LONG = "n" * 199
+
+
+def long_waits(ctx: StepContext) -> object:
+    ctx.sleep_sync("s" * 199, 0)
+    return ctx.wait_for_event_sync(LONG, timeout="1h")
+
+
+async def test_long_names_wait_with_a_timeout(store: Store) -> None:
+    wf = Workflow("ev-long")
+    wf.add_step("s", long_waits)
+    engine = Engine(store)
+    try:
+        waiting = await engine.run(wf.validate(), {})
+        assert waiting.steps["s"].status == "waiting", waiting.steps["s"].error
+        await engine.signal(waiting.run_id, LONG, "long")
+        done = await engine.resume(waiting.run_id)
+    finally:
+        engine.close()
+    assert done is not None and done.steps["s"].output == "long"

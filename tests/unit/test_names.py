@@ -40,8 +40,6 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
                       "a text as each SQL backend can store it"),
     "ChildRuns": (frozenset({"runtime/children.py", "steps/subworkflow.py"}),
                   "the steps' protocol of runtime.children.ChildRuns (no import cycle)"),
-    "announce": (frozenset({"cli/follow.py", "runtime/control.py"}),
-                 "the CLI's call of runtime.control.announce"),
     "untrusted_problems": (frozenset({"core/trust.py", "server/untrusted.py"}),
                            "the server's call of core.trust.untrusted_problems"),
     "runnable_definition": (frozenset({"cli/session.py", "runtime/control.py"}),

@@ -75,13 +75,12 @@ class RunState(MapRows, Judging, Parking):
             stored = rows.get(sid)
             if stored is not None:
                 state.rows[i] = stored.copy()
+        final_items = 0
         for i in range(graph.size):  # stored items of expanded map steps
             if state.spec.steps[i].item is not None:
-                state._restore_items(i, rows)
+                final_items += state._restore_items(i, rows)
         done = [i for i in range(graph.size) if state.rows[i].status in FINAL_STEP_STATES]
-        state._unfinished = len(state.rows) - len(done)
-        for items in state.maps.values():
-            state._unfinished -= items.ended
+        state._unfinished = len(state.rows) - len(done) - final_items
         for i in done:
             for child in graph.children[i]:
                 state._waiting_parents[child] -= 1

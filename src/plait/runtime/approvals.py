@@ -131,6 +131,20 @@ class Approvals:
             self._timers.add(deadline, "approval_timeout", i)
         self.parked[i] = deadline
 
+    async def recall(self, steps: list[int]) -> None:
+        """A restored run (resumed, or taken over by another driver): each of ``steps``
+        (attempts that died with their process) that a person already approved in
+        ``ctx.wait_for_approval`` finds the decision on its next attempt, so it does
+        not ask again."""
+        if not steps:
+            return
+        ids = {self._checked.spec.steps[i].id for i in steps}
+        for event in await self._store.get_events(self._run_id):
+            decision = event.data.get("approval") if event.kind == "note" else None
+            if event.step_id in ids and isinstance(decision, dict) \
+                    and decision.get("decision") == "approved":
+                self._journal.decisions[event.step_id] = decision
+
     async def apply(self, carry_out: Callable[[Effects], None]) -> None:
         """Apply the decisions stored since the last call, and deadlines that passed;
         ``carry_out`` does what the state asks after each (a rejection under fail-fast

@@ -14,12 +14,13 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..core import signals
 from ..core.concurrency_key import run_key
 from ..core.expressions import RenderError
 from ..core.jsoncheck import ensure_input
+from ..core.mapping import item_id
 from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepChange, StepRuntime
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
@@ -40,10 +41,11 @@ from ..errors import (
     StoreError,
     TransitionError,
 )
+from ..steps.llmcall import ModelCalls
 from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import Services
 from ..steps.secrets import Secrets
-from ..store.base import RunRecord, Signal, Store, WriteBatch
+from ..store.base import RunRecord, Signal, StepRecord, Store, WriteBatch
 from .breakers import Breakers, breakers_for
 from .children import ChildRuns
 from .gctune import gc_paused, relaxed_gc
@@ -146,6 +148,7 @@ class Engine:
                                  or NetworkPolicy.from_environment(), store=store,
                                  trust=trust)
         self.services.children = ChildRuns(self)  # `workflow` and `loop` steps
+        self.services.model_calls = ModelCalls()  # ctx.llm
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.
@@ -285,8 +288,36 @@ class Engine:
                                        s.started_at, s.finished_at, s.skip_reason,
                                        s.fallback_used, s.next_attempt_at, s.worker)
                 for s in await self.store.get_steps(run.run_id)}
-        return RunState.restore(checked, run_id=run.run_id, input=run.input, rows=rows,
-                                now=self.clock())
+        state = RunState.restore(checked, run_id=run.run_id, input=run.input, rows=rows,
+                                 now=self.clock())
+        await self._reused_items(run, state)
+        return state
+
+    async def _reused_items(self, run: RunRecord, state: RunState) -> None:
+        """A retried run's map steps that have not expanded yet reuse the items that
+        completed in the run retried (``fork`` noted which maps may: their input is
+        the same), when they render as many items (``RunState.reused_items``)."""
+        unexpanded = [i for i, step in enumerate(state.spec.steps[:state.graph.size])
+                      if step.item is not None and i not in state.maps]
+        if not unexpanded or run.retry_of is None:
+            return
+        counts: JSON = None
+        for event in await self.store.get_events(run.run_id):
+            if event.kind == "note" and event.step_id is None \
+                    and event.data.get("retry_of") == run.retry_of:
+                counts = event.data.get("reused_items")
+                break
+        if not isinstance(counts, dict):
+            return
+        old = {s.step_id: s for s in await self.store.get_steps(run.retry_of)}
+        for i in unexpanded:
+            mid = state.ids[i]
+            count = counts.get(mid)
+            if isinstance(count, int):
+                state.reused_items[i] = (count, {
+                    k: old[sid].output for k in range(count)
+                    if (sid := item_id(mid, k)) in old
+                    and old[sid].status is StepStatus.COMPLETED})
 
     async def fork(self, run_id: str, *, from_step: str | None = None,
                    input: JSON = _MISSING) -> RunRecord:  # type: ignore[assignment]
@@ -305,7 +336,8 @@ class Engine:
                                + (f" ({hint})" if hint else ""))
             roots = [graph.index[from_step]]
         else:
-            # (a map's items are not steps of the definition: their map reruns whole)
+            # (a map's items are not steps of the definition: their map runs again,
+            # reusing the items that completed, see _retried_maps)
             roots = [graph.index[s] for s, r in rows.items()
                      if r.status in (StepStatus.FAILED, StepStatus.CANCELLED)
                      and s in graph.index]
@@ -324,8 +356,12 @@ class Engine:
                                    (StepStatus.QUEUED, StepStatus.RUNNING),
                                    (StepStatus.RUNNING, StepStatus.COMPLETED)):
                 batch.steps.append(StepChange(sid, source, target, now, row))
-        batch.notes.append((None, {"retry_of": run_id, "reused": list(reuse),
-                                   "from_step": from_step}))
+        note: JSONDict = {"retry_of": run_id, "reused": list(reuse), "from_step": from_step}
+        if from_step is None and input is _MISSING:
+            items = _retried_maps(checked, rows, rerun)
+            if items:
+                note["reused_items"] = items  # map step -> its item count then
+        batch.notes.append((None, note))
         await self.store.write(batch)
         if from_step is None:  # `--from STEP` starts STEP and what follows afresh
             await copy_journal(self.store, run_id, new.run_id,
@@ -468,6 +504,25 @@ class Engine:
     def breakers(self) -> Breakers:
         """Where the circuit breakers of this engine's runs are judged (its store's)."""
         return breakers_for(self.store)
+
+
+def _retried_maps(checked: CheckedWorkflow, rows: Mapping[str, StepRecord],
+                  rerun: set[int]) -> JSONDict:
+    """The map steps that ``plait retry`` runs again with the same input (no step
+    before them runs again), each with how many items it had: their completed items
+    are reused when they render as many (``Engine._reused_items``)."""
+    graph = checked.graph
+    out: JSONDict = {}
+    for i in sorted(rerun):
+        step = checked.spec.steps[i]
+        if step.item is None or any(p in rerun for p in graph.parents[i]):
+            continue
+        count = 0
+        while item_id(step.id, count) in rows:
+            count += 1
+        if count:
+            out[step.id] = count
+    return out
 
 
 async def copy_journal(store: Store, old_run: str, new_run: str,

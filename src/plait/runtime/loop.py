@@ -282,6 +282,7 @@ class RunLoop:
             self.tasks[i] = handle
             if (pool := self._pool_of[i]) is not None:
                 self._slots.hold(pool, now)
+        await self.approvals.recall(state.interrupted)
         for i in state.interrupted:  # resumed: those attempts died with their process
             error = error_info(InterruptedAttempt(state.rows[i].worker,
                                                   step=state.steps[i].id,

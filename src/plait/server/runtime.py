@@ -273,7 +273,7 @@ class ServerRuntime:
     async def _execute(self, run_id: str, checked: CheckedWorkflow | None, *,
                        new: RunRecord | None = None) -> None:
         if self.for_workers:
-            from ..runtime.control import announce
+            from ..runtime.notify import announce
 
             run = new or await self.store.get_run(run_id)
             await announce(self.store, run.run_id)  # a wake-up for the listening workers

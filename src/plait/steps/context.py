@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.bounds import Stop
 from ..core.jsoncheck import clean_text, storable
@@ -495,6 +495,33 @@ class StepContext:
                  retry: RetryPolicy | None = None, **kwargs: Any) -> JSON:
         """``run`` for sync steps: ``fn`` is called in the step's own thread."""
         return self._journaled().run_sync(name, fn, args, kwargs, retry)
+
+    async def llm(self, name: str, /, *, retry: RetryPolicy | None = None,
+                  **fields: Any) -> JSONDict:
+        """The ``llm`` step type's request as a journaled call named ``name``
+        (docs/python-api.md): ``base_url``, ``model``, ``api_key_env``, ``messages`` or
+        ``prompt``, and optionally ``tools``, ``response_format``, ``temperature``,
+        ``max_tokens``.  Returns the step's output (with ``tools``, plus
+        ``"tool_calls": [{"id", "name", "arguments"}]``); a later attempt gets it back
+        without sending anything."""
+        calls = self._model_calls()
+        return cast(JSONDict, await calls.llm(self, self._call, name, fields, retry))
+
+    def llm_sync(self, name: str, /, *, retry: RetryPolicy | None = None,
+                 **fields: Any) -> JSONDict:
+        """``llm`` for sync steps (same fields and semantics)."""
+        calls = self._model_calls()
+        return cast(JSONDict, calls.llm_sync(self, self._call, self._loop, name, fields,
+                                             retry))
+
+    def _model_calls(self) -> Any:
+        calls = self._call.services.model_calls if self._call is not None else None
+        if calls is None:
+            from ..errors import FatalError
+
+            raise FatalError(f"step {self._step_id!r}: ctx.llm needs the engine that runs "
+                             f"the step, and this context has none", step=self._step_id)
+        return calls
 
     def _journaled(self) -> CallJournal:
         calls = self._calls

@@ -14,15 +14,16 @@ counts its timeout from when the step first started.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Protocol
 
 from ..core.durations import format_duration, parse_duration
 from ..core.model import JSON, JSONDict
-from ..core.signals import event_name_problem
+from ..core.signals import MAX_NAME_CHARS, event_name_problem
 from ..core.timestamps import iso
 from ..errors import EventRequested, FatalError, SleepRequested
-from .journal import CallJournal
+from .journal import MAX_NAME, CallJournal
 
 
 class WaitLog(Protocol):
@@ -47,7 +48,7 @@ async def wait_for_event(calls: CallJournal, log: WaitLog | None, *, step: str,
         return found.data
     due = None
     if seconds is not None:
-        due = await _due(calls, f"wait_for_event {name}", seconds)
+        due = await _due(calls, journal_key("wait_for_event", name), seconds)
         if time.time() >= due:
             return None
     note_wait(log, step, {"kind": "event", "event": name, "until": iso(due), "due": due,
@@ -58,11 +59,12 @@ async def wait_for_event(calls: CallJournal, log: WaitLog | None, *, step: str,
 async def sleep(calls: CallJournal, log: WaitLog | None, *, step: str, attempt: int,
                 name: object, duration: object) -> None:
     """``ctx.sleep``: returns once the time has come (parking the step until then)."""
-    if not isinstance(name, str) or not name:
-        raise FatalError(f"step {step!r}: sleep needs a name (non-empty text), got "
-                         f"{name!r}", step=step)
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS:
+        shown = f"{len(name)} characters" if isinstance(name, str) and name else repr(name)
+        raise FatalError(f"step {step!r}: sleep needs a name (non-empty text of at most "
+                         f"{MAX_NAME_CHARS} characters), got {shown}", step=step)
     seconds = _seconds(step, "sleep", "duration", duration)
-    due = await _due(calls, f"sleep {name}", seconds)
+    due = await _due(calls, journal_key("sleep", name), seconds)
     if time.time() >= due:
         return None
     note_wait(log, step, {"kind": "sleep", "event": None, "until": iso(due), "due": due,
@@ -83,6 +85,15 @@ def _seconds(step: str, call: str, field: str, value: object) -> float:
         return parse_duration(value)
     except ValueError as exc:
         raise FatalError(f"step {step!r}: {call}: `{field}`: {exc}", step=step) from None
+
+
+def journal_key(call: str, name: str) -> str:
+    """The journaled call that keeps the time of wait ``name``: ``CALL NAME``, or
+    ``CALL #HASH`` when that would be over a journaled call name's length."""
+    key = f"{call} {name}"
+    if len(key) <= MAX_NAME:
+        return key
+    return f"{call} #{hashlib.sha256(name.encode()).hexdigest()[:32]}"
 
 
 async def _due(calls: CallJournal, key: str, seconds: float) -> float:
