@@ -141,6 +141,8 @@ def test_a_run_killed_while_sleeping_resumes_after_the_time(plait, write, spawn,
     proc.communicate()
     with sqlite3.connect(db) as conn:
         run_id = conn.execute("SELECT run_id FROM runs").fetchone()[0]
+    waiting = json.loads(plait("show", run_id, "--json").stdout)["steps"]["nap"]["waiting"]
+    assert waiting["kind"] == "sleep" and waiting["until"] is not None
     resumed = plait("resume", run_id, "--json")
     assert resumed.returncode == 0, resumed.stderr
     done = json.loads(resumed.stdout)
