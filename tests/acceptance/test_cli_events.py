@@ -148,3 +148,52 @@ def test_a_run_killed_while_sleeping_resumes_after_the_time(plait, write, spawn,
     done = json.loads(resumed.stdout)
     assert done["steps"]["nap"]["output"] == {"calls": 1, "attempt": 2}
     assert (tmp_path / "calls.txt").read_text() == "1"
+
+
+LIVE_FLOW = """
+    name: ev-live
+    steps:
+      - {id: gate, type: python, call: "live_steps:gate"}
+      - {id: busy, type: python, call: "live_steps:busy"}
+"""
+
+LIVE_STEPS = """
+    import os, time
+
+    async def gate(ctx):
+        return await ctx.wait_for_event("go")
+
+    def busy():
+        deadline = time.time() + 25
+        while not os.path.exists("release") and time.time() < deadline:
+            time.sleep(0.02)
+        return "done"
+"""
+
+
+def test_a_live_run_takes_the_event_in(plait, write, spawn, waiter, tmp_path):
+    write("flow.yaml", LIVE_FLOW)
+    write("live_steps.py", LIVE_STEPS)
+    proc = spawn("run", "flow.yaml", "--json")
+    db = tmp_path / ".plait" / "plait.db"
+
+    def gate_waits() -> bool:
+        if not db.exists():
+            return False
+        with sqlite3.connect(db) as conn:
+            try:
+                row = conn.execute("SELECT status FROM steps WHERE step_id = 'gate'").fetchone()
+            except sqlite3.OperationalError:
+                return False
+        return row is not None and row[0] == "waiting"
+
+    waiter(gate_waits, proc=proc, what="the gate to wait")
+    with sqlite3.connect(db) as conn:
+        run_id = conn.execute("SELECT run_id FROM runs").fetchone()[0]
+    sent = plait("signal", run_id, "go", "--data", '"yes"')
+    assert sent.returncode == 0, sent.stderr
+    assert "takes the event in" in sent.stdout + sent.stderr
+    (tmp_path / "release").touch()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["steps"]["gate"]["output"] == "yes"
