@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -203,3 +204,18 @@ async def test_long_names_wait_with_a_timeout(store: Store) -> None:
     finally:
         engine.close()
     assert done is not None and done.steps["s"].output == "long"
+
+
+def test_plait_signal_continues_the_run_in_this_process(tmp_path: Path) -> None:
+    import plait
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    wf = Workflow("ev-public")
+    wf.add_step("pay", pay)
+    waiting = wf.run(db=db)
+    assert waiting.status == "waiting"
+    done = plait.signal(waiting.run_id, "paid", {"amount": 9}, db=db)
+    assert done.status == "completed", done
+    assert done.steps["pay"].output["paid"] == {"amount": 9}  # type: ignore[index]
+    with pytest.raises(RunFinished, match="is completed"):
+        plait.signal(waiting.run_id, "paid", 1, db=db)
