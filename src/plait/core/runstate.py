@@ -20,7 +20,15 @@ from collections.abc import Mapping
 
 from ..errors import OutputError, TransitionError
 from .effects import NO_EFFECTS, CancelRunning, Effects, Finish, Park, RetryStep
-from .events import AttemptEnded, AttemptKind, CancelRequested, DecisionMade, Event, TimerFired
+from .events import (
+    AttemptEnded,
+    AttemptKind,
+    CancelRequested,
+    DecisionMade,
+    Event,
+    TimerFired,
+    WaitEnded,
+)
 from .judging import Judging
 from .mapitems import MapRows
 from .model import JSON
@@ -200,6 +208,9 @@ class RunState(MapRows, Judging, Parking):
         if isinstance(event, DecisionMade):
             self._decided(event)
             return self.take_effects()
+        if isinstance(event, WaitEnded):
+            self._wait_ended(event)
+            return self.take_effects()
         if isinstance(event, TimerFired):
             return self._timer_fired(event)
         if isinstance(event, CancelRequested):
@@ -310,11 +321,12 @@ class RunState(MapRows, Judging, Parking):
     def _timer_fired(self, e: TimerFired) -> Effects:
         """A retry's delay (or a pool's rate window) passed: the step is ready again if
         it is still queued.  The run's timeout halts it.  (An approval's deadline is
-        decided as a ``DecisionMade`` by ``timeout``, once the runtime stored it.)"""
+        decided as a ``DecisionMade`` by ``timeout``, once the runtime stored it; a code
+        wait's time as a ``WaitEnded``.)"""
         if e.kind == "run_timeout":
             timeout = self.spec.timeout or 0.0
             return self._halt(f"run timed out after {timeout:g}s", cancelled=False)
-        if e.kind != "approval_timeout" and self.rows[e.i].status is QUEUED:
+        if e.kind in ("retry", "ready") and self.rows[e.i].status is QUEUED:
             self.retry_due(e.i)
         return NO_EFFECTS
 

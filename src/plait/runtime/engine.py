@@ -16,13 +16,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 
+from ..core import signals
 from ..core.concurrency_key import run_key
 from ..core.expressions import RenderError
 from ..core.jsoncheck import ensure_input
 from ..core.mapping import item_id
 from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepChange, StepRuntime
-from ..core.states import RunStatus, StepStatus
+from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.trust import TrustPolicy
 from ..core.validate import CheckedWorkflow, validate_input
@@ -32,6 +33,7 @@ from ..errors import (
     InputError,
     RunBusy,
     RunError,
+    RunFinished,
     RunLeftUnfinished,
     StaleWriteError,
     StepNotFound,
@@ -43,7 +45,7 @@ from ..steps.llmcall import ModelCalls
 from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import Services
 from ..steps.secrets import Secrets
-from ..store.base import RunRecord, StepRecord, Store, WriteBatch
+from ..store.base import RunRecord, Signal, StepRecord, Store, WriteBatch
 from .breakers import Breakers, breakers_for
 from .children import ChildRuns
 from .gctune import gc_paused, relaxed_gc
@@ -471,6 +473,28 @@ class Engine:
         loop = self._loops.get(run_id)
         if loop is not None:
             loop.signal_decision()
+
+    async def signal(self, run_id: str, name: str, data: JSON = None) -> Signal:
+        """Store event ``name`` (with ``data``) of a run, for its ``ctx.wait_for_event``
+        and ``event`` steps (docs/waiting.md).  The first event of a name stands: a
+        later one raises EventTaken.  InputError naming a bad name or data (not JSON,
+        over 1 MiB); RunFinished for a run that has ended.  The run continues when its
+        executor sees the event (resume it to continue here)."""
+        problem = signals.event_name_problem(name)
+        if problem is not None:
+            raise InputError(problem)
+        try:
+            data = signals.checked_data(data)
+        except ValueError as exc:
+            raise InputError(f"event {name!r}: {exc}") from None
+        run = await self.store.get_run(run_id)
+        if run.status in FINAL_RUN_STATES:
+            raise RunFinished(run_id, str(run.status), f"event {name!r}")
+        sent = await self.store.event_put(run_id, name, data, self.clock())
+        loop = self._loops.get(run_id)
+        if loop is not None:
+            loop.signal_decision()
+        return sent
 
     @property
     def pools(self) -> PoolRegistry:

@@ -503,8 +503,9 @@ class RunLoop:
     def _fire_timers(self, now: float) -> None:
         state = self.state
         for kind, i in self.timers.pop_due(now):
-            if kind == "approval_timeout":
-                # decided in _check_decisions, after the stored decisions are read
+            if kind == "approval_timeout" or kind == "wake":
+                # decided in _check_decisions, after the stored decisions (and events)
+                # are read
                 if i in self.approvals.parked:
                     self._decisions_due = True
             else:

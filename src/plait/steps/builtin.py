@@ -278,9 +278,11 @@ def register_builtins() -> None:
                                 required=frozenset({"base_url", "model", "api_key_env"}),
                                 check=_check_llm, literal_fields=frozenset({"api_key_env"})))
     from .approval import register_approval
+    from .event_step import register_event
     from .map import register_map
     from .subworkflow import register_subworkflows
 
     register_approval()
+    register_event()
     register_subworkflows()
     register_map()

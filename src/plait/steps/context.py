@@ -447,6 +447,35 @@ class StepContext:
             journal.note(step, {"wait": request})
         raise ApprovalRequested(step, prompt)
 
+    async def wait_for_event(self, name: str, timeout: float | str | None = None) -> JSON:
+        """The data of the event ``name`` sent to this run (``plait signal``), waiting
+        durably for it (docs/waiting.md): when it is not there the attempt ends (not a
+        failure), the step waits holding nothing and runs again from the start once it
+        is; None once ``timeout`` (seconds or a duration string) has passed."""
+        from . import waits
+
+        return await waits.wait_for_event(self._journaled(), self._journal,
+                                          step=self._step_id, attempt=self._attempt,
+                                          name=name, timeout=timeout)
+
+    def wait_for_event_sync(self, name: str, timeout: float | str | None = None) -> JSON:
+        """``wait_for_event`` for sync steps (same semantics)."""
+        calls = self._journaled()
+        return calls.on_loop(self.wait_for_event(name, timeout))
+
+    async def sleep(self, name: str, duration: float | str) -> None:
+        """Wait durably ``duration`` (seconds or a duration string), counted from the
+        first attempt that asked (``name`` keeps it): the step waits holding nothing and
+        runs again from the start once the time has come; then this returns None."""
+        from . import waits
+
+        await waits.sleep(self._journaled(), self._journal, step=self._step_id,
+                          attempt=self._attempt, name=name, duration=duration)
+
+    def sleep_sync(self, name: str, duration: float | str) -> None:
+        """``sleep`` for sync steps (same semantics)."""
+        self._journaled().on_loop(self.sleep(name, duration))
+
     # ------------------------------------------------------------ journaled calls
 
     async def run(self, name: str, fn: Callable[..., Any], /, *args: Any,

@@ -73,6 +73,19 @@ class CallJournal:
         value = _call_sync(fn, args, kwargs, retry)
         return self._on_loop(self._commit(store, key, value))
 
+    @property
+    def store(self) -> Store:
+        """The run's store (a StepError when the attempt runs without one)."""
+        return self._needs_store()
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    def on_loop(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``coro`` on the run's event loop from a sync step's thread."""
+        return self._on_loop(coro)
+
     def _claim(self, name: object) -> str:
         step = self._step_id
         if not isinstance(name, str) or not name or len(name) > MAX_NAME:

@@ -143,6 +143,16 @@ class JournalEntry:
     at: float
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signal:
+    """An event sent to a run by name (``Store.event_put``): what waits for that name
+    gets ``data``; ``at``: when it was stored (epoch seconds)."""
+
+    name: str
+    data: JSON
+    at: float
+
+
 @dataclass(slots=True, kw_only=True)
 class RunChange:
     source: RunStatus

@@ -94,6 +94,7 @@ from .base import (
     Lease,
     RunFilter,
     RunRecord,
+    Signal,
     StepRecord,
     TicketRecord,
     WorkflowRecord,
@@ -415,6 +416,14 @@ class SqliteStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await self._run(sqlite_claims.runs_to_drive, self._db, lease, limit)
+
+    # ------------------------------------------------------------------ run events
+
+    async def event_put(self, run_id: str, name: str, data: JSON, at: float) -> Signal:
+        return await self._write(sqlite_journal.event_put, run_id, name, data, at)
+
+    async def event_get(self, run_id: str, name: str) -> Signal | None:
+        return await self._run(sqlite_journal.event_get, self._db, run_id, name)
 
     # ------------------------------------------------------------------ step journal
 
