@@ -113,6 +113,28 @@ async def test_a_sleep_parks_the_step_and_runs_it_again(store: Store) -> None:
     assert time.time() - started >= 0.3 and CALLS == {"nap": 1}
 
 
+async def test_a_delay_step_holds_no_slot_while_it_waits(store: Store) -> None:
+    # one slot: the delay (first in order) starts first; the python step runs while
+    # the delay waits instead of after it
+    wf = Workflow.from_dict({"name": "ev-delay", "concurrency": 1, "steps": [
+        {"id": "pause", "type": "delay", "duration": "500ms"},
+        {"id": "work", "type": "python", "call": f"{__name__}:charge",
+         "with": {"what": "work"}}]})
+    engine = Engine(store)
+    try:
+        done = await engine.run(wf.validate(), {})
+    finally:
+        engine.close()
+    assert done.status == "completed", done
+    pause, work = done.steps["pause"], done.steps["work"]
+    assert work.finished_at is not None and pause.finished_at is not None
+    assert pause.started_at is not None and pause.started_at <= work.started_at
+    assert work.finished_at < pause.finished_at  # it did not wait for the slot
+    assert pause.attempts == 2  # parked once, then ran again when its time had come
+    assert pause.finished_at - pause.started_at >= 0.5
+    assert CALLS == {"work": 1}
+
+
 async def test_a_timeout_gives_none(store: Store) -> None:
     wf = Workflow("ev-timeout")
     wf.add_step("no_show", no_show)
