@@ -231,6 +231,15 @@ def connect_databases() -> Databases:
                     f"{' '.join(str(exc).split())}")
 
 
+def run_status(url: str, run_id: str) -> str | None:
+    """The stored status of run ``run_id`` in the database at ``url`` (None before it is
+    stored): a cheap poll for tests that wait on processes; what they assert on comes
+    from the command line or the API."""
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        row = conn.execute("SELECT status FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 # ---------------------------------------------------------------- a server that goes away
 
 
