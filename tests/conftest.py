@@ -26,8 +26,8 @@ import pgutil
 # ---------------------------------------------------------------- compiled bytecode
 
 # The processes that tests start (`plait`, workers, servers, examples; about a thousand)
-# inherit this environment.  Where PYTHONDONTWRITEBYTECODE is set (as on the development
-# and CI machines), each of them would compile every module it imports from source, a
+# inherit this environment.  Where PYTHONDONTWRITEBYTECODE is set (as in this project's
+# development shells), each of them would compile every module it imports from source, a
 # quarter of a second of CPU per `plait run`; instead they share one cache of compiled
 # modules outside the work tree (PYTHONPYCACHEPREFIX), filled by the first process that
 # imports each module.
