@@ -216,10 +216,7 @@ class RunRows(ABC):
                 if r.status in final:
                     snap = snapshots[i] = r
                 else:
-                    snap = snapshots[i] = StepRuntime(
-                        r.status, r.attempts, r.output, r.error, r.started_at,
-                        r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
-                        r.worker)
+                    snap = snapshots[i] = r.copy()
             append(new_change(StepChange, (ids[i], source, target, at, snap)))
         return changes, attempts
 
