@@ -51,10 +51,6 @@ class StepRuntime:
 
 # Changes are NamedTuples, not frozen dataclasses: the loop makes several per step, and
 # a frozen dataclass pays object.__setattr__ per field (3x slower to build).
-# NamedTuple's generated __new__ is a Python function; the hot path builds changes with
-# tuple.__new__ directly, which skips it (same object, half the cost): 0.75 us of the
-# ~22 us CPU per step of benchmarks/child.py chain:10000 (measured without it).
-new_change = tuple.__new__
 
 
 class StepChange(NamedTuple):
