@@ -20,7 +20,7 @@ from . import expressions
 from .effects import Effect, ParkReason
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
-from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
+from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView
 from .states import FINAL_STEP_STATES, STEP_TRANSITIONS, StepStatus
 from .validate import CheckedWorkflow
 
@@ -216,11 +216,8 @@ class RunRows(ABC):
                 if r.status in final:
                     snap = snapshots[i] = r
                 else:
-                    snap = snapshots[i] = StepRuntime(
-                        r.status, r.attempts, r.output, r.error, r.started_at,
-                        r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
-                        r.worker)
-            append(new_change(StepChange, (ids[i], source, target, at, snap)))
+                    snap = snapshots[i] = r.copy()
+            append(StepChange(ids[i], source, target, at, snap))
         return changes, attempts
 
 

@@ -284,10 +284,7 @@ class Engine:
 
     async def restore(self, run: RunRecord, checked: CheckedWorkflow) -> RunState:
         """The run's state rebuilt from its stored step rows (``RunState.restore``)."""
-        rows = {s.step_id: StepRuntime(s.status, s.attempts, s.output, s.error,
-                                       s.started_at, s.finished_at, s.skip_reason,
-                                       s.fallback_used, s.next_attempt_at, s.worker)
-                for s in await self.store.get_steps(run.run_id)}
+        rows = {s.step_id: s for s in await self.store.get_steps(run.run_id)}
         state = RunState.restore(checked, run_id=run.run_id, input=run.input, rows=rows,
                                  now=self.clock())
         await self._reused_items(run, state)
@@ -350,8 +347,9 @@ class Engine:
         batch = WriteBatch(run_id=new.run_id)
         for sid in reuse:
             rec = rows[sid]
-            row = StepRuntime(StepStatus.COMPLETED, 0, rec.output, None, rec.started_at,
-                              rec.finished_at, None, rec.fallback_used, None, rec.worker)
+            row = StepRuntime(status=StepStatus.COMPLETED, output=rec.output,
+                              started_at=rec.started_at, finished_at=rec.finished_at,
+                              fallback_used=rec.fallback_used, worker=rec.worker)
             for source, target in ((StepStatus.PENDING, StepStatus.QUEUED),
                                    (StepStatus.QUEUED, StepStatus.RUNNING),
                                    (StepStatus.RUNNING, StepStatus.COMPLETED)):

@@ -142,7 +142,9 @@ class Store(Protocol):
         ...
 
     async def get_steps(self, run_id: str) -> list[StepRecord]:
-        """In definition order."""
+        """In definition order: each step's row as last written (a step never written:
+        ``pending``, nothing else set), every field of the core's ``StepRuntime`` (which
+        a ``StepRecord`` is), with its run and step."""
         ...
 
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:

@@ -245,7 +245,7 @@ class MemoryStore:
         outputs = self._outputs[run_id]
         out = []
         for sid, row in rows.items():
-            rec = StepRecord.from_runtime(run_id, sid, row or StepRuntime())
+            rec = StepRecord.of(run_id, sid, row or StepRuntime())
             rec.output = copy_json(outputs.get(sid))
             out.append(rec)
         return out
