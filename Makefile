@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server clean
+.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -83,6 +83,17 @@ SERVER_SECONDS ?= 20
 bench-server: setup
 	$(BIN)/python benchmarks/server_load.py --seconds $(SERVER_SECONDS) \
 		--out benchmarks/server.json --md benchmarks/SERVER.md
+	$(BIN)/python benchmarks/quote_readme.py
+
+# journaled calls (ctx.run) on memory, SQLite and PostgreSQL, and an agent loop against
+# LangGraph and DBOS (their venv made by peers/run.sh): JOURNAL.md, AGENTS.md
+BENCH_NOTE ?=
+bench-agents: setup
+	$(BIN)/python benchmarks/journal_cost.py --out benchmarks/journal.json \
+		--md benchmarks/JOURNAL.md --note "$(BENCH_NOTE)"
+	bash benchmarks/peers/run.sh --make-venv
+	$(BIN)/python benchmarks/agent_loop.py --out benchmarks/agents.json \
+		--md benchmarks/AGENTS.md --note "$(BENCH_NOTE)"
 	$(BIN)/python benchmarks/quote_readme.py
 
 # the run page with a 10,000-step run in chromium (benchmarks/UI.md)

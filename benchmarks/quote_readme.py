@@ -3,7 +3,9 @@
 from benchmarks/RESULTS.md and benchmarks/peers/RESULTS.md as the scripts wrote them,
 benchmarks/CLUSTER.md (``make bench-cluster``) between ``<!-- cluster:start -->`` and
 ``<!-- cluster:end -->``, and benchmarks/SERVER.md (``make bench-server``) between
-``<!-- server:start -->`` and ``<!-- server:end -->``.
+``<!-- server:start -->`` and ``<!-- server:end -->``, and benchmarks/JOURNAL.md and benchmarks/AGENTS.md (``make
+bench-agents``) between ``<!-- journal:start -->`` / ``<!-- journal:end -->`` and
+``<!-- agents:start -->`` / ``<!-- agents:end -->``.
 
     python benchmarks/quote_readme.py
 """
@@ -19,6 +21,8 @@ README = HERE.parent / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 CLUSTER_START, CLUSTER_END = "<!-- cluster:start -->", "<!-- cluster:end -->"
 SERVER_START, SERVER_END = "<!-- server:start -->", "<!-- server:end -->"
+JOURNAL_START, JOURNAL_END = "<!-- journal:start -->", "<!-- journal:end -->"
+AGENTS_START, AGENTS_END = "<!-- agents:start -->", "<!-- agents:end -->"
 PEER_SECTIONS = ("chain-1000", "fanout-1-1000-1", "random-500-in-10-layers",
                  "unbalanced-sleeps", "parallel-200-sleeps")
 
@@ -103,7 +107,9 @@ def main() -> int:
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
     text = pattern.sub(lambda _: quoted(), text, count=1)
     for name, start, end in (("CLUSTER.md", CLUSTER_START, CLUSTER_END),
-                             ("SERVER.md", SERVER_START, SERVER_END)):
+                             ("SERVER.md", SERVER_START, SERVER_END),
+                             ("JOURNAL.md", JOURNAL_START, JOURNAL_END),
+                             ("AGENTS.md", AGENTS_START, AGENTS_END)):
         text = quote_report(text, HERE / name, start, end)
     README.write_text(text)
     print("README.md: benchmark tables updated")

@@ -14,6 +14,7 @@ the suite; ``thorough`` (``HYPOTHESIS_PROFILE=thorough``) explores much further.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,19 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import pgutil
+
+# ---------------------------------------------------------------- compiled bytecode
+
+# The processes that tests start (`plait`, workers, servers, examples; about a thousand)
+# inherit this environment.  Where PYTHONDONTWRITEBYTECODE is set (as in this project's
+# development shells), each of them would compile every module it imports from source, a
+# quarter of a second of CPU per `plait run`; instead they share one cache of compiled
+# modules outside the work tree (PYTHONPYCACHEPREFIX), filled by the first process that
+# imports each module.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(
+        Path(tempfile.gettempdir()) / f"plait-tests-pycache-{os.getuid()}"))
+
 
 settings.register_profile(
     "default",

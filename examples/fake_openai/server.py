@@ -19,6 +19,12 @@ as JSON text), ``\\1`` / ``\\g<name>`` in its strings standing for the regex's g
 A message no rule matches gets the answers above.  Rules depend only on the message, so
 answers stay deterministic however many runs use the server.
 
+Tools: a request with ``tools`` (and no ``tool_choice: none``) gets a deterministic
+agent: it calls the listed tools in order, one per turn, turn N (the number of ``tool``
+messages after the last user message) calling tool N with arguments built from its
+``parameters`` schema as above (strings get the last user message); once every tool was
+called, it answers ``done: `` and the tool results, joined by ``; ``.
+
 ``usage`` counts words.  A request without ``Authorization: Bearer ...`` gets a 401 in
 OpenAI's error shape; with ``FAKE_OPENAI_KEY`` set, only that key is accepted.  A
 message containing ``[429]`` gets one 429 with ``Retry-After: 0`` per distinct message
@@ -79,11 +85,51 @@ def scripted(rules: list[Rule], text: str) -> str | None:
     return None
 
 
+def last_user_text(messages: list[Any]) -> tuple[str, int]:
+    """The last user message's content and its index (-1: none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, dict) and message.get("role") == "user":
+            return str(message.get("content", "")), i
+    return "", -1
+
+
+def tool_turn(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The next tool call of the deterministic agent (see the header), or None when
+    every tool was called (or the request offers none)."""
+    tools = request.get("tools")
+    if not isinstance(tools, list) or not tools or request.get("tool_choice") == "none":
+        return None
+    messages = request.get("messages") or []
+    text, at = last_user_text(messages)
+    turn = sum(1 for m in messages[at + 1:] if isinstance(m, dict) and m.get("role") == "tool")
+    if turn >= len(tools):
+        return None
+    function = tools[turn]["function"]
+    arguments = from_schema(function.get("parameters") or {"type": "object"}, text)
+    return {"id": f"call_{turn + 1}", "type": "function",
+            "function": {"name": function["name"], "arguments": json.dumps(arguments)}}
+
+
+def tools_done(request: dict[str, Any]) -> str | None:
+    """The final answer once every offered tool was called, else None."""
+    tools = request.get("tools")
+    if not isinstance(tools, list) or not tools or request.get("tool_choice") == "none":
+        return None
+    messages = request.get("messages") or []
+    _, at = last_user_text(messages)
+    results = [str(m.get("content", "")) for m in messages[at + 1:]
+               if isinstance(m, dict) and m.get("role") == "tool"]
+    return "done: " + "; ".join(results)
+
+
 def answer(request: dict[str, Any], rules: list[Rule] | None = None) -> tuple[str, str]:
     """(content, finish_reason) for a chat completion request."""
     messages = request.get("messages") or []
-    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    text = str(users[-1].get("content", "")) if users else ""
+    text, _ = last_user_text(messages)
+    done = tools_done(request)
+    if done is not None:
+        return done, "stop"
     content = scripted(rules or [], text)
     if content is not None:
         return content, "stop"
@@ -161,7 +207,9 @@ class Handler(BaseHTTPRequestHandler):
             request = json.loads(self.rfile.read(size))
             if not isinstance(request, dict) or not request.get("model"):
                 raise ValueError("`model` is required")
-            content, finish = answer(request, self.replies)
+            call = tool_turn(request)
+            content, finish = answer(request, self.replies) if call is None \
+                else ("", "tool_calls")
         except (ValueError, TypeError, AttributeError) as exc:
             self._error(400, f"bad request: {exc}", "invalid_request_error")
             return
@@ -177,11 +225,15 @@ class Handler(BaseHTTPRequestHandler):
         prompt_tokens = sum(len(str(m.get("content", "")).split())
                             for m in request["messages"] if isinstance(m, dict))
         completion_tokens = len(content.split())
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if call is not None:
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            completion_tokens = len(call["function"]["arguments"].split())
         self._send(200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
             "model": str(request["model"]) + MODEL_SUFFIX,
             "choices": [{"index": 0, "finish_reason": finish,
-                         "message": {"role": "assistant", "content": content}}],
+                         "message": message}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens}})
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
         CircuitOpenError,
         DecisionTaken,
         DefinitionError,
+        EventRequested,
+        EventTaken,
         FatalError,
         HTTPStatusError,
         InputError,
@@ -32,10 +34,12 @@ if TYPE_CHECKING:
         Problem,
         RunBusy,
         RunError,
+        RunFinished,
         RunLeftUnfinished,
         RunNotFound,
         RunTakenOver,
         SchemaVersionError,
+        SleepRequested,
         StaleWriteError,
         StepError,
         StepNotFound,
@@ -48,9 +52,19 @@ if TYPE_CHECKING:
         UnstorableValue,
         UntrustedRefused,
         VersionConflict,
+        WaitRequested,
         WorkflowNotFound,
     )
-    from .runs import approve, approve_async, get_run, get_run_async, resume, resume_async
+    from .runs import (
+        approve,
+        approve_async,
+        get_run,
+        get_run_async,
+        resume,
+        resume_async,
+        signal,
+        signal_async,
+    )
     from .runtime.results import RunResult, StepResult
     from .step_options import Retry
     from .steps.context import StepContext
@@ -66,6 +80,8 @@ __all__ = [
     "CircuitOpenError",
     "DecisionTaken",
     "DefinitionError",
+    "EventRequested",
+    "EventTaken",
     "FatalError",
     "HTTPStatusError",
     "InputError",
@@ -79,12 +95,14 @@ __all__ = [
     "RetryPolicy",
     "RunBusy",
     "RunError",
+    "RunFinished",
     "RunLeftUnfinished",
     "RunNotFound",
     "RunResult",
     "RunStatus",
     "RunTakenOver",
     "SchemaVersionError",
+    "SleepRequested",
     "StaleWriteError",
     "StepCall",
     "StepContext",
@@ -104,6 +122,7 @@ __all__ = [
     "UnstorableValue",
     "UntrustedRefused",
     "VersionConflict",
+    "WaitRequested",
     "Workflow",
     "WorkflowNotFound",
     "WorkflowSpec",
@@ -115,6 +134,8 @@ __all__ = [
     "register_step_type",
     "resume",
     "resume_async",
+    "signal",
+    "signal_async",
 ]
 
 # where each public name lives (module relative to this package)
@@ -129,6 +150,7 @@ _HOMES = {
     "StoreHandle": ".store.shared", "connect": ".store.shared",
     "approve": ".runs", "approve_async": ".runs", "get_run": ".runs",
     "get_run_async": ".runs", "resume": ".runs", "resume_async": ".runs",
+    "signal": ".runs", "signal_async": ".runs",
 }
 
 

@@ -102,6 +102,15 @@ TYPE_FIELD_SCHEMAS: dict[str, JSONDict] = {
                     "description": "the name of the environment variable holding the key"},
     "messages": {"anyOf": [{"type": "array", "items": {"type": "object"}}, _TEMPLATE]},
     "response_format": {"type": "object"},
+    "tools": {"anyOf": [{"type": "array", "minItems": 1, "items": {"anyOf": [
+        {"type": "object", "required": ["type", "function"],
+         "properties": {"type": {"const": "function"}, "function": {
+             "type": "object", "required": ["name"],
+             "properties": {"name": {"type": "string"}, "description": {"type": "string"},
+                            "parameters": {"anyOf": [{"type": "object"}, _TEMPLATE]}}}}},
+        _TEMPLATE]}}, _TEMPLATE],
+        "description": "functions the model may call: [{type: function, function: "
+                       "{name, description, parameters}}]"},
 }
 
 _SCHEDULE: JSONDict = {"type": "object", "additionalProperties": False, "required": ["cron"],

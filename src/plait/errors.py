@@ -9,12 +9,14 @@
     │   ├── RunNotFound
     │   ├── StepNotFound         the run has no such step (carries the closest ids)
     │   ├── StepNotWaiting       the step is not waiting for a decision (carries its status)
+    │   ├── RunFinished          something was sent to a run that has ended
     │   ├── RunBusy              another live process executes the run
     │   └── RunTakenOver         the run's driver lost it to another (its lease ran out)
     ├── StoreError               a backend failed; driver errors are wrapped once, here
     │   ├── TransitionError      a state change the transition table does not allow
     │   ├── StaleWriteError      a write whose expected prior state no longer holds
-    │   │   └── DecisionTaken    an approval step already has its decision (carries it)
+    │   │   ├── DecisionTaken    an approval step already has its decision (carries it)
+    │   │   └── EventTaken       the run already has an event of that name
     │   ├── VersionConflict      name@version already stored with another fingerprint
     │   ├── WorkflowNotFound
     │   ├── RunLeftUnfinished    the store failed mid-run: stored unfinished, resumable
@@ -31,6 +33,9 @@
         ├── HTTPStatusError      an http step got a status it did not expect
         ├── InterruptedAttempt   the process running the attempt stopped (a failed attempt)
         ├── ApprovalRequested    ctx.wait_for_approval parks the step (not a failure)
+        ├── WaitRequested        ctx.wait_for_event / ctx.sleep park the step (not a failure)
+        │   ├── EventRequested   the event is not there yet
+        │   └── SleepRequested   its time has not come
         ├── JournalNameReused    ctx.run used one call name twice in an attempt (never retried)
         └── NetworkRefused       the network policy refused a host or address (never retried)
 
@@ -117,6 +122,14 @@ class StepNotWaiting(RunError):
         super().__init__(message)
 
 
+class RunFinished(RunError):
+    """Something was sent to a run that has ended (``status``): nothing is stored."""
+
+    def __init__(self, run_id: str, status: str, what: str) -> None:
+        self.run_id, self.status = run_id, status
+        super().__init__(f"run {run_id!r} is {status}; {what} was not stored")
+
+
 class RunBusy(RunError):
     """Another live process executes the run (``owner``: its "host:pid")."""
 
@@ -163,6 +176,16 @@ class DecisionTaken(StaleWriteError):
         by = decision.get("by", "unknown")
         super().__init__(f"step {step_id!r} of run {run_id!r} was already {verb} by {by}; "
                          f"the first decision stands and this one was not recorded")
+
+
+class EventTaken(StaleWriteError):
+    """The run already has an event of that name: the first one sent stands
+    (docs/waiting.md).  ``sent_at`` is when the standing one was stored (epoch s)."""
+
+    def __init__(self, run_id: str, name: str, sent_at: float) -> None:
+        self.run_id, self.name, self.sent_at = run_id, name, sent_at
+        super().__init__(f"run {run_id!r} already has an event {name!r}; the first one "
+                         f"sent stands and this one was not stored")
 
 
 class VersionConflict(StoreError):
@@ -229,6 +252,35 @@ class ApprovalRequested(StepError):
         self.prompt = prompt
         shown = f": {prompt}" if prompt else ""
         super().__init__(f"step {step!r} waits for approval{shown}", step=step)
+
+
+class WaitRequested(StepError):
+    """Raised by ``ctx.wait_for_event`` / ``ctx.sleep`` when the step must wait (the
+    event is not there, the time has not come): the attempt ends, the step waits and
+    runs again from the start once it may go on (never a failure, never retried).  Let
+    it propagate.  ``until``: the epoch second it waits until, if any."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, step: str, until: float | None) -> None:
+        self.until = until
+        super().__init__(message, step=step)
+
+
+class EventRequested(WaitRequested):
+    """``ctx.wait_for_event``: no event ``name`` is there yet."""
+
+    def __init__(self, step: str, name: str, until: float | None) -> None:
+        self.name = name
+        super().__init__(f"step {step!r} waits for event {name!r}", step=step, until=until)
+
+
+class SleepRequested(WaitRequested):
+    """``ctx.sleep``: its time has not come."""
+
+    def __init__(self, step: str, name: str, until: float) -> None:
+        self.name = name
+        super().__init__(f"step {step!r} sleeps ({name!r})", step=step, until=until)
 
 
 class FatalError(StepError):

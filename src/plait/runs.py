@@ -1,9 +1,11 @@
-"""Stored runs from Python: read one, resume one, decide on an approval step.
+"""Stored runs from Python: read one, resume one, decide on an approval step, send
+an event.
 
-``get_run`` / ``resume`` / ``approve`` do what ``plait show --json`` / ``plait resume``
-/ ``plait approve`` do, and return the ``RunResult`` a run returns; each has an async
-twin (``get_run_async``...), which does the work: the sync ones are ``asyncio.run``
-around it.  ``db`` is a store URL, or a handle from ``plait.connect`` (async twins
+``get_run`` / ``resume`` / ``approve`` / ``signal`` do what ``plait show --json`` /
+``plait resume`` / ``plait approve`` / ``plait signal`` do, and return the
+``RunResult`` a run returns; each has an async twin (``get_run_async``...), which does
+the work: the sync ones are ``asyncio.run`` around it.  ``db`` is a store URL, or a
+handle from ``plait.connect`` (async twins
 only: a handle belongs to its event loop).  A ``memory://`` store lives in one process
 and, unnamed, in one handle: pass the handle the run was started on, or name the store
 (``memory://demo``) to share it between calls.  Docs: docs/python-api.md.
@@ -17,7 +19,7 @@ from contextlib import asynccontextmanager
 
 from .core.model import JSON
 from .errors import RunNotFound
-from .runtime import control
+from .runtime import control, signals
 from .runtime.engine import Engine
 from .runtime.results import RunResult
 from .store.base import Store
@@ -26,7 +28,7 @@ from .store.shared import StoreHandle
 from .store.url import missing_database
 
 __all__ = ["approve", "approve_async", "get_run", "get_run_async", "resume",
-           "resume_async"]
+           "resume_async", "signal", "signal_async"]
 
 
 def get_run(run_id: str, *, db: str) -> RunResult:
@@ -70,6 +72,23 @@ async def approve_async(run_id: str, step: str, approved: bool = True, data: JSO
     async with _engine(db, run_id) as engine:
         return await control.decide(engine, run_id, step, approved=approved, data=data,
                                     by=by, for_workers=is_postgres(_url(db)))
+
+
+def signal(run_id: str, name: str, data: JSON = None, *, db: str) -> RunResult:
+    """Send event ``name`` (with ``data``, JSON) to a run, for its
+    ``ctx.wait_for_event`` and ``event`` steps, like ``plait signal``.  The first event
+    of a name stands: a later one raises EventTaken.  With SQLite or memory the run
+    then continues in this process until it ends or waits again; with PostgreSQL it is
+    handed to the workers and the result is the run as it is now.  InputError names a
+    bad name or data; RunFinished a run that has ended."""
+    return asyncio.run(signal_async(run_id, name, data, db=db))
+
+
+async def signal_async(run_id: str, name: str, data: JSON = None, *,
+                       db: str | StoreHandle) -> RunResult:
+    async with _engine(db, run_id) as engine:
+        return await signals.deliver(engine, run_id, name, data,
+                                     for_workers=is_postgres(_url(db)))
 
 
 def _url(db: str | StoreHandle) -> str:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import pgutil
+
 pytestmark = pytest.mark.postgres
 
 STEPS = """
@@ -109,7 +111,7 @@ def test_killing_the_approver_interrupts_no_attempt(plait, spawn, waiter, cluste
     waiter(marker.exists, proc=approver, what="the step after the approval to start")
     approver.send_signal(signal.SIGKILL)
     approver.wait(timeout=10)
-    waiter(lambda: _show(plait, cluster, run_id)["status"] == "completed",
+    waiter(lambda: pgutil.run_status(cluster.db, run_id) == "completed",
            what="the workers to complete the run")
     shown = _show(plait, cluster, run_id)
     assert shown["steps"]["sleepy"]["attempts"] == 1
@@ -123,7 +125,7 @@ def test_approve_detach_returns_at_once(plait, waiter, cluster: Cluster,
                  env=cluster.env())
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["run_id"] == run_id
-    waiter(lambda: _show(plait, cluster, run_id)["status"] == "completed",
+    waiter(lambda: pgutil.run_status(cluster.db, run_id) == "completed",
            what="the workers to complete the run")
     again = plait("approve", run_id, "sign_off", cwd=cluster.cwd, env=cluster.env())
     assert again.returncode == 1 and "the first decision stands" in again.stderr

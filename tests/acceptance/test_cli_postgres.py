@@ -323,7 +323,7 @@ def test_killing_the_following_process_loses_nothing(cli: Cli, spawn, waiter,
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(timeout=10)
     run_id = cli.json("runs", "--workflow", "slow", "--limit", "1")["runs"][0]["run_id"]
-    waiter(lambda: cli.json("show", run_id)["status"] == "completed",
+    waiter(lambda: pgutil.run_status(cli.db, run_id) == "completed",
            what="the run to complete on the worker")
     shown = cli.json("show", run_id)
     assert shown["steps"]["sleepy"]["output"] == "woke up"

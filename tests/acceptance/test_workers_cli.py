@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import pgutil
@@ -172,7 +173,7 @@ def detach(project: Path, db: str, flow: str, value: object) -> str:
 
 def settled(project: Path, db: str, run_id: str, timeout: float = 30.0) -> dict:
     final = ("completed", "failed", "cancelled")
-    _wait(lambda: show(project, db, run_id)["status"] in final,
+    _wait(lambda: pgutil.run_status(db, run_id) in final,
           what=f"run {run_id} to end", timeout=timeout)
     return show(project, db, run_id)
 
@@ -235,11 +236,13 @@ def test_the_following_process_never_executes_steps(project: Path,
         [sys.executable, "-m", "plait", "run", "chain.yaml", "--db", pg_database, "--json",
          "--input", '{"n": 1}'], cwd=project, env=_env(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)
+    _wait(lambda: "is stored; its steps run on the workers" in _peek(proc),
+          what="the run to be stored", proc=proc)
+    time.sleep(0.5)  # a few of its polls: a CLI that ran steps itself would have begun
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 1, err
+    assert proc.returncode == 1, _LOGS.pop(proc.pid, "") + err
     result = json.loads(out)
     assert result["status"] == "cancelled"
     assert all(s["attempts"] == 0 for s in result["steps"].values())
@@ -390,10 +393,18 @@ def test_a_notification_wakes_an_idle_worker(project: Path, pg_database: str,
     """poll 5 s: a 3-step chain (a run to take and, with --no-eager, three tickets to
     claim and three outcomes to read) would take 15 s or more on polling alone."""
     workers("--lease", "10s", "--poll", "5s", "--no-eager")
-    time.sleep(1.0)  # the worker is idle, its LISTEN connection up
+    _wait(lambda: _listening(pg_database), what="the worker's LISTEN connection")
     started = time.monotonic()
     proc = plait(project, pg_database, "run", "chain.yaml", "--json", "--input", '{"n": 2}')
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["output"] == {"c": 16}
     assert elapsed < 4.0, elapsed
+
+
+def _listening(db: str) -> bool:
+    """Whether a session of ``db`` has run LISTEN (a worker's wake-up connection)."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                           "current_database() AND query LIKE 'LISTEN %'").fetchone()
+    return row is not None and row[0] > 0

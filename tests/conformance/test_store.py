@@ -323,6 +323,22 @@ async def test_several_changes_of_one_step_in_one_batch(store: Store, uid: UID) 
     assert steps["a"].output == 7
 
 
+async def test_a_stored_step_reads_back_as_the_row_written(store: Store, uid: UID) -> None:
+    """Every field of the core's row is stored: the record is that row, with its run
+    and step (``StepRecord`` is a ``StepRuntime``)."""
+    run_id = await new_run(store, uid)
+    written = row(S.QUEUED, attempts=2, output={"n": [1, 2]}, error="boom",
+                  started_at=11.0, finished_at=12.5, skip_reason="why",
+                  fallback_used=True, next_attempt_at=99.0, worker="w1")
+    await store.write(WriteBatch(run_id=run_id, steps=[
+        change("a", S.PENDING, S.QUEUED), change("a", S.QUEUED, S.RUNNING, attempts=1),
+        StepChange("a", S.RUNNING, S.QUEUED, 13.0, written)]))
+    a = (await store.get_steps(run_id))[0]
+    assert isinstance(a, StepRuntime)
+    assert (a.run_id, a.step_id) == (run_id, "a")
+    assert a.copy() == written
+
+
 async def test_retry_path_running_to_queued_is_stored(store: Store, uid: UID) -> None:
     run_id = await new_run(store, uid)
     await store.write(WriteBatch(run_id=run_id, steps=[

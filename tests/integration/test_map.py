@@ -137,13 +137,15 @@ async def test_more_items_than_the_limit_fail_naming_count_and_limit(engine: Eng
 
 
 async def test_ten_thousand_items(engine: Engine) -> None:
-    began = time.perf_counter()
+    # CPU time of this process, so a loaded machine does not fail it: a guard
+    # against a blow-up, not a speed goal
+    began = time.process_time()
     result = await run(engine, map_wf({"type": "transform", "value": "{{ item + 1 }}"}),
                        {"xs": list(range(10_000))})
     assert result.status == "completed"
     assert result.steps["fetch"].output == list(range(1, 10_001))
     assert result.steps["fetch[9999]"].output == 10_000
-    assert time.perf_counter() - began < 15
+    assert time.process_time() - began < 15
 
 
 def items(input: dict[str, Any]) -> list[int]:
@@ -219,7 +221,7 @@ def picky(item: int) -> int:
     return item * 3
 
 
-async def test_a_run_failed_in_a_map_is_retried_with_the_whole_map(engine: Engine) -> None:
+async def test_a_run_failed_in_a_map_is_retried_and_completes(engine: Engine) -> None:
     broken["on"] = True
     wf = map_wf({"type": "python", "call": f"{__name__}:picky",
                  "with": {"item": "{{ item }}"}, "retry": 0})
@@ -231,3 +233,55 @@ async def test_a_run_failed_in_a_map_is_retried_with_the_whole_map(engine: Engin
     assert result.status == "completed"
     assert result.steps["after"].output == [0, 3, 6]
     assert result.steps["fetch[1]"].status == "completed"
+
+
+CALLS: list[int] = []
+FAIL_ON: set[int] = set()
+
+
+def counted(item: int) -> int:
+    CALLS.append(item)
+    if item in FAIL_ON:
+        raise ValueError(f"item {item} failed")
+    return item * 10
+
+
+def counted_wf() -> dict[str, Any]:
+    return map_wf({"type": "python", "call": f"{__name__}:counted",
+                   "with": {"item": "{{ item }}"}, "retry": 0}, concurrency=2)
+
+
+async def test_retry_reuses_the_items_that_completed(engine: Engine) -> None:
+    CALLS.clear()
+    FAIL_ON.clear()
+    FAIL_ON.add(3)
+    first = await run(engine, counted_wf(), {"xs": [1, 2, 3, 4, 5]})
+    assert first.status == "failed"
+    assert first.steps["fetch[4]"].status == "cancelled"  # never started
+    assert sorted(CALLS) == [1, 2, 3, 4]
+    CALLS.clear()
+    FAIL_ON.clear()
+    retried = await engine.fork(first.run_id)
+    result = await asyncio.wait_for(engine.resume(retried.run_id), RUN_TIMEOUT_S)
+    assert result.status == "completed"
+    assert result.steps["fetch"].output == [10, 20, 30, 40, 50]
+    assert sorted(CALLS) == [3, 5]  # the failed item and the one never started
+    assert result.steps["fetch[0]"].status == "completed"
+    assert result.steps["fetch[0]"].attempts == 0  # reused, not run
+
+
+async def test_retry_with_a_new_input_or_from_the_map_runs_every_item(
+        engine: Engine) -> None:
+    CALLS.clear()
+    FAIL_ON.clear()
+    FAIL_ON.add(2)
+    first = await run(engine, counted_wf(), {"xs": [1, 2]})
+    assert first.status == "failed"
+    FAIL_ON.clear()
+    for fork in (engine.fork(first.run_id, input={"xs": [1, 2]}),
+                 engine.fork(first.run_id, from_step="fetch")):
+        CALLS.clear()
+        retried = await fork
+        result = await asyncio.wait_for(engine.resume(retried.run_id), RUN_TIMEOUT_S)
+        assert result.status == "completed"
+        assert sorted(CALLS) == [1, 2]

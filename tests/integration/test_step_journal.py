@@ -305,3 +305,22 @@ async def test_a_result_over_the_output_limit_fails_the_step() -> None:
 
     assert result.status == "failed" and result.steps["s"].attempts == 1
     assert "journaled call 'big'" in (result.steps["s"].error or "")
+
+
+@pytest.mark.parametrize(("name", "shown"), [
+    ("", "got ''"), (7, "got 7"), ("x" * 201, "got 201 characters")])
+async def test_a_bad_call_name_fails_the_step_once_and_calls_nothing(
+        name: object, shown: str) -> None:
+    async def step(ctx: StepContext) -> object:
+        return await ctx.run(name, fetch, "a")  # type: ignore[arg-type]
+
+    wf = Workflow("journal-bad-name")
+    wf.add_step("s", step, retry=Retry(max_retries=3, initial_delay=0))
+    result = await wf.run_async()
+
+    assert result.status == "failed"
+    assert result.steps["s"].attempts == 1  # a mistake in the code: never retried
+    error = result.steps["s"].error or ""
+    assert "a journaled call needs a name (non-empty text of at most 200 characters)" \
+        in error and shown in error
+    assert CALLS == {}

@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
 
 from plait.core.child_ids import child_run_id
 from plait.core.states import RunStatus
 from plait.definitions import check_definition
 from plait.runtime.engine import Engine
+from plait.runtime.notify import PgNotifications
 from plait.runtime.worker import Worker
 from plait.store.base import RunFilter, Store
 from plait.store.url import open_store
@@ -99,3 +101,35 @@ async def test_cancelling_a_parent_on_a_cluster_cancels_its_child(pg_store: Stor
         await asyncio.wait_for(asyncio.gather(*tasks), 15)
     assert (await store.get_run(run.run_id)).status is RunStatus.CANCELLED
     assert (await store.get_run(child_id)).status is RunStatus.CANCELLED
+
+
+@pytest.mark.postgres
+async def test_a_child_run_is_announced_so_a_worker_starts_it_before_its_next_poll(
+        pg_store: Store, pg_database: str) -> None:
+    store = pg_store
+    engine = Engine(store)
+    await engine.submit(check_definition(CHILD), {"n": 0})  # stores `child`
+    run = await engine.submit(check_definition({"name": "parent", "steps": [
+        {"id": "sub", "type": "workflow", "workflow": "child", "input": {"n": 4}}]}), {})
+    child_id = child_run_id(run.run_id, "sub", "0")
+    listener = await psycopg.AsyncConnection.connect(pg_database, autocommit=True)
+    await listener.execute("LISTEN plait_run")
+    # a poll far longer than the wait below: only the announcement can start the child
+    worker = Worker(store, name="w1", concurrency=2, lease=2.0, poll=60.0, grace=2.0,
+                    schedules=False, notifications=PgNotifications(pg_database))
+    task = asyncio.create_task(worker.run())
+    try:
+        heard = [n.payload async for n in listener.notifies(timeout=20.0, stop_after=1)]
+        assert heard == [child_id]
+        for _ in range(300):
+            if (await store.get_run(run.run_id)).status is RunStatus.COMPLETED:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)
+        await listener.close()
+    parent, child = await store.get_run(run.run_id), await store.get_run(child_id)
+    assert child.status is RunStatus.COMPLETED, child
+    assert parent.status is RunStatus.COMPLETED, parent.error
+    assert [s.output for s in await store.get_steps(run.run_id)] == [8]

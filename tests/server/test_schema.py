@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from plait.defschema import definition_schema, described_fields
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").rglob("*.yaml"))
 
 
+@functools.cache  # checking the schema against the meta-schema takes a second or more
 def _validator() -> jsonschema.Draft202012Validator:
     schema = definition_schema()
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -16,7 +16,7 @@ ROOT = Path(plait.__file__).parent
 
 _CLAIMS = "one operation of the worker claims for each SQL backend"
 _CACHE = "one operation of the step cache / webhook deliveries for each SQL backend"
-_JOURNAL = "one operation of the step journal for each SQL backend"
+_JOURNAL = "one operation of the step journal (or a run's events) for each SQL backend"
 _SCHEMA = "one step of opening a schema for each SQL backend"
 _SURFACE = "the CLI command (or HTTP route) of the public operation of that name"
 
@@ -28,7 +28,7 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     **{name: (frozenset({"store/postgres_cache.py", "store/sqlite_cache.py"}), _CACHE)
        for name in ("get_cached", "put_cached", "claim_delivery", "forget_delivery")},
     **{name: (frozenset({"store/postgres_journal.py", "store/sqlite_journal.py"}), _JOURNAL)
-       for name in ("journal", "journal_get", "journal_put")},
+       for name in ("journal", "journal_get", "journal_put", "event_get", "event_put")},
     **{name: (frozenset({"store/sql/postgres_schema.py", "store/sql/sqlite_schema.py"}),
               _SCHEMA)
        for name in ("latest_version", "migrate", "schema_version")},
@@ -40,14 +40,13 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
                       "a text as each SQL backend can store it"),
     "ChildRuns": (frozenset({"runtime/children.py", "steps/subworkflow.py"}),
                   "the steps' protocol of runtime.children.ChildRuns (no import cycle)"),
-    "announce": (frozenset({"cli/follow.py", "runtime/control.py"}),
-                 "the CLI's call of runtime.control.announce"),
     "untrusted_problems": (frozenset({"core/trust.py", "server/untrusted.py"}),
                            "the server's call of core.trust.untrusted_problems"),
     "runnable_definition": (frozenset({"cli/session.py", "runtime/control.py"}),
                             "the same lookup, with the CLI's import paths and refusal"),
     "approve": (frozenset({"cli/main.py", "runs.py"}), _SURFACE),
     "resume": (frozenset({"cli/main.py", "runs.py"}), _SURFACE),
+    "signal": (frozenset({"cli/main.py", "runs.py"}), _SURFACE),
     "get_run": (frozenset({"runs.py", "server/routes/runs.py"}), _SURFACE),
     "schema": (frozenset({"cli/main.py", "server/routes/meta.py"}),
                "`plait schema` and GET /api/schema: the same definition schema"),

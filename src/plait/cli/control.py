@@ -1,10 +1,11 @@
-"""Commands that act on a stored run: ``plait approve`` and ``plait cancel``.
+"""Commands that act on a stored run: ``plait approve``, ``plait signal`` and
+``plait cancel``.
 
 Both record what was asked in the store first (a decision, a cancel request); the
 process executing the run acts on it.  When no process executes the run (it waits for
 a person, was detached but not started yet, or its process died), this process does:
-``approve`` continues the run in the foreground like ``plait resume`` (on PostgreSQL it
-hands the run to the workers and follows it); ``cancel`` records the cancellation at
+``approve`` and ``signal`` continue the run in the foreground like ``plait resume`` (on
+PostgreSQL they hand the run to the workers and follow it); ``cancel`` records the cancellation at
 once.  A decision that could not be applied is noted in the run's history
 (``runtime.continuation``).
 """
@@ -17,8 +18,15 @@ from rich.text import Text
 
 from ..core.model import JSON
 from ..core.states import FINAL_RUN_STATES, RunStatus
-from ..errors import DecisionTaken, DefinitionError, RunError, RunNotFound
-from ..runtime import continuation, control
+from ..errors import (
+    DecisionTaken,
+    DefinitionError,
+    EventTaken,
+    InputError,
+    RunError,
+    RunNotFound,
+)
+from ..runtime import continuation, control, signals
 from ..runtime.control import Handoff, executor
 from ..runtime.engine import Engine
 from ..store.base import Store
@@ -91,8 +99,9 @@ async def _stuck_hint(store: Store, run_id: str) -> str:
 async def _to_workers(engine: Engine, run_id: str, step: str, view: RunScreen, db: str,
                       detach: bool) -> ExitCode:
     """PostgreSQL: the parked run is made claimable and the workers woken; then follow
-    it (exit codes as run), or return at once."""
-    await control.hand_to_workers(engine, run_id, step)
+    it (exit codes as run), or return at once.  ``step``: the decided step ("" after
+    an event)."""
+    await control.hand_to_workers(engine, run_id, step or None)
     if detach:
         view.submitted(await engine.store.get_run(run_id))
         return ExitCode.OK
@@ -136,6 +145,61 @@ async def _continue(engine: Engine, run_id: str, step: str, view: RunScreen) -> 
                     + ("applied the decision and continues the run" if applied else
                        "applies the decision the next time it looks (within seconds)"))
     return ExitCode.OK
+
+
+# ------------------------------------------------------------------ signal
+
+
+async def signal_command(run_id: str, name: str, *, data: JSON, db: str, view: RunScreen,
+                         detach: bool = False) -> ExitCode:
+    """``plait signal``: store event ``name`` of the run, then see the run go on, as
+    ``plait approve`` does after a decision.  When an event of that name is stored
+    already (by anyone), it stands: exit 1.  A bad name or data, an unknown or finished
+    run: exit 2, nothing stored."""
+
+    async def body(store: Store) -> ExitCode:
+        engine = Engine(store)
+        try:
+            try:
+                await engine.signal(run_id, name, data)
+            except EventTaken as exc:
+                raise Refusal(str(exc), ExitCode.FAILED) from exc
+            except (InputError, RunError) as exc:
+                if isinstance(exc, RunNotFound):
+                    raise
+                raise Refusal(f"nothing stored: {exc}") from exc
+            view.notices().print(Text(f"event {name} sent to run {run_id}", "green"))
+            if for_workers(db):
+                return await _to_workers(engine, run_id, "", view, db, detach)
+            if detach and executor(await store.get_run(run_id), engine) is None:
+                return await _in_background(engine, run_id, view, db)
+            return await _continue_after_event(engine, run_id, view)
+        finally:
+            engine.close()
+
+    return await guarded(db, body, err=view.err)
+
+
+async def _continue_after_event(engine: Engine, run_id: str, view: RunScreen) -> ExitCode:
+    add_import_paths(None)  # python steps import from the current directory too
+    try:
+        done = await signals.continue_after_event(
+            engine, run_id, lambda checked, run: continue_run(engine, checked, run, view))
+    except DefinitionError as exc:
+        run = await engine.store.get_run(run_id)
+        text = Text(f"event stored, could not continue here; continue it with: "
+                    f"{continuation.resume_hint(run_id)} (where its python steps "
+                    f"import)\n", "yellow")
+        raise Refusal(text + definition_problems(exc, run)) from exc
+    if isinstance(done, Handoff):
+        view.handed_off(await engine.result(run_id), f"run {run_id} is executed by "
+                        f"{done.owner}, which takes the event in")
+        return ExitCode.OK
+    if done is None:
+        result = await engine.result(run_id)
+        view.finish(result)
+        return exit_code_for(result.status)
+    return done
 
 
 # ------------------------------------------------------------------ cancel

@@ -15,10 +15,9 @@ import asyncio
 import time
 
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
-from ..runtime import control
 from ..runtime.engine import Engine
 from ..runtime.results import RunResult
-from ..store.base import RunRecord, Store
+from ..store.base import RunRecord
 from ..store.url import shown_url
 from .views import RunScreen
 
@@ -31,11 +30,6 @@ def for_workers(url: str) -> bool:
     from ..store.postgres_url import is_postgres
 
     return is_postgres(url)
-
-
-async def announce(store: Store, run: RunRecord) -> None:
-    """Wake the listening workers: a run needs a driver (a wake-up only)."""
-    await control.announce(store, run.run_id)
 
 
 async def until_settled(engine: Engine, run: RunRecord, view: RunScreen,

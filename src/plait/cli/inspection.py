@@ -143,10 +143,17 @@ def _show_text(run: RunRecord, steps: Sequence[StepRecord], attempts: Sequence[A
         _section(console, title, lines_, "bold yellow")
     # a decision that could not be applied: say why and what continues the run
     hint = continuation.stuck_text(stuck) if stuck is not None else \
-        output.waiting_hint(RunResult.from_records(run, list(steps)))
+        output.waiting_hint(_with_waits(RunResult.from_records(run, list(steps)), events))
     if hint:
         console.print()
         console.print(Text(hint, "yellow"))
+
+
+def _with_waits(result: RunResult, events: Sequence[EventRecord]) -> RunResult:
+    """``result`` with what its waiting steps wait for (for the hint)."""
+    result.waits = notes.waits_of({sid: s.status for sid, s in result.steps.items()},
+                                  events)
+    return result
 
 
 def _section(console: Console, title: str, lines: Sequence[str], style: str) -> None:

@@ -65,7 +65,8 @@ def conversation_lines(request: JSONDict | None, output: JSON) -> list[str]:
             lines.append(f"  (cut: {entry['cut']})")
     if isinstance(output, dict) and isinstance(output.get("content"), str):
         lines.append("answer")
-        lines += _message_lines({"role": "assistant", "content": output["content"]})
+        lines += _message_lines({"role": "assistant", "content": output["content"],
+                                 "tool_calls": output.get("tool_calls")})
         if output.get("json") is not None:
             lines.append("answer as JSON")
             text = json.dumps(output["json"], indent=2, ensure_ascii=False)
@@ -76,6 +77,22 @@ def conversation_lines(request: JSONDict | None, output: JSON) -> list[str]:
 def _message_lines(message: JSON) -> list[str]:
     role = message.get("role") if isinstance(message, dict) else None
     content = message.get("content") if isinstance(message, dict) else message
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    calls = calls if isinstance(calls, list) else []
+    text = content if isinstance(content, str) else "" if content is None and calls \
+        else json.dumps(content, ensure_ascii=False)
     first, *rest = text.splitlines() or [""]
-    return [f"  {role or '?'}: {first}", *(f"    {line}" for line in rest)]
+    return [f"  {role or '?'}: {first}".rstrip(), *(f"    {line}" for line in rest),
+            *(f"    calls {_call_text(call)}" for call in calls)]
+
+
+def _call_text(call: JSON) -> str:
+    """A tool call as ``name(arguments)``: as sent (OpenAI's shape) or as answered (an
+    llm output's ``tool_calls``)."""
+    found = call if isinstance(call, dict) else {}
+    function = found.get("function")
+    where = function if isinstance(function, dict) else found
+    arguments = where.get("arguments")
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments,
+                                                                   ensure_ascii=False)
+    return f"{where.get('name')}({text})"

@@ -347,6 +347,43 @@ def approve(run_id: str, step: str, reject: bool, data_text: str | None, by: str
                            view=_view(as_json, quiet), detach=detach))
 
 
+@cli.command()
+@click.argument("run_id", type=RUN_ID)
+@click.argument("name")
+@click.option("--data", "data_text", metavar="JSON",
+              help="JSON sent with the event (what the wait for it returns).")
+@db_option
+@json_option("Print exactly one JSON object (as plait run --json) on stdout.")
+@click.option("--detach", is_flag=True,
+              help="Store the event and return at once: the workers (PostgreSQL) or a "
+              "background `plait resume` (SQLite) continue the run.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the final status line.")
+def signal(run_id: str, name: str, data_text: str | None, db: str, as_json: bool,
+           detach: bool, quiet: bool) -> None:
+    """Send the event NAME (with --data) to a run, then continue the run.
+
+    Steps that wait for NAME (ctx.wait_for_event, `type: event`) get its data; one
+    sent before anything waits for it is kept. The run then continues as after
+    `plait approve`: here in the foreground (SQLite, memory), by the live process that
+    executes it, or by the workers (PostgreSQL; this command follows the run, or
+    returns at once with --detach). The first event of a name stands.
+
+    \b
+    Exit status (as plait run):
+      0  the run completed (or --detach)
+      1  the run failed or was cancelled; an event of that name was sent already
+      2  bad usage (a bad name or --data), an unknown run, a run that has ended
+      3  the run is waiting
+      4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
+    """
+    data = _json_value(data_text, "--data")
+    if detach:
+        _detachable(db)
+    from .control import signal_command
+
+    finish(signal_command(run_id, name, data=data, db=db, view=_view(as_json, quiet),
+                          detach=detach))
+
 
 @cli.command()
 @click.argument("run_id", type=RUN_ID)

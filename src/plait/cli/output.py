@@ -174,8 +174,26 @@ def waiting_hint(result: RunResult) -> str | None:
                if step.status == "waiting" and sid not in maps]  # a map waits for items
     if not waiting:
         return None
-    commands = "; ".join(f"plait approve {result.run_id} {sid} [--reject]" for sid in waiting)
-    return f"waiting for a decision on {', '.join(waiting)}: {commands}"
+    said = [_go_on(result, sid) for sid in waiting]
+    approvals = [sid for sid, line in zip(waiting, said, strict=True) if line is None]
+    lines = [line for line in said if line is not None]
+    if approvals:
+        commands = "; ".join(f"plait approve {result.run_id} {sid} [--reject]"
+                             for sid in approvals)
+        lines.insert(0, f"waiting for a decision on {', '.join(approvals)}: {commands}")
+    return "\n".join(lines)
+
+
+def _go_on(result: RunResult, step: str) -> str | None:
+    """How step ``step`` goes on when it waits for an event or a time (None: for a
+    person)."""
+    wait = result.waits.get(step) or {}
+    if wait.get("kind") == "event":
+        return (f"{step} waits for event {wait.get('event')}: plait signal "
+                f"{result.run_id} {wait.get('event')} [--data JSON]")
+    if wait.get("kind") == "sleep":
+        return f"{step} sleeps until {wait.get('until')}"
+    return None
 
 
 def summary_table(result: RunResult) -> Table:

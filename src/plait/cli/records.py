@@ -184,6 +184,11 @@ def waiting_sections(steps: Sequence[StepRecord],
         if s.step_id not in parked:
             continue
         entry = waiting_json(notes.get(s.step_id))
+        if entry["kind"] in ("event", "sleep"):
+            what = f"event {entry['event']}" if entry["kind"] == "event" else "a time"
+            until = [f"until   {entry['until']}"] if entry["until"] else []
+            out.append((f"waiting for {what}: {s.step_id}", until))
+            continue
         lines = [f"prompt  {entry['prompt']}" if entry["prompt"] else "prompt  (none)"]
         if entry["show"] is not None:
             lines += ["show", *_show_lines(entry["show"])]

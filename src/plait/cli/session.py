@@ -32,13 +32,14 @@ from ..errors import (
 )
 from ..runtime import control
 from ..runtime.engine import Engine
+from ..runtime.notify import announce
 from ..runtime.results import RunResult
 from ..store.base import RunRecord, StepRecord, Store
 from ..store.memory import MemoryStore
 from ..store.shared import StoreHandle
 from ..store.url import missing_database, shown_url
 from . import output
-from .follow import announce, for_workers, until_settled
+from .follow import for_workers, until_settled
 from .loading import add_import_paths, load_target, stored_reference
 from .settings import CONNECT_WAIT_ENV, DB_ENV, ExitCode, connect_wait, exit_code_for
 from .views import RunScreen
@@ -169,7 +170,7 @@ async def run_command(target: str, input: JSON, *, db: str, view: RunScreen,
             if not stored_reference(target):
                 await control.remember_source(store, run.run_id, Path(target))
             if for_workers(db):  # the workers execute it, never this process
-                await announce(store, run)
+                await announce(store, run.run_id)
                 if detach:
                     view.submitted(run)
                     return ExitCode.OK
@@ -255,7 +256,7 @@ async def resume_command(run_id: str, *, db: str, view: RunScreen) -> ExitCode:
                 result = await engine.result(run_id)
                 return await show_result(engine, view, result)
             if for_workers(db):  # a worker takes it over: this process follows it
-                await announce(store, run)
+                await announce(store, run.run_id)
                 return await _follow(engine, run, view, db)
             checked = await runnable_definition(engine, run)
             try:
@@ -322,7 +323,7 @@ async def retry_command(run_id: str, *, from_step: str | None, new_input: JSON,
             steps = await store.get_steps(new.run_id)
             view.notices().print(_retry_notice(old, new, steps))
             if for_workers(db):  # the workers execute it, as `plait run`'s
-                await announce(store, new)
+                await announce(store, new.run_id)
                 return await _follow(engine, new, view, db)
             try:
                 return await continue_run(engine, checked, new, view, steps)

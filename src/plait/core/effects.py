@@ -17,8 +17,10 @@ from .events import TimerKind
 from .states import RunStatus
 
 # why a step is parked: an approval step waits for a person; a Python step asked for
-# approval from its code (``ctx.wait_for_approval``) and runs again once approved
-ParkReason = Literal["approval", "code_approval"]
+# approval from its code (``ctx.wait_for_approval``) and runs again once approved; a
+# step waits for an event or a time (``ctx.wait_for_event``, ``ctx.sleep``, an
+# ``event`` step) and runs again once it is there or has come
+ParkReason = Literal["approval", "code_approval", "code_wait"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,10 +1,11 @@
 """What happens to a run, told to its state (``RunState.apply``).
 
 Everything that moves a run from the outside arrives as one of these: an attempt's
-end, a person's decision, a timer, a child run's end, a cancel request.  Each carries
-the time it is applied at (``at``) and whatever randomness its rule needs (``rand``),
-so the state that judges it stays deterministic.  Values are redacted by the runtime
-before it builds an event: the core never sees a secret it would store.
+end, a person's decision, an awaited event or time, a timer, a child run's end, a
+cancel request.  Each carries the time it is applied at (``at``) and whatever
+randomness its rule needs (``rand``), so the state that judges it stays
+deterministic.  Values are redacted by the runtime before it builds an event: the
+core never sees a secret it would store.
 
 The most frequent event, an attempt that succeeded, also has a direct entry
 (``RunState.attempt_ok``) that takes the same fields without building the object.
@@ -22,8 +23,8 @@ from .states import RunStatus
 # how an attempt ended: ``refused`` is a circuit breaker's refusal to start it
 AttemptKind = Literal["ok", "error", "refused", "interrupted", "cancelled"]
 # the timers a run sets: a retry (or a rate window) is due, an approval's deadline
-# passed, the run's own timeout passed
-TimerKind = Literal["retry", "ready", "approval_timeout", "run_timeout"]
+# passed (or an event's wait timed out), the run's own timeout passed, a sleep is over
+TimerKind = Literal["retry", "ready", "approval_timeout", "run_timeout", "wake"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +52,15 @@ class DecisionMade:
     at: float
     decided_at: JSON = None
     data: JSON = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitEnded:
+    """What step ``i`` waits for from its code (``ctx.wait_for_event`` / ``ctx.sleep``)
+    is there: the event was sent, or the time came."""
+
+    i: int
+    at: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,4 +93,4 @@ class CancelRequested:
     interrupted: bool = False
 
 
-Event = AttemptEnded | DecisionMade | TimerFired | ChildEnded | CancelRequested
+Event = AttemptEnded | DecisionMade | WaitEnded | TimerFired | ChildEnded | CancelRequested

@@ -15,7 +15,7 @@ from ..errors import OutputError
 from .mapping import item_id, item_step, map_concurrency
 from .model import JSON
 from .rows import MapItems, StepRuntime
-from .runrows import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING, WAITING, RunRows
+from .runrows import CANCELLED, COMPLETED, FAILED, PENDING, QUEUED, RUNNING, WAITING, RunRows
 from .states import FINAL_STEP_STATES
 
 
@@ -24,28 +24,36 @@ class MapRows(RunRows):
 
     __slots__ = ()
 
-    def _restore_items(self, i: int, rows: Mapping[str, StepRuntime]) -> None:
-        """The stored item rows of map step ``i`` (none if it never expanded)."""
+    def _restore_items(self, i: int, rows: Mapping[str, StepRuntime]) -> int:
+        """The stored item rows of map step ``i`` (none if it never expanded); the
+        number of them that are final.  Items are released in order, so those before
+        the first pending one were released; a completed one after it was reused from
+        the run retried (``reused_items``) and is counted when the release reaches it."""
         mid, count = self.ids[i], 0
         while item_id(mid, count) in rows:
             count += 1
         row = self.rows[i]
         if not count and row.status is not WAITING:
-            return
+            return 0
         items = self._add_items(i, count)
+        final, first_pending = 0, None
         for k in range(count):
             stored = rows[item_id(mid, k)]
-            j = items.first + k
-            self.rows[j] = stored.copy()
-            status = stored.status
-            if status is not PENDING:
-                items.queued = k + 1
+            self.rows[items.first + k] = stored.copy()
+            if stored.status is PENDING and first_pending is None:
+                first_pending = k
+            if stored.status in FINAL_STEP_STATES:
+                final += 1
+        items.queued = count if first_pending is None else first_pending  # the cursor
+        for j in range(items.first, items.first + items.queued):
+            status = self.rows[j].status
             if status in FINAL_STEP_STATES:
                 items.ended += 1
                 item = self.steps[j]
                 if status is not COMPLETED and items.failed is None and \
                         not (status is FAILED and item.allow_failure):
-                    items.failed = f"item {item.id!r} {status}: {stored.error or ''}"
+                    items.failed = f"item {item.id!r} {status}: {self.rows[j].error or ''}"
+        return final
 
     def _add_items(self, i: int, count: int) -> MapItems:
         """Rows for ``count`` items of map step ``i``, pending (recorded in new_rows)."""
@@ -84,10 +92,29 @@ class MapRows(RunRows):
         self._record(i, RUNNING, WAITING, now)
         items = self._add_items(i, len(values))
         self._unfinished += len(values)
-        if not values:
-            self._end_map(i, items, now)
-            return
+        reused = self.reused_items.pop(i, None)
+        if reused is not None and reused[0] == len(values):
+            self._reuse_items(items, reused[1], now)
         self._release_items(items, now)
+        if items.ended == items.count:  # no items, or every one reused
+            self._end_map(i, items, now)
+
+    def _reuse_items(self, items: MapItems, outputs: Mapping[int, JSON],
+                     now: float) -> None:
+        """A retried run's map rendered as many items as in the run retried: the items
+        that completed there complete here with their output, unrun (``plait retry``
+        reuses completed work; like a cleared task's mapped instances that succeeded)."""
+        for k, output in outputs.items():
+            if not 0 <= k < items.count:
+                continue
+            j = items.first + k
+            self.rows[j].output = output
+            self.rows[j].started_at = self.rows[j].finished_at = now
+            for source, target in ((PENDING, QUEUED), (QUEUED, RUNNING),
+                                   (RUNNING, COMPLETED)):
+                self._move(j, target, now)
+                self._record(j, source, target, now)
+            self._unfinished -= 1
 
     def row_index(self) -> dict[str, int]:
         """Step id -> row, items included."""
@@ -103,9 +130,14 @@ class MapRows(RunRows):
         """Queue the next items while fewer than the map's limit are unfinished."""
         if items.failed is not None or self.halting:
             return
+        rows = self.rows
         while items.queued < items.count and items.queued - items.ended < items.limit:
-            self._queue(items.first + items.queued, now)
+            j = items.first + items.queued
             items.queued += 1
+            if rows[j].status is COMPLETED:  # reused from the run retried
+                items.ended += 1
+            else:
+                self._queue(j, now)
 
     def _item_finished(self, j: int, now: float, propagate: bool) -> None:
         m = self.item_of[j - self._static]

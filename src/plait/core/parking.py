@@ -8,12 +8,18 @@ approved, it is queued again and its next attempt finds the decision; rejected, 
 fails.  It waits at most once: asking again after its approval was given fails it.
 A deadline (the step's ``timeout``, or the request's) decides as its ``on_timeout``
 says, as a decision by ``timeout``; a decision stored first still stands.
+
+A step that waits for an event or a time from its code (``ctx.wait_for_event``,
+``ctx.sleep``, an ``event`` step: a *code wait*) is parked when its attempt ends, as
+often as it asks; once the event is there or the time has come (``WaitEnded``) it is
+queued again and its next attempt finds it.  A decision on it is no decision: it
+waits for an event, not a person.
 """
 
 from __future__ import annotations
 
 from .effects import Park, ParkReason
-from .events import DecisionMade
+from .events import DecisionMade, WaitEnded
 from .model import JSON, StepSpec
 from .runrows import QUEUED, RUNNING, WAITING, RunRows, heappush
 
@@ -61,22 +67,37 @@ class Parking(RunRows):
 
     def _park_code(self, i: int, now: float, park: Park) -> None:
         """A Python step asked for approval: its attempt ends (``waiting``) and the
-        step waits, once; asked again after its approval was given, it fails."""
-        if i in self.given_approval:  # its next attempt did not see the decision
+        step waits, once; asked again after its approval was given, it fails.  A step
+        that waits for an event or a time waits as often as it asks."""
+        # (asked again: its next attempt did not see the decision)
+        if park.reason == "code_approval" and i in self.given_approval:
             self.end_attempt(i, "failed", now)
             self.fail(i, "the step asked for approval again after its approval was "
                          "given (a step waits at most once)", now)
             return
         self.end_attempt(i, "waiting", now)
-        self.park(i, "code_approval", now)
+        self.park(i, park.reason, now)
         self._effects.append(park)
+
+    def _wait_ended(self, e: WaitEnded) -> None:
+        """What parked code wait ``e.i`` waits for is there: it runs again (a step
+        resumed while waiting is parked before its request is read back, as a code
+        approval: the runtime tells which it is)."""
+        i, now = e.i, e.at
+        if self.parked.get(i) not in ("code_wait", "code_approval"):
+            return
+        del self.parked[i]
+        self._move(i, QUEUED, now)
+        self._record(i, WAITING, QUEUED, now)
+        heappush(self._ready, self._rank[i])
 
     def _decided(self, e: DecisionMade) -> None:
         """A decision on parked step ``e.i``; none when it no longer waits."""
         i, now = e.i, e.at
-        reason = self.parked.pop(i, None)
-        if reason is None:
+        reason = self.parked.get(i)
+        if reason is None or reason == "code_wait":  # (an event's, not a person's)
             return
+        del self.parked[i]
         if reason == "code_approval":
             if e.approved:
                 self.given_approval.add(i)

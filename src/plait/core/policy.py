@@ -4,7 +4,8 @@ After a failed attempt the step is retried after its policy's delay (unless the 
 halting or the policy says no); else its fallback runs; else it fails for good.  A
 fallback's own failure fails the step, keeping the error that made the fallback
 necessary.  A Python step that asked for approval (``ctx.wait_for_approval``) did not
-fail: it is parked until a person decides.
+fail: it is parked until a person decides; nor did one that waits for an event or a
+time (``ctx.wait_for_event``, ``ctx.sleep``): it is parked until that is there.
 
 A ``workflow`` or ``loop`` step whose child run did not complete fails for good,
 naming the child (``child_failure``).
@@ -24,6 +25,8 @@ from .states import RunStatus
 
 # the class name of the exception a step raises to wait for approval
 APPROVAL_REQUESTED = "ApprovalRequested"
+# ...and for an event or a time (the base class of EventRequested, SleepRequested)
+WAIT_REQUESTED = "WaitRequested"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +49,8 @@ def after_attempt(step: StepSpec, i: int, *, kind: AttemptKind, error: ErrorInfo
         return Fail(reason=f"{first_error}; fallback failed: {error}")
     if kind == "error" and APPROVAL_REQUESTED in error.names:
         return Park(i=i, reason="code_approval")
+    if kind == "error" and WAIT_REQUESTED in error.names:
+        return Park(i=i, reason="code_wait")
     delay = None if halting else next_delay(step.retry, attempts, error, rand)
     if delay is not None:
         return RetryStep(i=i, due=at + delay)

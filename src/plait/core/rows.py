@@ -1,6 +1,8 @@
 """What is stored about each step of a run, and the changes the run loop persists.
 
-``StepRuntime`` is one step's row (mutable, owned by the run's state).  ``StepChange``
+``StepRuntime`` is one step's row (mutable, owned by the run's state), and the one row
+type: the store's ``StepRecord`` is this row with the run and step it belongs to, and a
+row is copied only by ``copy``/``copy_as`` (by keyword).  ``StepChange``
 and ``AttemptChange`` are what the state hands the loop to commit (``drain``), in
 order; the stores write them.  ``StepsView`` is ``steps.<id>`` as templates see it.
 ``MapItems`` counts the items of an expanded map step (``mapitems``).
@@ -10,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .model import JSON, JSONDict
 from .states import StepStatus
+
+SomeRow = TypeVar("SomeRow", bound="StepRuntime")
 
 
 @dataclass(slots=True)
@@ -32,17 +36,21 @@ class StepRuntime:
     worker: str | None = None
 
     def copy(self) -> StepRuntime:
-        return StepRuntime(self.status, self.attempts, self.output, self.error,
-                           self.started_at, self.finished_at, self.skip_reason,
-                           self.fallback_used, self.next_attempt_at, self.worker)
+        """A new row with this row's values (what the state owns of a stored row)."""
+        return self.copy_as(StepRuntime)
+
+    def copy_as(self, cls: type[SomeRow], **extra: Any) -> SomeRow:
+        """This row's values in a new ``cls`` (this class or a subclass: ``extra`` gives
+        the fields the subclass adds).  The one field-by-field copy of a step row."""
+        return cls(status=self.status, attempts=self.attempts, output=self.output,
+                   error=self.error, started_at=self.started_at,
+                   finished_at=self.finished_at, skip_reason=self.skip_reason,
+                   fallback_used=self.fallback_used, next_attempt_at=self.next_attempt_at,
+                   worker=self.worker, **extra)
 
 
 # Changes are NamedTuples, not frozen dataclasses: the loop makes several per step, and
 # a frozen dataclass pays object.__setattr__ per field (3x slower to build).
-# NamedTuple's generated __new__ is a Python function; the hot path builds changes with
-# tuple.__new__ directly, which skips it (same object, half the cost): 0.75 us of the
-# ~22 us CPU per step of benchmarks/child.py chain:10000 (measured without it).
-new_change = tuple.__new__
 
 
 class StepChange(NamedTuple):

@@ -20,7 +20,7 @@ from . import expressions
 from .effects import Effect, ParkReason
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
-from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
+from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView
 from .states import FINAL_STEP_STATES, STEP_TRANSITIONS, StepStatus
 from .validate import CheckedWorkflow
 
@@ -61,8 +61,8 @@ class RunRows(ABC):
                  "_transitions", "_unfinished", "_waiting_parents", "attempt_changes",
                  "cancelled", "checked", "failure_reason", "given_approval", "graph",
                  "halt_reason", "halting", "ids", "input", "interrupted", "item_of",
-                 "maps", "new_rows", "parked", "rows", "run_id", "running", "secrets",
-                 "spec", "state", "steps", "steps_view", "when_due")
+                 "maps", "new_rows", "parked", "reused_items", "rows", "run_id", "running",
+                 "secrets", "spec", "state", "steps", "steps_view", "when_due")
 
     def __init__(self, checked: CheckedWorkflow, *, run_id: str, input: JSON,
                  secrets: Mapping[str, str] | None = None) -> None:
@@ -122,6 +122,10 @@ class RunRows(ABC):
         # Python steps whose approval was given (they wait at most once)
         self.given_approval: set[int] = set()
         self.parked: dict[int, ParkReason] = {}  # waiting steps and why (parking)
+        # a retried run (``plait retry``): map step -> (how many items it had in the
+        # run retried, the outputs of those that completed there, by index), reused
+        # when it expands to as many items (mapitems)
+        self.reused_items: dict[int, tuple[int, dict[int, JSON]]] = {}
 
     def queued_later(self) -> list[tuple[float, int]]:
         """Queued steps due in the future (retry delays), for the loop's timers."""
@@ -212,11 +216,8 @@ class RunRows(ABC):
                 if r.status in final:
                     snap = snapshots[i] = r
                 else:
-                    snap = snapshots[i] = StepRuntime(
-                        r.status, r.attempts, r.output, r.error, r.started_at,
-                        r.finished_at, r.skip_reason, r.fallback_used, r.next_attempt_at,
-                        r.worker)
-            append(new_change(StepChange, (ids[i], source, target, at, snap)))
+                    snap = snapshots[i] = r.copy()
+            append(StepChange(ids[i], source, target, at, snap))
         return changes, attempts
 
 

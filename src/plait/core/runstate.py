@@ -20,14 +20,22 @@ from collections.abc import Mapping
 
 from ..errors import OutputError, TransitionError
 from .effects import NO_EFFECTS, CancelRunning, Effects, Finish, Park, RetryStep
-from .events import AttemptEnded, AttemptKind, CancelRequested, DecisionMade, Event, TimerFired
+from .events import (
+    AttemptEnded,
+    AttemptKind,
+    CancelRequested,
+    DecisionMade,
+    Event,
+    TimerFired,
+    WaitEnded,
+)
 from .judging import Judging
 from .mapitems import MapRows
 from .model import JSON
 from .parking import Parking
 from .policy import Fail, after_attempt, refused_output
 from .retry import ErrorInfo
-from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
+from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView
 from .runrows import (
     CANCELLED,
     COMPLETED,
@@ -67,13 +75,12 @@ class RunState(MapRows, Judging, Parking):
             stored = rows.get(sid)
             if stored is not None:
                 state.rows[i] = stored.copy()
+        final_items = 0
         for i in range(graph.size):  # stored items of expanded map steps
             if state.spec.steps[i].item is not None:
-                state._restore_items(i, rows)
+                final_items += state._restore_items(i, rows)
         done = [i for i in range(graph.size) if state.rows[i].status in FINAL_STEP_STATES]
-        state._unfinished = len(state.rows) - len(done)
-        for items in state.maps.values():
-            state._unfinished -= items.ended
+        state._unfinished = len(state.rows) - len(done) - final_items
         for i in done:
             for child in graph.children[i]:
                 state._waiting_parents[child] -= 1
@@ -151,8 +158,8 @@ class RunState(MapRows, Judging, Parking):
             row.started_at = now
         self.running.add(i)
         self._transitions.append((i, QUEUED, RUNNING, now))
-        self.attempt_changes.append(new_change(AttemptChange, (
-            self.ids[i], attempt, now, False, "running", None, worker, False)))
+        self.attempt_changes.append(AttemptChange(
+            self.ids[i], attempt, now, False, "running", None, worker, False))
         return attempt
 
     def succeed(self, i: int, output: JSON, now: float, *, fallback: bool = False) -> None:
@@ -179,8 +186,8 @@ class RunState(MapRows, Judging, Parking):
         self.running.discard(i)
         if writes:
             self.state.update(writes)
-        self.attempt_changes.append(new_change(AttemptChange, (
-            step.id, row.attempts, now, True, "completed", None, row.worker, fallback)))
+        self.attempt_changes.append(AttemptChange(
+            step.id, row.attempts, now, True, "completed", None, row.worker, fallback))
         self._transitions.append((i, source, COMPLETED, now))
         self._finished(i, now)
 
@@ -200,6 +207,9 @@ class RunState(MapRows, Judging, Parking):
                                         event.fallback, event.at, event.rand)
         if isinstance(event, DecisionMade):
             self._decided(event)
+            return self.take_effects()
+        if isinstance(event, WaitEnded):
+            self._wait_ended(event)
             return self.take_effects()
         if isinstance(event, TimerFired):
             return self._timer_fired(event)
@@ -311,11 +321,12 @@ class RunState(MapRows, Judging, Parking):
     def _timer_fired(self, e: TimerFired) -> Effects:
         """A retry's delay (or a pool's rate window) passed: the step is ready again if
         it is still queued.  The run's timeout halts it.  (An approval's deadline is
-        decided as a ``DecisionMade`` by ``timeout``, once the runtime stored it.)"""
+        decided as a ``DecisionMade`` by ``timeout``, once the runtime stored it; a code
+        wait's time as a ``WaitEnded``.)"""
         if e.kind == "run_timeout":
             timeout = self.spec.timeout or 0.0
             return self._halt(f"run timed out after {timeout:g}s", cancelled=False)
-        if e.kind != "approval_timeout" and self.rows[e.i].status is QUEUED:
+        if e.kind in ("retry", "ready") and self.rows[e.i].status is QUEUED:
             self.retry_due(e.i)
         return NO_EFFECTS
 

@@ -329,8 +329,9 @@ class _RunNotices:
     def batch(self, batch: WriteBatch) -> None:
         for change in batch.steps:
             if change.target is StepStatus.WAITING and change.source is not StepStatus.WAITING:
-                self._spawn("approval_waiting", change.step,
-                            waiting=_asked(batch, change.step))
+                asked = _asked(batch, change.step)
+                if asked is None or asked.get("kind") in (None, "approval"):
+                    self._spawn("approval_waiting", change.step, waiting=asked)
             elif change.target is StepStatus.FAILED and self._failed is None:
                 self._failed = (change.step, change.row.error)
         run_change = batch.run

@@ -26,7 +26,7 @@ from typing import cast
 
 from ..core import expressions
 from ..core.effects import Effects
-from ..core.events import DecisionMade
+from ..core.events import DecisionMade, WaitEnded
 from ..core.jsoncheck import NotJSON, checked_json
 from ..core.model import JSON, JSONDict
 from ..core.parking import approval_deadline, timeout_approves
@@ -35,6 +35,7 @@ from ..core.validate import CheckedWorkflow
 from ..errors import DecisionTaken
 from ..steps.context import StepLog
 from ..store.base import Store
+from .code_waits import CODE_WAIT_KINDS, CodeWaits
 from .results import iso
 from .timers import Timers
 
@@ -43,7 +44,7 @@ class Approvals:
     """The parked approval steps of one run and their deadlines."""
 
     __slots__ = ("_checked", "_clock", "_journal", "_notes_seen", "_run_id",
-                 "_state", "_store", "_timers", "code", "parked")
+                 "_state", "_store", "_timers", "code", "parked", "waits")
 
     def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store,
                  run_id: str, clock: Callable[[], float], timers: Timers,
@@ -59,14 +60,18 @@ class Approvals:
         # the parked steps that are code waits -> their on_timeout
         self.code: dict[int, str] = {}
         self._journal = journal if journal is not None else StepLog(lambda t: t)
+        self.waits = CodeWaits(store, run_id, timers)  # steps waiting for events, times
 
     def park_code(self, i: int, now: float) -> None:
         """Step ``i`` (a Python step) asked for approval and waits (its attempt closed
         by the state, ``Park``), or was waiting when the run stopped: its deadline is
         the request's (a resumed wait's is read back from its ``wait`` note in
-        ``apply``)."""
+        ``apply``).  A step that waits for an event or a time is kept in ``waits``."""
         step_id = self._checked.spec.steps[i].id
         request = self._journal.wait_requests.pop(step_id, None) or {}
+        if request.get("kind") in CODE_WAIT_KINDS:
+            self.parked[i] = self.waits.park(i, request)
+            return
         on_timeout = request.get("on_timeout")
         self.code[i] = on_timeout if isinstance(on_timeout, str) else "reject"
         deadline = None
@@ -126,6 +131,20 @@ class Approvals:
             self._timers.add(deadline, "approval_timeout", i)
         self.parked[i] = deadline
 
+    async def recall(self, steps: list[int]) -> None:
+        """A restored run (resumed, or taken over by another driver): each of ``steps``
+        (attempts that died with their process) that a person already approved in
+        ``ctx.wait_for_approval`` finds the decision on its next attempt, so it does
+        not ask again."""
+        if not steps:
+            return
+        ids = {self._checked.spec.steps[i].id for i in steps}
+        for event in await self._store.get_events(self._run_id):
+            decision = event.data.get("approval") if event.kind == "note" else None
+            if event.step_id in ids and isinstance(decision, dict) \
+                    and decision.get("decision") == "approved":
+                self._journal.decisions[event.step_id] = decision
+
     async def apply(self, carry_out: Callable[[Effects], None]) -> None:
         """Apply the decisions stored since the last call, and deadlines that passed;
         ``carry_out`` does what the state asks after each (a rejection under fail-fast
@@ -138,13 +157,37 @@ class Approvals:
             decision = event.data.get("approval") if event.kind == "note" else None
             i = index.get(event.step_id or "")
             wait = event.data.get("wait") if event.kind == "note" else None
-            if isinstance(wait, dict) and i is not None and i in self.code:
-                self._restore_deadline(i, wait, event.at)
-            if isinstance(decision, dict) and i is not None and i in self.parked:
+            if isinstance(wait, dict) and i is not None:
+                self._restore(i, wait, event.at)
+            if isinstance(decision, dict) and i is not None and i in self.parked \
+                    and i not in self.waits.events:
                 carry_out(self._decide(i, decision, now))
+        for i in list(self.waits.events):
+            if i in self.parked and await self.waits.arrived(i):
+                carry_out(self._wake(i, now))
         for i, deadline in list(self.parked.items()):
             if deadline is not None and deadline <= now:
-                carry_out(await self._time_out(i, now))
+                carry_out(self._wake(i, now) if i in self.waits.events
+                          else await self._time_out(i, now))
+
+    def _restore(self, i: int, wait: JSONDict, at: float) -> None:
+        """A parked code wait's request, read back from the run's history (a resumed
+        run learns here what its waiting Python steps wait for; the latest stands)."""
+        if i not in self.code and i not in self.waits.events:
+            return
+        if wait.get("kind") in CODE_WAIT_KINDS:
+            self.code.pop(i, None)
+            self.parked[i] = self.waits.park(i, wait)
+            return
+        if self.waits.events.pop(i, 0) != 0:  # it waits for approval after all
+            self.code[i], self.parked[i] = "reject", None
+        self._restore_deadline(i, wait, at)
+
+    def _wake(self, i: int, now: float) -> Effects:
+        """What code wait ``i`` waits for is there: told to the state."""
+        self.parked.pop(i, None)
+        self.waits.events.pop(i, None)
+        return self._state.apply(WaitEnded(i=i, at=now))
 
     async def _time_out(self, i: int, now: float) -> Effects:
         """A deadline passed: its decision is stored like a person's (a decision stored

@@ -30,6 +30,7 @@ from ..core.states import RunStatus, StepStatus
 from ..definitions import check_definition
 from ..errors import DefinitionError, FatalError, InputError, RunBusy, RunNotFound, WorkflowNotFound
 from ..store.base import RunRecord
+from .notify import announce
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
@@ -126,6 +127,8 @@ class ChildRuns:
             except InputError as exc:
                 raise FatalError(f"step {step.id!r}: input of child workflow {name!r} "
                                  f"is not valid: {exc}", step=step.id) from exc
+            if not self.drive:  # a worker starts it now, not at its next poll
+                await announce(engine.store, run_id)
         try:
             run = await self._until_done(run, child)
         except asyncio.CancelledError:

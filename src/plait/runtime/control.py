@@ -28,10 +28,9 @@ from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, RunError
 from ..store.base import RunChange, RunRecord, Store, WriteBatch
-from ..store.capabilities import Notifies
 from . import continuation
 from .engine import Engine, owner_alive
-from .notify import RUN
+from .notify import announce
 from .preflight import preflight
 from .results import RunResult
 
@@ -207,12 +206,6 @@ async def _make_claimable(engine: Engine, run: RunRecord) -> None:
     finally:
         await engine.store.release_run(run.run_id, engine.worker)
     await announce(engine.store, run.run_id)
-
-
-async def announce(store: Store, run_id: str) -> None:
-    """Wake the listening workers: a run needs a driver (a wake-up only)."""
-    if store.capabilities.notify:
-        await cast(Notifies, store).notify(RUN, run_id)
 
 
 async def decide(engine: Engine, run_id: str, step: str, *, approved: bool,

@@ -14,14 +14,16 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from ..core import signals
 from ..core.concurrency_key import run_key
 from ..core.expressions import RenderError
 from ..core.jsoncheck import ensure_input
+from ..core.mapping import item_id
 from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepChange, StepRuntime
-from ..core.states import RunStatus, StepStatus
+from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.suggest import did_you_mean
 from ..core.trust import TrustPolicy
 from ..core.validate import CheckedWorkflow, validate_input
@@ -31,6 +33,7 @@ from ..errors import (
     InputError,
     RunBusy,
     RunError,
+    RunFinished,
     RunLeftUnfinished,
     StaleWriteError,
     StepNotFound,
@@ -38,10 +41,11 @@ from ..errors import (
     StoreError,
     TransitionError,
 )
+from ..steps.llmcall import ModelCalls
 from ..steps.netpolicy import NetworkPolicy
 from ..steps.registry import Services
 from ..steps.secrets import Secrets
-from ..store.base import RunRecord, Store, WriteBatch
+from ..store.base import RunRecord, Signal, StepRecord, Store, WriteBatch
 from .breakers import Breakers, breakers_for
 from .children import ChildRuns
 from .gctune import gc_paused, relaxed_gc
@@ -144,6 +148,7 @@ class Engine:
                                  or NetworkPolicy.from_environment(), store=store,
                                  trust=trust)
         self.services.children = ChildRuns(self)  # `workflow` and `loop` steps
+        self.services.model_calls = ModelCalls()  # ctx.llm
         self._loops: dict[str, RunLoop] = {}
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.
@@ -278,12 +283,37 @@ class Engine:
 
     async def restore(self, run: RunRecord, checked: CheckedWorkflow) -> RunState:
         """The run's state rebuilt from its stored step rows (``RunState.restore``)."""
-        rows = {s.step_id: StepRuntime(s.status, s.attempts, s.output, s.error,
-                                       s.started_at, s.finished_at, s.skip_reason,
-                                       s.fallback_used, s.next_attempt_at, s.worker)
-                for s in await self.store.get_steps(run.run_id)}
-        return RunState.restore(checked, run_id=run.run_id, input=run.input, rows=rows,
-                                now=self.clock())
+        rows = {s.step_id: s for s in await self.store.get_steps(run.run_id)}
+        state = RunState.restore(checked, run_id=run.run_id, input=run.input, rows=rows,
+                                 now=self.clock())
+        await self._reused_items(run, state)
+        return state
+
+    async def _reused_items(self, run: RunRecord, state: RunState) -> None:
+        """A retried run's map steps that have not expanded yet reuse the items that
+        completed in the run retried (``fork`` noted which maps may: their input is
+        the same), when they render as many items (``RunState.reused_items``)."""
+        unexpanded = [i for i, step in enumerate(state.spec.steps[:state.graph.size])
+                      if step.item is not None and i not in state.maps]
+        if not unexpanded or run.retry_of is None:
+            return
+        counts: JSON = None
+        for event in await self.store.get_events(run.run_id):
+            if event.kind == "note" and event.step_id is None \
+                    and event.data.get("retry_of") == run.retry_of:
+                counts = event.data.get("reused_items")
+                break
+        if not isinstance(counts, dict):
+            return
+        old = {s.step_id: s for s in await self.store.get_steps(run.retry_of)}
+        for i in unexpanded:
+            mid = state.ids[i]
+            count = counts.get(mid)
+            if isinstance(count, int):
+                state.reused_items[i] = (count, {
+                    k: old[sid].output for k in range(count)
+                    if (sid := item_id(mid, k)) in old
+                    and old[sid].status is StepStatus.COMPLETED})
 
     async def fork(self, run_id: str, *, from_step: str | None = None,
                    input: JSON = _MISSING) -> RunRecord:  # type: ignore[assignment]
@@ -302,7 +332,8 @@ class Engine:
                                + (f" ({hint})" if hint else ""))
             roots = [graph.index[from_step]]
         else:
-            # (a map's items are not steps of the definition: their map reruns whole)
+            # (a map's items are not steps of the definition: their map runs again,
+            # reusing the items that completed, see _retried_maps)
             roots = [graph.index[s] for s, r in rows.items()
                      if r.status in (StepStatus.FAILED, StepStatus.CANCELLED)
                      and s in graph.index]
@@ -315,14 +346,19 @@ class Engine:
         batch = WriteBatch(run_id=new.run_id)
         for sid in reuse:
             rec = rows[sid]
-            row = StepRuntime(StepStatus.COMPLETED, 0, rec.output, None, rec.started_at,
-                              rec.finished_at, None, rec.fallback_used, None, rec.worker)
+            row = StepRuntime(status=StepStatus.COMPLETED, output=rec.output,
+                              started_at=rec.started_at, finished_at=rec.finished_at,
+                              fallback_used=rec.fallback_used, worker=rec.worker)
             for source, target in ((StepStatus.PENDING, StepStatus.QUEUED),
                                    (StepStatus.QUEUED, StepStatus.RUNNING),
                                    (StepStatus.RUNNING, StepStatus.COMPLETED)):
                 batch.steps.append(StepChange(sid, source, target, now, row))
-        batch.notes.append((None, {"retry_of": run_id, "reused": list(reuse),
-                                   "from_step": from_step}))
+        note: JSONDict = {"retry_of": run_id, "reused": list(reuse), "from_step": from_step}
+        if from_step is None and input is _MISSING:
+            items = _retried_maps(checked, rows, rerun)
+            if items:
+                note["reused_items"] = items  # map step -> its item count then
+        batch.notes.append((None, note))
         await self.store.write(batch)
         if from_step is None:  # `--from STEP` starts STEP and what follows afresh
             await copy_journal(self.store, run_id, new.run_id,
@@ -435,6 +471,28 @@ class Engine:
         if loop is not None:
             loop.signal_decision()
 
+    async def signal(self, run_id: str, name: str, data: JSON = None) -> Signal:
+        """Store event ``name`` (with ``data``) of a run, for its ``ctx.wait_for_event``
+        and ``event`` steps (docs/waiting.md).  The first event of a name stands: a
+        later one raises EventTaken.  InputError naming a bad name or data (not JSON,
+        over 1 MiB); RunFinished for a run that has ended.  The run continues when its
+        executor sees the event (resume it to continue here)."""
+        problem = signals.event_name_problem(name)
+        if problem is not None:
+            raise InputError(problem)
+        try:
+            data = signals.checked_data(data)
+        except ValueError as exc:
+            raise InputError(f"event {name!r}: {exc}") from None
+        run = await self.store.get_run(run_id)
+        if run.status in FINAL_RUN_STATES:
+            raise RunFinished(run_id, str(run.status), f"event {name!r}")
+        sent = await self.store.event_put(run_id, name, data, self.clock())
+        loop = self._loops.get(run_id)
+        if loop is not None:
+            loop.signal_decision()
+        return sent
+
     @property
     def pools(self) -> PoolRegistry:
         return shared_limits().pools
@@ -443,6 +501,25 @@ class Engine:
     def breakers(self) -> Breakers:
         """Where the circuit breakers of this engine's runs are judged (its store's)."""
         return breakers_for(self.store)
+
+
+def _retried_maps(checked: CheckedWorkflow, rows: Mapping[str, StepRecord],
+                  rerun: set[int]) -> JSONDict:
+    """The map steps that ``plait retry`` runs again with the same input (no step
+    before them runs again), each with how many items it had: their completed items
+    are reused when they render as many (``Engine._reused_items``)."""
+    graph = checked.graph
+    out: JSONDict = {}
+    for i in sorted(rerun):
+        step = checked.spec.steps[i]
+        if step.item is None or any(p in rerun for p in graph.parents[i]):
+            continue
+        count = 0
+        while item_id(step.id, count) in rows:
+            count += 1
+        if count:
+            out[step.id] = count
+    return out
 
 
 async def copy_journal(store: Store, old_run: str, new_run: str,

@@ -431,7 +431,7 @@ class Executor:
             for sid, row in steps.items():
                 if sid in graph and isinstance(row, dict):
                     state.rows[graph[sid]] = StepRuntime(
-                        StepStatus(str(row.get("status"))), output=row.get("output"))
+                        status=StepStatus(str(row.get("status"))), output=row.get("output"))
         error = payload.get("error")
         state.rows[index].error = error if isinstance(error, str) else None
         started = payload.get("started_at")

@@ -249,7 +249,7 @@ class RunLoop:
         state.start(now)
         for due, i in state.queued_later():  # retries that were waiting when it stopped
             self.timers.add(due, "retry", i)
-        self._adopt(now)
+        await self._adopt(now)
         for i in state.waiting_steps():
             if self._types_of()[i].parks:
                 state.park(i, "approval", now, resumed=True)
@@ -263,7 +263,7 @@ class RunLoop:
         await self._check_decisions()
         return None
 
-    def _adopt(self, now: float) -> None:
+    async def _adopt(self, now: float) -> None:
         """The attempts stored ``running``: those still out (a run taken over) are
         waited for, the others died with their process and count as interrupted."""
         state = self.state
@@ -274,6 +274,7 @@ class RunLoop:
             self.tasks[i] = handle
             if (pool := pool_of[i]) is not None:
                 self._slots.hold(pool, now)
+        await self.approvals.recall(state.interrupted)
         for i in state.interrupted:
             error = error_info(InterruptedAttempt(state.rows[i].worker,
                                                   step=state.steps[i].id,
@@ -448,8 +449,9 @@ class RunLoop:
     def _fire_timers(self, now: float) -> None:
         state = self.state
         for kind, i in self.timers.pop_due(now):
-            if kind == "approval_timeout":
-                # decided in _check_decisions, after the stored decisions are read
+            if kind == "approval_timeout" or kind == "wake":
+                # decided in _check_decisions, after the stored decisions (and events)
+                # are read
                 if i in self.approvals.parked:
                     self._decisions_due = True
             else:

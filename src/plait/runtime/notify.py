@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
+from ..store.capabilities import Notifies
 from ..store.postgres_url import parse_url
 
 _log = logging.getLogger("plait.worker")
@@ -30,6 +32,16 @@ _log = logging.getLogger("plait.worker")
 WORK, OUTCOME, RUN = "plait_work", "plait_outcome", "plait_run"
 CHANNELS = (WORK, OUTCOME, RUN)
 _BACKOFF_START_S, _BACKOFF_MAX_S = 0.1, 5.0
+
+if TYPE_CHECKING:
+    from ..store.base import Store
+
+
+async def announce(store: Store, run_id: str) -> None:
+    """Wake the listening workers: run ``run_id`` needs a driver (a wake-up only; a
+    store that cannot notify leaves it to the workers' poll)."""
+    if store.capabilities.notify:
+        await cast(Notifies, store).notify(RUN, run_id)
 
 Callback = Callable[[], None]
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ..core.model import JSON, JSONDict
-from ..core.states import StepStatus
+from ..core.rows import StepRuntime
 from ..core.timestamps import iso as iso  # where it lived: still importable here
 from ..store.base import RunRecord, StepRecord
 
 
 @dataclass(slots=True)
 class StepResult:
+    """What a caller reads of one step's row (``from_record``), in the ``--json`` shape."""
+
     status: str
     attempts: int
     output: JSON
@@ -26,10 +27,12 @@ class StepResult:
     cached: bool = False
 
     @classmethod
-    def from_record(cls, rec: StepRecord) -> StepResult:
+    def from_record(cls, rec: StepRuntime, cached: bool = False) -> StepResult:
+        """What a caller sees of a step's row (a stored record or the run loop's row)."""
         return cls(status=str(rec.status), attempts=rec.attempts, output=rec.output,
                    error=rec.error, started_at=rec.started_at, finished_at=rec.finished_at,
-                   skip_reason=rec.skip_reason, fallback_used=rec.fallback_used)
+                   skip_reason=rec.skip_reason, fallback_used=rec.fallback_used,
+                   cached=cached)
 
     @property
     def duration_s(self) -> float | None:
@@ -44,27 +47,6 @@ class StepResult:
                 "fallback_used": self.fallback_used, "cached": self.cached}
 
 
-class StepRow(Protocol):
-    """What a step result is read from: the run loop's rows, or stored records."""
-
-    @property
-    def status(self) -> StepStatus: ...
-    @property
-    def attempts(self) -> int: ...
-    @property
-    def output(self) -> JSON: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def started_at(self) -> float | None: ...
-    @property
-    def finished_at(self) -> float | None: ...
-    @property
-    def skip_reason(self) -> str | None: ...
-    @property
-    def fallback_used(self) -> bool: ...
-
-
 class StepResults(Mapping[str, StepResult]):
     """``RunResult.steps``: step id -> StepResult in definition order.  Each result is
     built when first read and kept (the same object on every read), so a run of
@@ -73,7 +55,7 @@ class StepResults(Mapping[str, StepResult]):
 
     __slots__ = ("_built", "_cached", "_index", "_rows")
 
-    def __init__(self, index: Mapping[str, int], rows: Sequence[StepRow],
+    def __init__(self, index: Mapping[str, int], rows: Sequence[StepRuntime],
                  cached: frozenset[str] = frozenset()) -> None:
         self._index, self._rows, self._cached = index, rows, cached
         self._built: dict[str, StepResult] = {}
@@ -86,10 +68,8 @@ class StepResults(Mapping[str, StepResult]):
     def __getitem__(self, key: str) -> StepResult:
         built = self._built.get(key)
         if built is None:
-            r = self._rows[self._index[key]]
-            built = self._built[key] = StepResult(
-                str(r.status), r.attempts, r.output, r.error, r.started_at,
-                r.finished_at, r.skip_reason, r.fallback_used, key in self._cached)
+            built = self._built[key] = StepResult.from_record(
+                self._rows[self._index[key]], key in self._cached)
         return built
 
     def __contains__(self, key: object) -> bool:

@@ -183,7 +183,8 @@ class AttemptRunner:
 
     async def _settle(self, call: StepCall, spec: CircuitBreakerSpec, kind: str,
                       error: ErrorInfo | None) -> None:
-        waits = error is not None and "ApprovalRequested" in error.names
+        waits = error is not None and ("ApprovalRequested" in error.names
+                                       or "WaitRequested" in error.names)
         await breakers_for(call.services.store).settle(
             spec, holder_of(call.run.run_id, call.step.id, call.attempt), kind, waits,
             self._clock())

@@ -1,4 +1,5 @@
-"""A run's timers: retry delays, rate-window waits, approval deadlines, the run timeout.
+"""A run's timers: retry delays, rate-window waits, approval deadlines (and event
+timeouts), the ends of sleeps, the run timeout.
 
 What each one means when it fires is the core's decision (``TimerFired``); this is
 only the heap.
@@ -34,6 +35,7 @@ class Timers(list[tuple[float, int, TimerKind, int]]):
         return self[0][0]
 
     def busy(self) -> bool:
-        """Timers that keep the loop alive (approval deadlines alone do not: a run whose
-        only timers are those waits, stored ``waiting``)."""
+        """Timers that keep the loop alive (approval deadlines and event timeouts alone
+        do not: a run whose only timers are those waits, stored ``waiting``; a sleep's
+        end does: the process sleeps until then)."""
         return any(kind != "approval_timeout" for _, _, kind, _ in self)

@@ -98,6 +98,17 @@ class ApproveBody(BaseModel):
     by: str | None = Field(default=None, description="who decides (default: api)")
 
 
+class SignalBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    data: Any = Field(default=None, description="what the waits for the event get")
+
+
+class Signalled(BaseModel):
+    run_id: str
+    event: str
+
+
 class Accepted(BaseModel):
     run_id: str
     status: str

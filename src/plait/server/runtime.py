@@ -273,7 +273,7 @@ class ServerRuntime:
     async def _execute(self, run_id: str, checked: CheckedWorkflow | None, *,
                        new: RunRecord | None = None) -> None:
         if self.for_workers:
-            from ..runtime.control import announce
+            from ..runtime.notify import announce
 
             run = new or await self.store.get_run(run_id)
             await announce(self.store, run.run_id)  # a wake-up for the listening workers
@@ -319,6 +319,33 @@ class ServerRuntime:
         self.wake(run_id)
         if self._tg is not None and not self.closing.is_set():
             self._tg.create_task(self._guard(run_id, self._applied(run_id, step)))
+
+    async def signal(self, run_id: str, name: str, data: JSON) -> None:
+        """Store an event (EventTaken / RunFinished / InputError as ``Engine.signal``),
+        then make sure the run goes on, as after a decision (``approve``)."""
+        await self.engine.signal(run_id, name, data)
+        self.wake(run_id)
+        if self._tg is not None and not self.closing.is_set():
+            self._tg.create_task(self._guard(run_id, self._after_event(run_id)))
+
+    async def _after_event(self, run_id: str) -> None:
+        """Continue the run here once no task here or other process executes it (a
+        task here may be parking the run as the event arrives: it is waited for)."""
+        if self.for_workers:
+            await control.hand_to_workers(self.engine, run_id)
+            return
+        deadline = time.monotonic() + HANDOFF_WAIT_S
+        while not self.closing.is_set():  # on shutdown the run stays resumable
+            task = self._runs.get(run_id)
+            if task is None or task.done():
+                run = await self.store.get_run(run_id)
+                if run.status is RunStatus.WAITING and executor(run, self.engine) is None \
+                        and run_id not in self._runs:
+                    self._spawn(run_id, self.engine.resume(run_id, await self.runnable(run)))
+                return
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(HANDOFF_POLL_S)
 
     async def _applied(self, run_id: str, step: str) -> None:
         """Continue the run here once nobody else will apply the decision on ``step``

@@ -3,7 +3,6 @@ delay."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Mapping
 from datetime import datetime
@@ -14,7 +13,7 @@ from ..core.durations import parse_duration
 from ..core.model import JSON, StepSpec
 from ..core.numbers import MAX_EPOCH, real, shown
 from ..core.timestamps import iso
-from ..errors import FatalError
+from ..errors import FatalError, SleepRequested
 from .binding import (
     ParamPlan,
     compile_plan,
@@ -24,6 +23,7 @@ from .binding import (
 )
 from .registry import StepCall, StepType, register_step_type
 from .types import HTTP_FIELDS, LLM_FIELDS
+from .waits import note_wait
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
@@ -163,12 +163,17 @@ def _check_condition(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
 
 
 async def run_delay(call: StepCall) -> JSON:
-    """Sleep until the step's deadline.  The deadline counts from the step's first
-    start, so an attempt re-run after a crash waits only for what is left."""
+    """Wait until the step's deadline, holding nothing: before it, the attempt ends
+    and the step waits like ``ctx.sleep`` (``steps.waits``), then runs again.  The
+    deadline counts from the step's first start, so an attempt re-run after a crash
+    waits only for what is left."""
     target = await call.rendered(_delay_target)
-    remaining = target - time.time()
-    if remaining > 0:
-        await asyncio.sleep(remaining)
+    if target > time.time():
+        step = call.step.id
+        note_wait(call.run.step_log, step, {"kind": "sleep", "event": None,
+                                            "until": iso(target), "due": target,
+                                            "attempt": call.attempt})
+        raise SleepRequested(step, "delay", target)
     return {"waited_until": iso(target)}
 
 
@@ -278,9 +283,11 @@ def register_builtins() -> None:
                                 required=frozenset({"base_url", "model", "api_key_env"}),
                                 check=_check_llm, literal_fields=frozenset({"api_key_env"})))
     from .approval import register_approval
+    from .event_step import register_event
     from .map import register_map
     from .subworkflow import register_subworkflows
 
     register_approval()
+    register_event()
     register_subworkflows()
     register_map()

@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.bounds import Stop
 from ..core.jsoncheck import clean_text, storable
@@ -447,6 +447,35 @@ class StepContext:
             journal.note(step, {"wait": request})
         raise ApprovalRequested(step, prompt)
 
+    async def wait_for_event(self, name: str, timeout: float | str | None = None) -> JSON:
+        """The data of the event ``name`` sent to this run (``plait signal``), waiting
+        durably for it (docs/waiting.md): when it is not there the attempt ends (not a
+        failure), the step waits holding nothing and runs again from the start once it
+        is; None once ``timeout`` (seconds or a duration string) has passed."""
+        from . import waits
+
+        return await waits.wait_for_event(self._journaled(), self._journal,
+                                          step=self._step_id, attempt=self._attempt,
+                                          name=name, timeout=timeout)
+
+    def wait_for_event_sync(self, name: str, timeout: float | str | None = None) -> JSON:
+        """``wait_for_event`` for sync steps (same semantics)."""
+        calls = self._journaled()
+        return calls.on_loop(self.wait_for_event(name, timeout))
+
+    async def sleep(self, name: str, duration: float | str) -> None:
+        """Wait durably ``duration`` (seconds or a duration string), counted from the
+        first attempt that asked (``name`` keeps it): the step waits holding nothing and
+        runs again from the start once the time has come; then this returns None."""
+        from . import waits
+
+        await waits.sleep(self._journaled(), self._journal, step=self._step_id,
+                          attempt=self._attempt, name=name, duration=duration)
+
+    def sleep_sync(self, name: str, duration: float | str) -> None:
+        """``sleep`` for sync steps (same semantics)."""
+        self._journaled().on_loop(self.sleep(name, duration))
+
     # ------------------------------------------------------------ journaled calls
 
     async def run(self, name: str, fn: Callable[..., Any], /, *args: Any,
@@ -466,6 +495,33 @@ class StepContext:
                  retry: RetryPolicy | None = None, **kwargs: Any) -> JSON:
         """``run`` for sync steps: ``fn`` is called in the step's own thread."""
         return self._journaled().run_sync(name, fn, args, kwargs, retry)
+
+    async def llm(self, name: str, /, *, retry: RetryPolicy | None = None,
+                  **fields: Any) -> JSONDict:
+        """The ``llm`` step type's request as a journaled call named ``name``
+        (docs/python-api.md): ``base_url``, ``model``, ``api_key_env``, ``messages`` or
+        ``prompt``, and optionally ``tools``, ``response_format``, ``temperature``,
+        ``max_tokens``.  Returns the step's output (with ``tools``, plus
+        ``"tool_calls": [{"id", "name", "arguments"}]``); a later attempt gets it back
+        without sending anything."""
+        calls = self._model_calls()
+        return cast(JSONDict, await calls.llm(self, self._call, name, fields, retry))
+
+    def llm_sync(self, name: str, /, *, retry: RetryPolicy | None = None,
+                 **fields: Any) -> JSONDict:
+        """``llm`` for sync steps (same fields and semantics)."""
+        calls = self._model_calls()
+        return cast(JSONDict, calls.llm_sync(self, self._call, self._loop, name, fields,
+                                             retry))
+
+    def _model_calls(self) -> Any:
+        calls = self._call.services.model_calls if self._call is not None else None
+        if calls is None:
+            from ..errors import FatalError
+
+            raise FatalError(f"step {self._step_id!r}: ctx.llm needs the engine that runs "
+                             f"the step, and this context has none", step=self._step_id)
+        return calls
 
     def _journaled(self) -> CallJournal:
         calls = self._calls

@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..core.jsoncheck import NotJSON, checked_json
 from ..core.model import JSON, RetryPolicy
 from ..core.retry import ErrorInfo, next_delay
-from ..errors import JournalNameReused, OutputError, StepError
+from ..errors import FatalError, JournalNameReused, OutputError, StepError
 
 if TYPE_CHECKING:
     from ..store.base import Store
 
 _T = TypeVar("_T")
+MAX_NAME = 200  # characters of a journaled call's name (ctx.run, ctx.llm)
 
 
 class CallJournal:
@@ -72,11 +73,27 @@ class CallJournal:
         value = _call_sync(fn, args, kwargs, retry)
         return self._on_loop(self._commit(store, key, value))
 
+    @property
+    def store(self) -> Store:
+        """The run's store (a StepError when the attempt runs without one)."""
+        return self._needs_store()
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    def on_loop(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``coro`` on the run's event loop from a sync step's thread."""
+        return self._on_loop(coro)
+
     def _claim(self, name: object) -> str:
         step = self._step_id
-        if not isinstance(name, str) or not name:
-            raise StepError(f"step {step!r}: a journaled call needs a name (non-empty "
-                            f"text), got {name!r}", step=step)
+        if not isinstance(name, str) or not name or len(name) > MAX_NAME:
+            shown = repr(name) if not isinstance(name, str) or len(name) <= MAX_NAME \
+                else f"{len(name)} characters"
+            raise FatalError(f"step {step!r}: a journaled call needs a name (non-empty "
+                             f"text of at most {MAX_NAME} characters), got {shown}",
+                             step=step)
         with self._lock:  # a sync step may call from several threads of its own
             if name in self._names:
                 raise JournalNameReused(name, step=step)

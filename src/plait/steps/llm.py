@@ -12,6 +12,9 @@ Fields (every value but ``api_key_env`` may contain templates)::
                      {type: json_schema, json_schema: {name, schema: S}}
     temperature      optional number, passed through
     max_tokens       optional integer, passed through
+    tools            optional: the functions the model may call, in OpenAI's shape
+                     [{type: function, function: {name, description, parameters}}]
+                     (checked by ``steps.llmtools``)
 
 One attempt POSTs ``{base_url}/chat/completions`` with ``{"model", "messages", ...}`` and
 ``Authorization: Bearer <key>``, the key read from the named environment variable when
@@ -27,6 +30,11 @@ Output::
      "total_tokens"}}
 
 ``json`` is the parsed content when it is JSON (always, with a JSON response_format).
+With ``tools`` (or when the model calls some anyway) the output adds ``"tool_calls":
+[{"id", "name", "arguments"}]``, the arguments parsed from JSON (``steps.llmtools``).
+
+``ctx.llm`` (``steps.llmcall``) sends the same request from a step's code, as a
+journaled call: ``build_request`` and ``send`` serve both.
 
 Failures and retries: 429, 408, 5xx and connection failures retry under the step's
 retry policy, a ``Retry-After`` header setting the least delay (as for ``http``); any
@@ -59,7 +67,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -70,7 +78,7 @@ from ..core.model import JSON, JSONDict
 from ..core.numbers import MAX_INT, shown
 from ..core.trust import key_env_problem
 from ..errors import FatalError, HTTPStatusError, StepError
-from .context import MAX_NOTE_BYTES
+from .context import MAX_NOTE_BYTES, StepLog
 from .http import (
     _RETRYABLE_TRANSPORT,
     RETRYABLE_STATUSES,
@@ -81,11 +89,14 @@ from .http import (
     quoted_url,
     retry_after_seconds,
 )
+from .llmtools import tool_calls, tools_problem
 from .netclient import guarded_client
-from .registry import StepCall
+from .registry import Services, StepCall
 from .secrets import add_redacted
+from .types import LLM_REQUEST_FIELDS
 
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+REQUEST_FIELDS = LLM_REQUEST_FIELDS
 ROLES = ("system", "user", "assistant", "tool", "developer")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -104,50 +115,48 @@ class _Request:
     schema: JSONDict | None
 
 
-def _fatal(step: str, message: str) -> FatalError:
-    return FatalError(f"step {step!r}: {message}", step=step)
-
-
 def _prepare(call: StepCall) -> _Request:
-    config, step = call.step.config, call.step.id
+    config = call.step.config
+    values = {name: call.render(config[name], name) for name in REQUEST_FIELDS
+              if name in config}
+    return build_request(values, call.step.id, f"step {call.step.id!r}")
 
-    def field(name: str) -> JSON:
-        return call.render(config.get(name), name)
 
-    base = field("base_url")
+def build_request(values: Mapping[str, JSON], step: str, who: str) -> _Request:
+    """The request of ``values`` (the fields given, rendered); FatalError naming
+    ``who`` and the field when one is wrong (every attempt would send it again)."""
+
+    def fatal(message: str) -> FatalError:
+        return FatalError(f"{who}: {message}", step=step)
+
+    base = values.get("base_url")
     if not isinstance(base, str):
-        raise _fatal(step, f"`base_url` must render to a URL, got {type(base).__name__}")
+        raise fatal(f"`base_url` must be a URL, got {_kind(base)}")
     base = base.rstrip("/")
     problem = _url_problem(base)
     if problem is not None:
-        raise _fatal(step, f"`base_url` {quoted_url(base)}: {problem}")
-    model = field("model")
+        raise fatal(f"`base_url` {quoted_url(base)}: {problem}")
+    model = values.get("model")
     if not isinstance(model, str) or not model:
-        raise _fatal(step, f"`model` must render to a non-empty text, got {model!r}")
-    if "prompt" in config:
-        prompt = field("prompt")
-        if not isinstance(prompt, str):
-            raise _fatal(step, f"`prompt` must render to text, got {type(prompt).__name__}")
-        messages: JSON = [{"role": "user", "content": prompt}]
-    else:
-        messages = field("messages")
-        problem = _messages_problem(messages)
-        if problem is not None:
-            raise _fatal(step, f"`messages`: {problem}")
-    body: JSONDict = {"model": model, "messages": messages}
+        raise fatal(f"`model` must be a non-empty text, got {model!r}")
+    body: JSONDict = {"model": model, "messages": _messages_of(values, fatal)}
     for name in ("temperature", "max_tokens"):
-        if name in config:
-            value = field(name)
-            problem = _number_problem(name, value)
+        if name in values:
+            problem = _number_problem(name, values[name])
             if problem is not None:
-                raise _fatal(step, f"`{name}`: {problem}")
-            body[name] = value
+                raise fatal(f"`{name}`: {problem}")
+            body[name] = values[name]
+    if "tools" in values:
+        found = tools_problem(values["tools"])
+        if found is not None:
+            raise fatal(f"`tools{found[0]}`: {found[1]}")
+        body["tools"] = values["tools"]
     json_mode, schema = False, None
-    if "response_format" in config:
-        fmt = field("response_format")
+    if "response_format" in values:
+        fmt = values["response_format"]
         problem = _format_problem(fmt)
         if problem is not None:
-            raise _fatal(step, f"`response_format`: {problem}")
+            raise fatal(f"`response_format`: {problem}")
         body["response_format"] = fmt
         assert isinstance(fmt, dict)
         json_mode = fmt["type"] != "text"
@@ -156,6 +165,25 @@ def _prepare(call: StepCall) -> _Request:
             schema = cast(JSONDict, spec["schema"])
     return _Request(url=httpx.URL(base + "/chat/completions"), body=body,
                     json_mode=json_mode, schema=schema)
+
+
+def _messages_of(values: Mapping[str, JSON], fatal: Callable[[str], FatalError]) -> JSON:
+    if ("prompt" in values) == ("messages" in values):
+        raise fatal("give exactly one of `messages` and `prompt`")
+    if "prompt" in values:
+        prompt = values["prompt"]
+        if not isinstance(prompt, str):
+            raise fatal(f"`prompt` must be text, got {_kind(prompt)}")
+        return [{"role": "user", "content": prompt}]
+    messages = values["messages"]
+    problem = _messages_problem(messages)
+    if problem is not None:
+        raise fatal(f"`messages`: {problem}")
+    return messages
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def _messages_problem(value: JSON, *, templates: bool = False) -> str | None:
@@ -216,41 +244,75 @@ def _schema_problem(schema: JSONDict) -> str | None:
 # ------------------------------------------------------------------ one attempt
 
 
-def api_key(call: StepCall) -> str:
-    """The key from the variable named by ``api_key_env``, read now (never shown)."""
-    name = call.step.config.get("api_key_env")
-    step = call.step.id
-    assert isinstance(name, str)  # checked with the definition
-    trust = call.services.trust
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sender:
+    """Who sends a request: an ``llm`` step's attempt, or a ``ctx.llm`` call of a
+    step's attempt (``name``, the call's journal name, then marks its notes)."""
+
+    step: str
+    attempt: int
+    who: str  # how errors name the sender: "step 'grade'", "step 'agent': ctx.llm 'turn-1'"
+    services: Services
+    step_log: StepLog
+    max_note_bytes: int  # the run's limits.max_output_bytes
+    name: str | None = None
+
+    @classmethod
+    def of(cls, call: StepCall, *, name: str | None = None) -> Sender:
+        step = call.step.id
+        who = f"step {step!r}" if name is None else f"step {step!r}: ctx.llm {name!r}"
+        limits = call.services.limits(call.run.checked.spec.limits)
+        return cls(step=step, attempt=call.attempt, who=who, services=call.services,
+                   step_log=call.run.step_log, max_note_bytes=limits.max_output_bytes,
+                   name=name)
+
+    def note(self, key: str, value: JSONDict) -> None:
+        named: JSONDict = {**value, "call": self.name} if self.name is not None else value
+        self.step_log.note(self.step, {key: named})
+
+
+def api_key(name: str, sender: Sender) -> str:
+    """The key from the variable ``name`` (``api_key_env``), read now (never shown)."""
+    trust = sender.services.trust
     if trust is not None:  # the server's allow-list, before the variable is read
         refused = key_env_problem(name, "api_key_env", trust)
         if refused:
-            raise _fatal(step, refused[0].message)
+            raise FatalError(f"{sender.who}: {refused[0].message}", step=sender.step)
     value = os.environ.get(name)
     if not value:
-        raise _fatal(step, f"the environment variable {name} named by `api_key_env` is "
-                           f"not set (it must hold the API key)")
+        raise FatalError(f"{sender.who}: the environment variable {name} named by "
+                         f"`api_key_env` is not set (it must hold the API key)",
+                         step=sender.step)
     add_redacted(value)
     return value
 
 
 async def run_llm(call: StepCall) -> JSON:
     request = await call.rendered(_prepare)
-    key = api_key(call)
-    step = call.step.id
-    call.run.step_log.note(step, {"llm_request": request_note(call, request)})
+    key_env = call.step.config.get("api_key_env")
+    assert isinstance(key_env, str)  # checked with the definition
+    return await send(Sender.of(call), request, key_env)
+
+
+async def send(sender: Sender, request: _Request, key_env: str) -> JSONDict:
+    """POST ``request`` with the key of ``key_env``: the completion as output, or the
+    error that fails the attempt (retryable when a new try may succeed)."""
+    key = api_key(key_env, sender)
+    step, who = sender.step, sender.who
+    sender.note("llm_request", request_note(sender, request))
     where = f"POST {_shown(request.url)}"
-    client = guarded_client(call.services.http_policy, step=step)
+    client = guarded_client(sender.services.http_policy, step=step)
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
     try:
         async with client, client.stream("POST", request.url, headers=headers,
                                          json=request.body) as response:
             body, truncated = await _read_bounded(response)
     except _RETRYABLE_TRANSPORT as exc:
-        raise StepError(f"step {step!r}: {type(exc).__name__}: {exc} during {where}",
+        raise StepError(f"{who}: {type(exc).__name__}: {exc} during {where}",
                         step=step) from exc
     except httpx.HTTPError as exc:
-        raise _fatal(step, f"{type(exc).__name__}: {exc} during {where}") from exc
+        raise FatalError(f"{who}: {type(exc).__name__}: {exc} during {where}",
+                         step=step) from exc
     status = response.status_code
     if not 200 <= status < 300:
         retryable = status >= 500 or status in RETRYABLE_STATUSES
@@ -259,17 +321,17 @@ async def run_llm(call: StepCall) -> JSON:
                               retry_after=delay if retryable else None,
                               body=_provider_message(body))
     if truncated:
-        raise StepError(f"step {step!r}: the response of {where} is larger than "
+        raise StepError(f"{who}: the response of {where} is larger than "
                         f"{len(body)} bytes", step=step)
-    return _completion(call, request, body, where)
+    return _completion(sender, request, body, where)
 
 
-def request_note(call: StepCall, request: _Request) -> JSONDict:
+def request_note(sender: Sender, request: _Request) -> JSONDict:
     """The ``llm_request`` note of this attempt: what is sent, bounded."""
-    limit = call.services.limits(call.run.checked.spec.limits).max_output_bytes
     messages, cut = bounded_messages(request.body["messages"],
-                                     min(limit, MAX_NOTE_BYTES - _NOTE_HEADROOM))
-    return {"attempt": call.attempt, "model": request.body["model"],
+                                     min(sender.max_note_bytes,
+                                         MAX_NOTE_BYTES - _NOTE_HEADROOM))
+    return {"attempt": sender.attempt, "model": request.body["model"],
             "messages": messages, "cut": cut}
 
 
@@ -352,26 +414,30 @@ def _provider_message(body: bytes) -> str:
     return text.strip()
 
 
-def _completion(call: StepCall, request: _Request, body: bytes, where: str) -> JSONDict:
-    step = call.step.id
+def _completion(sender: Sender, request: _Request, body: bytes, where: str) -> JSONDict:
+    step, who = sender.step, sender.who
     try:
         data = json.loads(body, parse_constant=_reject_constant)
         choice = data["choices"][0]
-        content = choice["message"].get("content") or ""
+        message = choice["message"]
+        content = message.get("content") or ""
         if not isinstance(content, str):
             raise TypeError("message.content is not text")
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise StepError(f"step {step!r}: the response of {where} is not a chat "
+        raise StepError(f"{who}: the response of {where} is not a chat "
                         f"completion ({type(exc).__name__}: {exc})", step=step) from None
     usage = _usage(data.get("usage"))
     model = data.get("model") if isinstance(data.get("model"), str) else request.body["model"]
-    call.run.step_log.note(step, {"usage": {"attempt": call.attempt, "model": model,
-                                            **usage}})
-    parsed = _parse_content(content, request, step)
+    sender.note("usage", {"attempt": sender.attempt, "model": model, **usage})
+    calls = tool_calls(message, step, who)
+    parsed = _parse_content(content, request, step, who) if content or not calls else None
     finish = choice.get("finish_reason")
-    return {"content": content, "json": parsed, "model": model,
-            "finish_reason": finish if isinstance(finish, str) else "",
-            "usage": cast(JSON, usage)}
+    out: JSONDict = {"content": content, "json": parsed, "model": model,
+                     "finish_reason": finish if isinstance(finish, str) else "",
+                     "usage": cast(JSON, usage)}
+    if calls or "tools" in request.body:
+        out["tool_calls"] = calls
+    return out
 
 
 def _usage(value: Any) -> dict[str, int]:
@@ -385,12 +451,12 @@ def _usage(value: Any) -> dict[str, int]:
     return out
 
 
-def _parse_content(content: str, request: _Request, step: str) -> JSON:
+def _parse_content(content: str, request: _Request, step: str, who: str) -> JSON:
     try:
         parsed: JSON = json.loads(content, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         if request.json_mode:
-            raise StepError(f"step {step!r}: the model's answer is not JSON ({exc}); "
+            raise StepError(f"{who}: the model's answer is not JSON ({exc}); "
                             f"it begins {content[:80]!r}", step=step) from None
         return None
     if request.schema is not None:
@@ -402,7 +468,7 @@ def _parse_content(content: str, request: _Request, step: str) -> JSON:
             first = errors[0]
             path = "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]"
                            for p in first.absolute_path) or "(the whole answer)"
-            raise StepError(f"step {step!r}: the model's answer does not match the "
+            raise StepError(f"{who}: the model's answer does not match the "
                             f"response_format schema at {path}: {first.message}",
                             step=step)
     return parsed
@@ -447,6 +513,11 @@ def check_llm(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
             problem = _number_problem(field, value)
             if problem is not None:
                 out.append((f".{field}", problem))
+    tools = config.get("tools")
+    if "tools" in config and not _templated(tools):
+        found = tools_problem(tools, templates=True)
+        if found is not None:
+            out.append((f".tools{found[0]}", found[1]))
     fmt = config.get("response_format")
     if "response_format" in config and not _templated(fmt) and not _has_template(fmt):
         problem = _format_problem(fmt)

@@ -46,6 +46,9 @@ class Services:
     # child runs of `workflow` and `loop` steps (runtime.children.ChildRuns), set by
     # the engine that runs the attempt
     children: object | None = None
+    # what ctx.llm does (steps.llmcall.ModelCalls), set by the engine: the step context
+    # cannot import the llm step type, which imports it
+    model_calls: object | None = None
     # the rules every definition this engine runs must follow (the server's: see
     # core.trust); None: definitions are trusted (plait run, the Python API)
     trust: TrustPolicy | None = None

@@ -9,5 +9,7 @@ from __future__ import annotations
 HTTP_FIELDS = frozenset({"method", "url", "headers", "params", "json", "body", "expect",
                          "follow_redirects"})
 
-LLM_FIELDS = frozenset({"base_url", "model", "messages", "prompt", "api_key_env",
-                        "response_format", "temperature", "max_tokens"})
+# the llm fields that make its request (api_key_env only names the key): ctx.llm's too
+LLM_REQUEST_FIELDS = ("base_url", "model", "messages", "prompt", "response_format",
+                      "temperature", "max_tokens", "tools")
+LLM_FIELDS = frozenset({*LLM_REQUEST_FIELDS, "api_key_env"})

@@ -79,6 +79,7 @@ from .records import (
     RunChange,
     RunFilter,
     RunRecord,
+    Signal,
     StepRecord,
     Ticket,
     TicketRecord,
@@ -93,7 +94,7 @@ from .records import (
 __all__ = [
     "AttemptKey", "AttemptRecord", "CachedResult", "EventRecord", "InboxOutcome",
     "JournalEntry", "Journaled", "Lease", "OutcomeKind", "RunChange", "RunFilter",
-    "RunRecord", "StepRecord", "Store", "Ticket", "TicketRecord", "WorkflowRecord",
+    "RunRecord", "Signal", "StepRecord", "Store", "Ticket", "TicketRecord", "WorkflowRecord",
     "WriteBatch", "cache_key_hash", "late_result_note", "owner_refusal", "reaped_error",
 ]
 
@@ -141,7 +142,9 @@ class Store(Protocol):
         ...
 
     async def get_steps(self, run_id: str) -> list[StepRecord]:
-        """In definition order."""
+        """In definition order: each step's row as last written (a step never written:
+        ``pending``, nothing else set), every field of the core's ``StepRuntime`` (which
+        a ``StepRecord`` is), with its run and step."""
         ...
 
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
@@ -356,6 +359,21 @@ class Store(Protocol):
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         """The run's journal, every step's, in the order stored.  RunNotFound."""
+        ...
+
+    # ------------------------------------------------------------------ run events
+    # Events sent to a run by name (``plait signal``; docs/waiting.md), kept whether
+    # or not anything waits for them yet.  Deleting a run deletes its events.
+
+    async def event_put(self, run_id: str, name: str, data: JSON, at: float) -> Signal:
+        """Store event ``name`` of the run unless one is stored already
+        (insert-if-absent: the first stored wins, for every process on the store); the
+        stored event.  EventTaken (naming when the standing one was sent) when one is
+        there; RunNotFound; StoreError when ``data`` is not JSON."""
+        ...
+
+    async def event_get(self, run_id: str, name: str) -> Signal | None:
+        """The run's stored event ``name`` (its data the caller's own copy), or None."""
         ...
 
     # ------------------------------------------------------------------ webhook deliveries

@@ -18,6 +18,7 @@ from ..core.states import (
 )
 from ..errors import (
     DecisionTaken,
+    EventTaken,
     RunNotFound,
     StaleWriteError,
     StoreError,
@@ -35,6 +36,7 @@ from .base import (
     RunChange,
     RunFilter,
     RunRecord,
+    Signal,
     StepRecord,
     TicketRecord,
     WorkflowRecord,
@@ -86,6 +88,7 @@ class MemoryStore:
         self._notifications: dict[NotificationKey, float] = {}  # claimed: when
         self._deliveries: dict[tuple[str, str], tuple[str, float]] = {}  # run id, at
         self._journal = MemoryJournal()  # ctx.run results
+        self._signals: dict[tuple[str, str], Signal] = {}  # (run, name) -> its event
 
     async def open(self) -> None:
         return None
@@ -242,7 +245,7 @@ class MemoryStore:
         outputs = self._outputs[run_id]
         out = []
         for sid, row in rows.items():
-            rec = StepRecord.from_runtime(run_id, sid, row or StepRuntime())
+            rec = StepRecord.of(run_id, sid, row or StepRuntime())
             rec.output = copy_json(outputs.get(sid))
             out.append(rec)
         return out
@@ -490,6 +493,23 @@ class MemoryStore:
         if run_id not in self._runs:
             raise RunNotFound(run_id)
         return self._journal.entries(run_id)
+
+    # ------------------------------------------------------------------ run events
+
+    async def event_put(self, run_id: str, name: str, data: JSON, at: float) -> Signal:
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        standing = self._signals.get((run_id, name))
+        if standing is not None:
+            raise EventTaken(run_id, name, standing.at)
+        owned = owned_json(data, f"the data of event {name!r}")
+        self._signals[(run_id, name)] = Signal(name=name, data=owned, at=at)
+        return Signal(name=name, data=copy_json(owned), at=at)
+
+    async def event_get(self, run_id: str, name: str) -> Signal | None:
+        found = self._signals.get((run_id, name))
+        return None if found is None else Signal(name=name, data=copy_json(found.data),
+                                                 at=found.at)
 
     # ------------------------------------------------------------------ step cache
 

@@ -83,6 +83,7 @@ from .base import (
     Lease,
     RunFilter,
     RunRecord,
+    Signal,
     StepRecord,
     TicketRecord,
     WorkflowRecord,
@@ -447,6 +448,14 @@ class PostgresStore:
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await postgres_claims.runs_to_drive(self._db, lease, limit)
+
+    # ------------------------------------------------------------------ run events
+
+    async def event_put(self, run_id: str, name: str, data: JSON, at: float) -> Signal:
+        return await postgres_journal.event_put(self._db, run_id, name, data, at)
+
+    async def event_get(self, run_id: str, name: str) -> Signal | None:
+        return await postgres_journal.event_get(self._db, run_id, name)
 
     # ------------------------------------------------------------------ step journal
 

@@ -1,14 +1,15 @@
 """The step journal on PostgreSQL (``Store.journal_get`` / ``journal_put`` /
 ``journal``; the table is ``migrations/postgres/0012_step_journal.sql``, the statements
-``sql/postgres.sql``): the worker running an attempt writes its calls' results."""
+``sql/postgres.sql``): the worker running an attempt writes its calls' results.  And
+the events sent to runs (``Store.event_put`` / ``event_get``, ``0013_run_events.sql``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..core.model import JSON
-from ..errors import RunNotFound
-from .base import Journaled, JournalEntry
+from ..errors import EventTaken, RunNotFound
+from .base import Journaled, JournalEntry, Signal
 from .postgres_database import PostgresDatabase
 from .sql import queries, rows
 from .sql.postgres_rows import text
@@ -47,3 +48,28 @@ def _journaled(row: Any) -> Journaled:
     value = row[0]
     return Journaled(value=rows.decode(value) if isinstance(value, str) else value,
                      attempt=int(row[1]), at=float(row[2]))
+
+
+async def event_get(db: PostgresDatabase, run_id: str, name: str) -> Signal | None:
+    row = await db.fetchone(_Q["event_get"], {"run_id": text(run_id), "name": text(name)})
+    return None if row is None else _signal(name, row)
+
+
+async def event_put(db: PostgresDatabase, run_id: str, name: str, data: JSON,
+                    at: float) -> Signal:
+    """EventTaken when one of that name is stored (by anyone, first), RunNotFound."""
+    row = await db.fetchone(_Q["event_put"], {
+        "run_id": text(run_id), "name": text(name), "at": at,
+        "data": rows.json_text(data, f"the data of event {name!r}")})
+    if row is not None:
+        return _signal(name, row)
+    standing = await event_get(db, run_id, name)
+    if standing is None:
+        raise RunNotFound(run_id)
+    raise EventTaken(run_id, name, standing.at)
+
+
+def _signal(name: str, row: Any) -> Signal:
+    data = row[0]
+    return Signal(name=name, data=rows.decode(data) if isinstance(data, str) else data,
+                  at=float(row[1]))

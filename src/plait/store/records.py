@@ -14,7 +14,7 @@ from typing import Literal
 
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
-from ..core.states import RunStatus, StepStatus
+from ..core.states import RunStatus
 from ..errors import StaleWriteError
 
 
@@ -64,27 +64,17 @@ class RunRecord:
 
 
 @dataclass(slots=True, kw_only=True)
-class StepRecord:
+class StepRecord(StepRuntime):
+    """One stored step: the core's row (``StepRuntime``, every field of it) with the
+    run and the step it belongs to.  A record is a row: it restores a run as it is."""
+
     run_id: str
     step_id: str
-    status: StepStatus
-    attempts: int = 0
-    output: JSON = None
-    error: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    skip_reason: str | None = None
-    fallback_used: bool = False
-    next_attempt_at: float | None = None
-    worker: str | None = None
 
     @classmethod
-    def from_runtime(cls, run_id: str, step_id: str, row: StepRuntime) -> StepRecord:
-        return cls(run_id=run_id, step_id=step_id, status=row.status, attempts=row.attempts,
-                   output=row.output, error=row.error, started_at=row.started_at,
-                   finished_at=row.finished_at, skip_reason=row.skip_reason,
-                   fallback_used=row.fallback_used, next_attempt_at=row.next_attempt_at,
-                   worker=row.worker)
+    def of(cls, run_id: str, step_id: str, row: StepRuntime) -> StepRecord:
+        """A record of ``row``'s values (a copy: the row may change afterwards)."""
+        return row.copy_as(cls, run_id=run_id, step_id=step_id)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -140,6 +130,16 @@ class JournalEntry:
     step: str
     name: str
     attempt: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signal:
+    """An event sent to a run by name (``Store.event_put``): what waits for that name
+    gets ``data``; ``at``: when it was stored (epoch seconds)."""
+
+    name: str
+    data: JSON
     at: float
 
 

@@ -94,6 +94,7 @@ from .base import (
     Lease,
     RunFilter,
     RunRecord,
+    Signal,
     StepRecord,
     TicketRecord,
     WorkflowRecord,
@@ -416,9 +417,21 @@ class SqliteStore:
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
         return await self._run(sqlite_claims.runs_to_drive, self._db, lease, limit)
 
+    # ------------------------------------------------------------------ run events
+
+    async def event_put(self, run_id: str, name: str, data: JSON, at: float) -> Signal:
+        return await self._write(sqlite_journal.event_put, run_id, name, data, at)
+
+    async def event_get(self, run_id: str, name: str) -> Signal | None:
+        return await self._run(sqlite_journal.event_get, self._db, run_id, name)
+
     # ------------------------------------------------------------------ step journal
 
     async def journal_get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
+        # one row: read here (a hop to the store's thread cost more than the read)
+        here = self._read_here(sqlite_journal.journal_lookup, run_id, step_id, name)
+        if here is not None:
+            return here[0]
         return await self._run(sqlite_journal.journal_get, self._db, run_id, step_id, name)
 
     async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,

@@ -1,12 +1,13 @@
 """The step journal on SQLite (``Store.journal_get`` / ``journal_put`` / ``journal``;
 the table is ``migrations/sqlite/0010_step_journal.sql``, the statements
-``sql/sqlite.sql``)."""
+``sql/sqlite.sql``), and the events sent to runs (``Store.event_put`` / ``event_get``,
+``0011_run_events.sql``)."""
 
 from __future__ import annotations
 
 from ..core.model import JSON
-from ..errors import RunNotFound
-from .base import Journaled, JournalEntry
+from ..errors import EventTaken, RunNotFound
+from .base import Journaled, JournalEntry, Signal
 from .sql import queries, rows
 from .sqlite_database import SqliteDatabase
 
@@ -16,6 +17,13 @@ _Q = queries("sqlite")
 def journal_get(db: SqliteDatabase, run_id: str, step_id: str, name: str) -> Journaled | None:
     row = db.conn.execute(_Q["journal_get"], (run_id, step_id, name)).fetchone()
     return None if row is None else _journaled(row)
+
+
+def journal_lookup(db: SqliteDatabase, run_id: str, step_id: str,
+                   name: str) -> tuple[Journaled | None]:
+    """``journal_get`` in a tuple, so that "no such call" is not None (what
+    ``SqliteStore._read_here`` returns when it could not read)."""
+    return (journal_get(db, run_id, step_id, name),)
 
 
 def journal_put(db: SqliteDatabase, run_id: str, step_id: str, name: str, value: JSON,
@@ -41,3 +49,26 @@ def _journaled(row: tuple[object, ...]) -> Journaled:
     value, attempt, at = row
     assert isinstance(value, str) and isinstance(attempt, int)
     return Journaled(value=rows.decode(value), attempt=attempt, at=float(at))  # type: ignore[arg-type]
+
+
+def event_get(db: SqliteDatabase, run_id: str, name: str) -> Signal | None:
+    row = db.conn.execute(_Q["event_get"], (run_id, name)).fetchone()
+    return None if row is None else _signal(name, row)
+
+
+def event_put(db: SqliteDatabase, run_id: str, name: str, data: JSON, at: float) -> Signal:
+    """A write job: EventTaken when one of that name is stored, RunNotFound."""
+    text = rows.json_text(data, f"the data of event {name!r}")
+    row = db.conn.execute(_Q["event_put"], (name, text, at, run_id)).fetchone()
+    if row is not None:
+        return _signal(name, row)
+    standing = event_get(db, run_id, name)
+    if standing is None:
+        raise RunNotFound(run_id)
+    raise EventTaken(run_id, name, standing.at)
+
+
+def _signal(name: str, row: tuple[object, ...]) -> Signal:
+    data, at = row
+    assert isinstance(data, str) and isinstance(at, int | float)
+    return Signal(name=name, data=rows.decode(data), at=float(at))

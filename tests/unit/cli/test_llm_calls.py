@@ -87,3 +87,20 @@ async def test_a_workflow_steps_child_run_tokens_roll_up_to_the_parent() -> None
         rolled = await roll_up(store, run, await store.get_events(run.run_id), ["w"])
     assert rolled.children == {"w": Tokens(3, 4, 7)}
     assert rolled.total == Tokens(3, 4, 7) == rolled.of_step("w")
+
+
+def test_tool_calls_are_shown_as_name_and_arguments() -> None:
+    request = {"attempt": 1, "model": "m", "cut": None, "messages": [
+        {"role": "user", "content": "add 1 and 2"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "3"}]}
+    output = {"content": "", "json": None, "tool_calls": [
+        {"id": "c2", "name": "report", "arguments": {"sum": 3}}]}
+
+    lines = conversation_lines(request, output)
+
+    assert lines == ["messages sent (attempt 1, model m)", "  user: add 1 and 2",
+                     "  assistant:", '    calls add({"a": 1, "b": 2})', "  tool: 3",
+                     "answer", "  assistant:", '    calls report({"sum": 3})']

@@ -90,3 +90,65 @@ def test_restore_of_a_waiting_map_keeps_finished_items() -> None:
     state.succeed(3, 70, 13.0)
     assert state.rows[0].status is S.COMPLETED and state.rows[0].output == [50, 60, 70]
     assert state.done
+
+
+def test_a_retried_map_reuses_the_items_that_completed_and_runs_the_others() -> None:
+    state = RunState(load(wf(mapping(concurrency=1))), run_id="r", input={})
+    state.reused_items[0] = (4, {0: "A", 2: "C"})  # m[1], m[3] failed or never ran
+    state.start(0.0)
+    [m] = started(state, 0.0)
+    state.succeed(m, ["a", "b", "c", "d"], 1.0)
+    assert [state.rows[j].status for j in (1, 2, 3, 4)] == \
+        [S.COMPLETED, S.QUEUED, S.COMPLETED, S.PENDING]
+    assert started(state, 1.0) == [2]  # the window skips what was reused
+    state.succeed(2, "B", 2.0)
+    assert started(state, 2.0) == [4]
+    state.succeed(4, "D", 3.0)
+    assert state.rows[m].status is S.COMPLETED
+    assert state.rows[m].output == ["A", "B", "C", "D"]
+    assert state.done
+    changes, _ = state.drain()
+    reused = [(c.source, c.target) for c in changes if c.step == "m[0]"]
+    assert reused == [(S.PENDING, S.QUEUED), (S.QUEUED, S.RUNNING),
+                      (S.RUNNING, S.COMPLETED)]  # stored like any completed row
+
+
+def test_a_map_with_every_item_reused_completes_at_once() -> None:
+    state = RunState(load(wf(mapping())), run_id="r", input={})
+    state.reused_items[0] = (2, {0: 10, 1: 20})
+    state.start(0.0)
+    [m] = started(state, 0.0)
+    state.succeed(m, ["x", "y"], 1.0)
+    assert state.rows[m].status is S.COMPLETED and state.rows[m].output == [10, 20]
+    assert state.pop_ready() is None and state.done
+
+
+def test_items_are_not_reused_when_the_map_renders_another_number_of_them() -> None:
+    state = RunState(load(wf(mapping(concurrency=5))), run_id="r", input={})
+    state.reused_items[0] = (3, {0: "A"})  # the input changed: 2 items now
+    state.start(0.0)
+    [m] = started(state, 0.0)
+    state.succeed(m, ["a", "b"], 1.0)
+    assert started(state, 1.0) == [1, 2]  # both run
+    assert state.reused_items == {}
+
+
+def test_restore_of_a_retried_map_counts_reused_items_after_the_cursor() -> None:
+    # concurrency 1, m[0] running again, m[1] not started, m[2] reused: the release
+    # must still reach m[1] after the restore, and the map end once m[0], m[1] end
+    checked = load(wf(mapping(concurrency=1)))
+    rows = {"m": StepRuntime(S.WAITING, 1, [5, 6, 7]),
+            "m[0]": StepRuntime(S.RUNNING, 1),
+            "m[1]": StepRuntime(S.PENDING),
+            "m[2]": StepRuntime(S.COMPLETED, 0, 70)}
+    state = RunState.restore(checked, run_id="r", input={}, rows=rows, now=10.0)
+    assert state.interrupted == [1] and not state.done
+    lost = ErrorInfo(type="X", message="lost", names=("X",))
+    state.apply(AttemptEnded(i=1, kind="interrupted", at=10.0, error=lost))
+    state.retry_due(1)
+    assert started(state, 11.0) == [1]
+    state.succeed(1, 50, 12.0)
+    assert started(state, 12.0) == [2]
+    state.succeed(2, 60, 13.0)
+    assert state.rows[0].status is S.COMPLETED and state.rows[0].output == [50, 60, 70]
+    assert state.done

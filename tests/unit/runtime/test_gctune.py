@@ -54,6 +54,8 @@ def test_gc_paused_with_keep_restores_the_collector() -> None:
         frozen = gc.get_freeze_count()
         with gc_paused(keep=True):
             pass
-        assert gc.get_freeze_count() == frozen
+        # not unfrozen (which would empty it); a few frozen objects that other
+        # threads of a long test session free meanwhile leave it, so no equality
+        assert gc.get_freeze_count() > frozen // 2 > 0
     finally:
         gc.unfreeze()

@@ -19,8 +19,10 @@ from ...core.states import FINAL_RUN_STATES, RunStatus
 from ...errors import (
     DecisionTaken,
     DefinitionError,
+    EventTaken,
     InputError,
     RunError,
+    RunFinished,
     RunNotFound,
     WorkflowNotFound,
 )
@@ -41,6 +43,8 @@ from ..models import (
     RunCreate,
     RunCreated,
     RunPage,
+    SignalBody,
+    Signalled,
 )
 from ..run_pages import CURSOR_PARAMETER, STEPS_PER_PAGE, parse_steps_after, run_page
 from ..runtime import Closing, ServerRuntime
@@ -333,3 +337,25 @@ async def approve_step(run_id: str, step: str, rt: Runtime,
                        {"status": str(steps[step].status)}) from exc
     return Decision(run_id=run_id, step=step,
                     decision="approved" if body.approved else "rejected")
+
+
+@router.post("/{run_id}/signals/{name:path}", response_model=Signalled,
+             responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody},
+                        422: {"model": ErrorBody}})
+async def signal_run(run_id: str, name: str, rt: Runtime,
+                     body: SignalBody | None = None) -> Signalled:
+    """Send the event ``name`` (with ``data``) to a run, for its waits on that name;
+    the run continues.  The first event of a name stands: 409 when one is stored
+    already, or the run has ended; 422 for a bad name or data."""
+    body = body or SignalBody()
+    await get_run_or_404(rt, run_id)
+    try:
+        await rt.signal(run_id, name, body.data)
+    except EventTaken as exc:
+        raise ApiError(409, "already_sent", str(exc),
+                       {"event": name, "sent_at": iso(exc.sent_at)}) from exc
+    except RunFinished as exc:
+        raise ApiError(409, "run_finished", str(exc), {"status": exc.status}) from exc
+    except InputError as exc:
+        raise ApiError(422, "invalid_event", str(exc)) from exc
+    return Signalled(run_id=run_id, event=name)

@@ -14,10 +14,26 @@ export function tokensText(usage) {
   return `${n("total_tokens")} (prompt ${n("prompt_tokens")} · completion ${n("completion_tokens")})`;
 }
 
+// the tools a message asks for, one line each: "calls name(arguments)"; a request's
+// messages carry OpenAI's shape ({function: {name, arguments: "JSON text"}}), an answer
+// plait's ({name, arguments}: parsed)
+function callsText(calls) {
+  if (!Array.isArray(calls) || calls.length === 0) return "";
+  return calls.map((c) => {
+    const name = c?.function?.name ?? c?.name ?? "?";
+    const args = c?.function?.arguments ?? c?.arguments;
+    return `calls ${name}(${typeof args === "string" ? args : JSON.stringify(args ?? {})})`;
+  }).join("\n");
+}
+
 // one message: its role as a label, its content as text (a content that is not text,
-// such as a list of parts, as indented JSON)
-function message(role, content, extra = {}) {
-  const text = typeof content === "string" ? content : JSON.stringify(content, null, 2);
+// such as a list of parts, as indented JSON), then the tools it calls
+function message(role, content, extra = {}, calls = null) {
+  const called = callsText(calls);
+  const said = typeof content === "string" ? content
+    : content === null || content === undefined ? "" : JSON.stringify(content, null, 2);
+  const text = said && called ? `${said}\n${called}` : said || called ||
+    (content === null || content === undefined ? "" : String(content));
   const body = h("div", { class: "msg-text" });
   const show = (all) => {
     body.textContent = all || text.length <= TEXT_CAP ? text : text.slice(0, TEXT_CAP);
@@ -36,19 +52,22 @@ function message(role, content, extra = {}) {
 export function conversation(step) {
   const sent = step?.llm;
   const out = step?.output;
-  const answer = out && typeof out === "object" && typeof out.content === "string" ? out : null;
+  const answer = out && typeof out === "object" && (typeof out.content === "string" ||
+    (Array.isArray(out.tool_calls) && out.tool_calls.length > 0)) ? out : null;
   if (!sent && !answer) return [];
   const parts = [];
   if (sent) {
     const messages = Array.isArray(sent.messages) ? sent.messages : [];
     parts.push(h("h3", {}, `Conversation (attempt ${sent.attempt ?? "?"})`),
       h("div", { class: "convo", "data-testid": "conversation" },
-        messages.map((m) => message(m?.role, m?.content)),
-        answer ? message("assistant", answer.content, { "data-testid": "answer" }) : null));
+        messages.map((m) => message(m?.role, m?.content, {}, m?.tool_calls)),
+        answer ? message("assistant", answer.content, { "data-testid": "answer" },
+          answer.tool_calls) : null));
     if (sent.cut) parts.push(h("div", { class: "note" }, `Cut when stored: ${sent.cut}`));
   } else if (answer) {
     parts.push(h("h3", {}, "Answer"),
-      h("div", { class: "convo" }, message("assistant", answer.content, { "data-testid": "answer" })));
+      h("div", { class: "convo" }, message("assistant", answer.content, { "data-testid": "answer" },
+        answer.tool_calls)));
   }
   if (answer && answer.json !== null && answer.json !== undefined) {
     parts.push(h("h3", {}, "Answer as JSON"), h("div", { "data-testid": "answer-json" }, jsonView(answer.json)));

@@ -183,6 +183,11 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     actionsKey = String(final);
     actions.textContent = "";
     if (!final) {
+      const form = eventForm("");
+      form.hidden = true;
+      actions.append(form, h("button", { class: "btn ghost", "data-action": "send-event", onclick: (e) => {
+        form.hidden = !form.hidden; e.target.textContent = form.hidden ? "Send event…" : "Close";
+      } }, "Send event…"));
       actions.append(h("button", { class: "btn danger", "data-action": "cancel", onclick: async (e) => {
         if (!confirm(`Cancel run ${run.run_id}?`)) return;
         e.target.disabled = true;
@@ -275,6 +280,36 @@ export async function runPage(root, params, { go, onLeave, runId }) {
       h("button", { class: "btn danger small", "data-action": "reject", "data-step": id, onclick: (e) => act(false, e.target) }, "Reject"));
   }
 
+  // an event for the run's waits on a name (ctx.wait_for_event, event steps)
+  function eventForm(name) {
+    const nameBox = h("input", { "aria-label": "event name", placeholder: "event name", value: name });
+    const dataBox = h("textarea", { "aria-label": "event data", placeholder: "Optional data (JSON)", style: "min-height:40px;width:260px" });
+    return h("div", { class: "row", "data-testid": "event-form" }, nameBox, dataBox,
+      h("button", { class: "btn", "data-action": "send-event-go", onclick: async (e) => {
+        const sent = nameBox.value.trim();
+        let data = null;
+        try {
+          if (!sent) throw new Error("An event needs a name");
+          if (dataBox.value.trim()) data = parseJSONInput(dataBox.value, "The event data");
+        } catch (err) { toast(err.message, true); return; }
+        e.target.disabled = true;
+        try {
+          await post(`/api/runs/${encodeURIComponent(run.run_id)}/signals/${encodeURIComponent(sent)}`, { data });
+          toast(`event ${sent} sent`);
+          refetch();
+        } catch (err) { toast(err.message, true); }
+        e.target.disabled = false;
+      } }, "Send"));
+  }
+  // why a step waits for something other than a person: an event, a time
+  function waitReason(w) {
+    const until = w.until ? ` until ${fmtTime(w.until)}` : "";
+    if (w.kind === "event") return `for event "${w.event}"${w.until ? ` (times out at ${fmtTime(w.until)})` : ""}`;
+    if (w.kind === "sleep") return `sleeping${until}`;
+    if (w.kind === "child") return "for its child run";
+    return "";
+  }
+
   // ---- the selected step
   let sideKey = "";
   function select(id) {
@@ -332,6 +367,11 @@ export async function runPage(root, params, { go, onLeave, runId }) {
       const dataBox = h("textarea", { "aria-label": "approval data", placeholder: "Optional data for the step (JSON)", style: "min-height:56px" });
       side.append(h("h3", {}, "Approval"), h("div", { class: "ask", "data-testid": "approval-panel" }, asked(selected)), dataBox,
         h("div", { style: "margin-top:8px" }, approveButtons(selected, dataBox)));
+    }
+    const w = st?.waiting;
+    if (status === "waiting" && w && w.kind !== "approval") {
+      side.append(h("h3", {}, "Waiting"), h("div", { "data-testid": "wait-reason" }, waitReason(w)));
+      if (w.kind === "event") side.append(eventForm(w.event || ""));
     }
     if (st?.error) side.append(h("h3", {}, "Error"), h("div", { class: "errbox" }, typeof st.error === "string" ? st.error : JSON.stringify(st.error, null, 2)));
     const partial = emits.get(selected);

@@ -487,3 +487,19 @@ SELECT j.step_id, j.name, j.attempt, j.at
 FROM runs AS r LEFT JOIN step_journal AS j ON j.run = r.id
 WHERE r.run_id = %(run_id)s
 ORDER BY j.id;
+
+-- Events sent to a run (0013_run_events.sql).
+
+-- event_get --
+-- The stored event of that name.  (run_id, name)
+SELECT e.data, e.at FROM run_events AS e JOIN runs AS r ON e.run = r.id
+WHERE r.run_id = %(run_id)s AND e.name = %(name)s;
+
+-- event_put --
+-- Store an event unless one of that name is stored (a concurrent insert is waited
+-- for).  No row: no such run, or one is stored (event_get tells which).
+-- (run_id, name, data, at)
+INSERT INTO run_events (run, name, data, at)
+SELECT id, %(name)s, %(data)s::json, %(at)s FROM runs WHERE run_id = %(run_id)s
+ON CONFLICT (run, name) DO NOTHING
+RETURNING data, at;

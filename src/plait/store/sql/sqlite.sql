@@ -444,3 +444,18 @@ SELECT j.step_id, j.name, j.attempt, j.at
 FROM runs AS r LEFT JOIN step_journal AS j ON j.run = r.id
 WHERE r.run_id = ?
 ORDER BY j.rowid;
+
+-- Events sent to a run (0011_run_events.sql).
+
+-- event_get --
+-- The stored event of that name.  (run_id, name)
+SELECT e.data, e.at FROM run_events AS e JOIN runs AS r ON e.run = r.id
+WHERE r.run_id = ? AND e.name = ?;
+
+-- event_put --
+-- Store an event unless one of that name is stored.  No row: no such run, or one is
+-- stored (event_get tells which).  (name, data, at, run_id)
+INSERT INTO run_events (run, name, data, at)
+SELECT id, ?, ?, ? FROM runs WHERE run_id = ?
+ON CONFLICT (run, name) DO NOTHING
+RETURNING data, at;

@@ -204,6 +204,15 @@ CREATE TABLE step_journal (
     CONSTRAINT step_journal_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
 );
 
+CREATE TABLE run_events (
+    run bigint NOT NULL,
+    name text NOT NULL,
+    data json NOT NULL,
+    at double precision NOT NULL,
+    CONSTRAINT run_events_pkey PRIMARY KEY (run, name),
+    CONSTRAINT run_events_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -802,3 +811,4 @@ INSERT INTO plait_migrations (version, name) VALUES (9, '0009_batch_owner.sql');
 INSERT INTO plait_migrations (version, name) VALUES (10, '0010_hook_deliveries.sql');
 INSERT INTO plait_migrations (version, name) VALUES (11, '0011_batch_document.sql');
 INSERT INTO plait_migrations (version, name) VALUES (12, '0012_step_journal.sql');
+INSERT INTO plait_migrations (version, name) VALUES (13, '0013_run_events.sql');

@@ -171,6 +171,14 @@ CREATE TABLE step_journal (
     UNIQUE (run, step_id, name)
 );
 
+CREATE TABLE run_events (
+    run  INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    name TEXT    NOT NULL,
+    data TEXT    NOT NULL,
+    at   REAL    NOT NULL,
+    UNIQUE (run, name)
+);
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -194,4 +202,4 @@ CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
 
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
 
-PRAGMA user_version = 10;
+PRAGMA user_version = 11;

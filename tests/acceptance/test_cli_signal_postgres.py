@@ -1,0 +1,51 @@
+"""``plait signal`` on PostgreSQL leaves the run to the workers: it stores the event,
+wakes them and follows the run like ``plait run --db postgresql://`` (exit codes as
+run); a second event of the name is refused (exit 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.postgres
+
+FLOW = """
+name: paid-pg
+steps:
+  - {id: paid, type: event, event: paid}
+  - {id: receipt, type: transform, depends_on: [paid], value: "{{ steps.paid.output }}"}
+"""
+
+
+def test_a_signal_continues_the_run_on_the_workers(plait, tmp_path, pg_database):
+    (tmp_path / "flow.yaml").write_text(textwrap.dedent(FLOW).lstrip())
+    env = {"PLAIT_DB": pg_database}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--lease", "2s",
+         "--poll", "200ms", "--grace", "1s"], cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        first = plait("run", "flow.yaml", "--json", env=env)
+        assert first.returncode == 3, first.stderr
+        run_id = json.loads(first.stdout)["run_id"]
+        sent = plait("signal", run_id, "paid", "--data", '{"amount": 3}', "--json", env=env)
+        assert sent.returncode == 0, sent.stderr
+        done = json.loads(sent.stdout)
+        assert done["status"] == "completed"
+        assert done["steps"]["receipt"]["output"] == {"amount": 3}
+        again = plait("signal", run_id, "paid", env=env)
+        assert again.returncode == 2 and "is completed" in again.stderr
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
