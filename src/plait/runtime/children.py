@@ -10,8 +10,11 @@ iterations that ended.
 Who drives the child: a local engine (``wf.run``, ``plait run``, ``plait resume``)
 drives it in the step's attempt, in this process; a worker of a cluster leaves it
 pending for any worker to drive (``Worker``), like every other run, and the step waits
-for its end by polling the store.  Cancelling the step's attempt (the parent is
-cancelled, or the step timed out) cancels the child.
+for its end holding nothing: its attempt ends ``waiting`` (``ChildRequested``, a code
+wait noted ``{"wait": {"kind": "child", "child_run_id"}}``), and the step runs again
+from the start once the child has ended (``runtime.child_ends`` wakes the parent),
+finding the child final.  Cancelling the step's attempt (the parent is cancelled, or
+the step timed out) cancels the child.
 """
 
 from __future__ import annotations
@@ -28,7 +31,16 @@ from ..core.parking import approval_deadline
 from ..core.policy import child_failure
 from ..core.states import RunStatus, StepStatus
 from ..definitions import check_definition
-from ..errors import DefinitionError, FatalError, InputError, RunBusy, RunNotFound, WorkflowNotFound
+from ..errors import (
+    ChildRequested,
+    DefinitionError,
+    FatalError,
+    InputError,
+    RunBusy,
+    RunNotFound,
+    WorkflowNotFound,
+)
+from ..steps.waits import note_wait
 from ..store.base import RunRecord
 from .notify import announce
 
@@ -129,6 +141,11 @@ class ChildRuns:
                                  f"is not valid: {exc}", step=step.id) from exc
             if not self.drive:  # a worker starts it now, not at its next poll
                 await announce(engine.store, run_id)
+        if not self.drive and run.status not in _FINAL:
+            note_wait(call.run.step_log, step.id, {
+                "kind": "child", "event": None, "until": None, "due": None,
+                "child_run_id": run_id, "attempt": call.attempt})
+            raise ChildRequested(step.id, run_id)
         try:
             run = await self._until_done(run, child)
         except asyncio.CancelledError:

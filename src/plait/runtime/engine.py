@@ -240,6 +240,14 @@ class Engine:
                     await self.observers.ended(loop.writer.run)
             return loop.result()
 
+    def look_again(self, run_id: str) -> bool:
+        """When this engine drives ``run_id``: its loop looks at its decisions and
+        waits at once (``RunLoop.signal_decision``); whether it drives it."""
+        loop = self._loops.get(run_id)
+        if loop is not None:
+            loop.signal_decision()
+        return loop is not None
+
     def detach(self, run_id: str) -> None:
         """Let the next cancellation of the run's task stop driving it without writing
         anything (``RunLoop.detach``): the run is released for another process."""
