@@ -17,6 +17,7 @@ from plait.definitions import check_definition
 from plait.runtime.child_ends import wake_stranded
 from plait.runtime.engine import Engine
 from plait.runtime.notify import PgNotifications
+from plait.runtime.signals import deliver
 from plait.runtime.worker import Worker
 from plait.store.base import Store
 from plait.store.url import open_store
@@ -102,29 +103,34 @@ async def test_one_worker_with_one_slot_finishes_a_parent_nested_three_deep(
 async def test_a_parent_whose_child_ended_without_waking_it_is_found_by_the_sweep(
         store: Store) -> None:
     engine = Engine(store)
-    await engine.submit(check_definition(CHILD), {"n": 0})
+    gated = {"name": "gated", "steps": [{"id": "go", "type": "event", "event": "go"}],
+             "output": "{{ steps.go.output }}"}
+    await engine.submit(check_definition(gated), {})
     parent = {"name": "lone", "steps": [
-        {"id": "sub", "type": "workflow", "workflow": "child", "input": {"n": 3}}],
+        {"id": "sub", "type": "workflow", "workflow": "gated"}],
         "output": "{{ steps.sub.output }}"}
     run = await engine.submit(check_definition(parent), {})
     child_id = child_run_id(run.run_id, "sub", "0")
-    # a worker that parks the parent, then stops before driving the child
     worker = Worker(store, name="w1", concurrency=1, lease=5.0, poll=0.05, grace=2.0,
                     schedules=False)
     task = asyncio.create_task(worker.run())
     try:
-        async def parked() -> bool:
-            return (await store.get_run(run.run_id)).status is RunStatus.WAITING
-        await until(parked, what="the parent to wait for its child", timeout=30)
+        async def both_wait() -> bool:
+            # (the parent waits once its child exists)
+            return (await store.get_run(run.run_id)).status is RunStatus.WAITING \
+                and (await store.get_run(child_id)).status is RunStatus.WAITING
+        await until(both_wait, what="the parent and its child to wait", timeout=30)
     finally:
         worker.stop()
         await asyncio.wait_for(task, 15)
-    # the child is driven by a process that dies before waking the parent: here, a
-    # local engine, which wakes nobody
-    await Engine(store).resume(child_id)
+    # the child ends in a process that wakes nobody (as one that dies before waking
+    # the parent): a local engine on the same database
+    await deliver(Engine(store), child_id, "go", {"ok": 1}, for_workers=False)
     assert (await store.get_run(child_id)).status is RunStatus.COMPLETED
     assert (await store.get_run(run.run_id)).status is RunStatus.WAITING
-    assert await wake_stranded(Engine(store, worker="sweeper")) == 1
+    sweeper = Engine(store, worker="sweeper")
+    assert await wake_stranded(sweeper) == 1
     assert (await store.get_run(run.run_id)).status is RunStatus.RUNNING
     assert await _finish(store, None, run.run_id, timeout=30) is RunStatus.COMPLETED
-    assert (await store.get_run(run.run_id)).output == 6
+    assert (await store.get_run(run.run_id)).output == {"ok": 1}
+    assert await wake_stranded(sweeper) == 0  # nothing left to wake
