@@ -201,6 +201,17 @@ class ChildRuns:
                     is not RunStatus.WAITING:
                 return
 
+    async def cancel_all(self, run_ids: list[str]) -> None:
+        """A parent ended while its steps waited for these child runs (parked, on a
+        worker): each is cancelled, by whoever drives it, else here."""
+        for run_id in run_ids:
+            try:
+                await self._engine.store.request_cancel(run_id)
+                if (await self._engine.store.get_run(run_id)).status not in _FINAL:
+                    await self._engine.cancel(run_id, "parent run ended")
+            except Exception as exc:  # noqa: BLE001 - best effort: the request is stored
+                _log.warning("child run %s: could not cancel it: %s", run_id, exc)
+
     async def _cancel(self, run_id: str) -> None:
         try:
             await self._engine.store.request_cancel(run_id)

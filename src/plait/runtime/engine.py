@@ -226,6 +226,10 @@ class Engine:
             watched = self.observers.started(run, checked)
             try:
                 await loop.run()
+                awaited = loop.approvals.waits.awaited_children()
+                if awaited and loop.writer.run.status in FINAL_RUN_STATES:
+                    # it ended (cancelled, failed) while steps waited for child runs
+                    await _children(self).cancel_all(awaited)
             except StoreError as exc:
                 if isinstance(exc, StaleWriteError | TransitionError):
                     raise  # not a failing store: another writer, or a bug, named as such
@@ -531,6 +535,11 @@ def _retried_maps(checked: CheckedWorkflow, rows: Mapping[str, StepRecord],
         if count:
             out[step.id] = count
     return out
+
+
+def _children(engine: Engine) -> ChildRuns:
+    children = engine.services.children
+    return children if isinstance(children, ChildRuns) else ChildRuns(engine)
 
 
 async def copy_journal(store: Store, old_run: str, new_run: str,
