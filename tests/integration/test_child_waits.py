@@ -123,6 +123,8 @@ async def test_a_parent_whose_child_ended_without_waking_it_is_found_by_the_swee
     finally:
         worker.stop()
         await asyncio.wait_for(task, 15)
+    wait = (await engine.result(run.run_id)).waits["sub"]
+    assert (wait["kind"], wait["child_run_id"], wait["event"]) == ("child", child_id, None)
     # the child ends in a process that wakes nobody (as one that dies before waking
     # the parent): a local engine on the same database
     await deliver(Engine(store), child_id, "go", {"ok": 1}, for_workers=False)

@@ -184,6 +184,9 @@ def waiting_sections(steps: Sequence[StepRecord],
         if s.step_id not in parked:
             continue
         entry = waiting_json(notes.get(s.step_id))
+        if entry["kind"] == "child":
+            out.append((f"waiting for child run {entry['child_run_id']}: {s.step_id}", []))
+            continue
         if entry["kind"] in ("event", "sleep"):
             what = f"event {entry['event']}" if entry["kind"] == "event" else "a time"
             until = [f"until   {entry['until']}"] if entry["until"] else []

@@ -6,10 +6,11 @@ them (``child_ends.wake_stranded``), and takes runs that need a driver
 (``runs_to_drive`` -> ``claim_run``), at most ``max_runs`` at once, woken by
 ``NOTIFY plait_run`` on PostgreSQL, by a run it drives ending, and by a poll timer.
 Each run is driven by ``Engine.execute`` with a ``ClaimSource``, as a task of the
-worker's runs TaskGroup (a child run that ends wakes its parent: ``child_ends``) (the run's loop has a TaskGroup of its own inside it).  A run
-taken over keeps the attempts that are still out (``in_flight``: a ticket or an inbox
-outcome for the step's current attempt) and counts the others interrupted, as a
-resumed run does.  A run whose driving fails unexpectedly is logged and released at
+worker's runs TaskGroup (the run's loop has a TaskGroup of its own inside it); a
+child run that ends wakes its waiting parent (``child_ends``).  A run taken over
+keeps the attempts that are still out (``in_flight``: a ticket or an inbox outcome
+for the step's current attempt) and counts the others interrupted, as a resumed run
+does.  A run whose driving fails unexpectedly is logged and released at
 once: any worker (this one too) takes it over.
 
 While the worker has free slots, the runs it drives run their attempts here
