@@ -14,6 +14,7 @@ import pytest
 from plait.core.child_ids import child_run_id
 from plait.core.states import RunStatus
 from plait.definitions import check_definition
+from plait.rundoc.notes import waits_of
 from plait.runtime.child_ends import wake_stranded
 from plait.runtime.engine import Engine
 from plait.runtime.notify import PgNotifications
@@ -123,7 +124,8 @@ async def test_a_parent_whose_child_ended_without_waking_it_is_found_by_the_swee
     finally:
         worker.stop()
         await asyncio.wait_for(task, 15)
-    wait = (await engine.result(run.run_id)).waits["sub"]
+    statuses = {s.step_id: s.status.value for s in await store.get_steps(run.run_id)}
+    wait = waits_of(statuses, await store.get_events(run.run_id))["sub"]
     assert (wait["kind"], wait["child_run_id"], wait["event"]) == ("child", child_id, None)
     # the child ends in a process that wakes nobody (as one that dies before waking
     # the parent): a local engine on the same database
