@@ -138,3 +138,29 @@ async def test_a_parent_whose_child_ended_without_waking_it_is_found_by_the_swee
     assert await _finish(store, None, run.run_id, timeout=30) is RunStatus.COMPLETED
     assert (await store.get_run(run.run_id)).output == {"ok": 1}
     assert await wake_stranded(sweeper) == 0  # nothing left to wake
+
+
+async def test_a_parent_that_fails_while_its_step_waits_for_a_child_cancels_the_child(
+        store: Store, pg_database: str) -> None:
+    engine = Engine(store)
+    gated = {"name": "gated", "steps": [{"id": "go", "type": "event", "event": "go"}]}
+    await engine.submit(check_definition(gated), {})
+    parent = {"name": "doomed", "on_failure": "fail_fast", "steps": [
+        {"id": "sub", "type": "workflow", "workflow": "gated"},
+        {"id": "pause", "type": "delay", "duration": "1s"},
+        {"id": "boom", "type": "transform", "value": "{{ input.missing.field }}",
+         "depends_on": ["pause"]}]}
+    run = await engine.submit(check_definition(parent), {})
+    child_id = child_run_id(run.run_id, "sub", "0")
+    worker = Worker(store, name="w1", concurrency=1, lease=5.0, poll=0.05, grace=2.0,
+                    schedules=False, notifications=PgNotifications(pg_database))
+    task = asyncio.create_task(worker.run())
+    try:
+        async def cancelled() -> bool:
+            return (await store.get_run(run.run_id)).status is RunStatus.FAILED \
+                and (await store.get_run(child_id)).status is RunStatus.CANCELLED
+        await until(cancelled, what="the parent to fail and its child to be cancelled",
+                    timeout=30)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)

@@ -179,7 +179,7 @@ def waiting_sections(steps: Sequence[StepRecord],
     """``plait show``: per waiting step, what the person is asked (prompt, then the
     content under review as indented JSON, cut at ``MAX_SHOW_LINES``)."""
     notes, parked = wait_notes(events), parked_steps(steps)
-    out = []
+    out: list[tuple[str, list[str]]] = []
     for s in steps:
         if s.step_id not in parked:
             continue

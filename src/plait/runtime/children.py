@@ -40,11 +40,13 @@ from ..errors import (
     RunNotFound,
     WorkflowNotFound,
 )
+from ..steps.subworkflow import loop_iterations as _iterations
 from ..steps.waits import note_wait
 from ..store.base import RunRecord
 from .notify import announce
 
 if TYPE_CHECKING:
+    from ..core.runstate import RunState
     from ..core.validate import CheckedWorkflow
     from ..steps.registry import StepCall
     from ..store.base import Store
@@ -201,16 +203,33 @@ class ChildRuns:
                     is not RunStatus.WAITING:
                 return
 
-    async def cancel_all(self, run_ids: list[str]) -> None:
-        """A parent ended while its steps waited for these child runs (parked, on a
-        worker): each is cancelled, by whoever drives it, else here."""
-        for run_id in run_ids:
-            try:
-                await self._engine.store.request_cancel(run_id)
-                if (await self._engine.store.get_run(run_id)).status not in _FINAL:
-                    await self._engine.cancel(run_id, "parent run ended")
-            except Exception as exc:  # noqa: BLE001 - best effort: the request is stored
-                _log.warning("child run %s: could not cancel it: %s", run_id, exc)
+    async def cancel_unfinished(self, run_id: str, state: RunState) -> None:
+        """Run ``run_id`` failed or was cancelled: the child runs of its ``workflow``
+        and ``loop`` steps that did not complete are cancelled, by whoever drives them,
+        else here (a step that waited for its child, parked, had no attempt whose
+        cancellation would).  A loop's children are looked for iteration by
+        iteration."""
+        for i, step in enumerate(state.steps):
+            if step.type not in ("workflow", "loop") \
+                    or state.rows[i].status is StepStatus.COMPLETED:
+                continue
+            for key in range(_iterations(step.config) if step.type == "loop" else 1):
+                if not await self._cancel_child(child_run_id(run_id, step.id, str(key))):
+                    break
+
+    async def _cancel_child(self, run_id: str) -> bool:
+        """Cancel child ``run_id`` unless it has ended; False when there is none."""
+        store = self._engine.store
+        try:
+            if (await store.get_run(run_id)).status in _FINAL:
+                return True
+            await store.request_cancel(run_id)
+            await self._engine.cancel(run_id, "parent run ended")
+        except RunNotFound:
+            return False
+        except Exception as exc:  # noqa: BLE001 - best effort: the request may be stored
+            _log.warning("child run %s: could not cancel it: %s", run_id, exc)
+        return True
 
     async def _cancel(self, run_id: str) -> None:
         try:

@@ -48,11 +48,6 @@ class CodeWaits:
         self._timers.add(float(due), "wake" if kind == "sleep" else "approval_timeout", i)
         return float(due)
 
-    def awaited_children(self) -> list[str]:
-        """The child runs whose end parked steps still wait for."""
-        return [child for name in self.events.values() if name is not None
-                and (child := ended_child(name)) is not None]
-
     async def arrived(self, i: int) -> bool:
         """Whether the event step ``i`` waits for is stored (a child run's end: whether
         the child is stored final, or gone)."""

@@ -226,10 +226,9 @@ class Engine:
             watched = self.observers.started(run, checked)
             try:
                 await loop.run()
-                awaited = loop.approvals.waits.awaited_children()
-                if awaited and loop.writer.run.status in FINAL_RUN_STATES:
-                    # it ended (cancelled, failed) while steps waited for child runs
-                    await _children(self).cancel_all(awaited)
+                if loop.writer.run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+                    # its steps that waited for child runs (parked) cancel them
+                    await _children(self).cancel_unfinished(run.run_id, state)
             except StoreError as exc:
                 if isinstance(exc, StaleWriteError | TransitionError):
                     raise  # not a failing store: another writer, or a bug, named as such
