@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .core.states import RunStatus, StepStatus
     from .errors import (
         ApprovalRequested,
+        ChildRequested,
         CircuitOpenError,
         DecisionTaken,
         DefinitionError,
@@ -77,6 +78,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalRequested",
+    "ChildRequested",
     "CircuitOpenError",
     "DecisionTaken",
     "DefinitionError",

@@ -35,7 +35,8 @@
         ├── ApprovalRequested    ctx.wait_for_approval parks the step (not a failure)
         ├── WaitRequested        ctx.wait_for_event / ctx.sleep park the step (not a failure)
         │   ├── EventRequested   the event is not there yet
-        │   └── SleepRequested   its time has not come
+        │   ├── SleepRequested   its time has not come
+        │   └── ChildRequested   a workflow/loop step's child run (on a worker) has not ended
         ├── JournalNameReused    ctx.run used one call name twice in an attempt (never retried)
         └── NetworkRefused       the network policy refused a host or address (never retried)
 
@@ -281,6 +282,16 @@ class SleepRequested(WaitRequested):
     def __init__(self, step: str, name: str, until: float) -> None:
         self.name = name
         super().__init__(f"step {step!r} sleeps ({name!r})", step=step, until=until)
+
+
+class ChildRequested(WaitRequested):
+    """A ``workflow`` or ``loop`` step on a worker: its child run ``child_run_id`` has
+    not ended; the step waits for its end holding no slot."""
+
+    def __init__(self, step: str, child_run_id: str) -> None:
+        self.child_run_id = child_run_id
+        super().__init__(f"step {step!r} waits for child run {child_run_id}", step=step,
+                         until=None)
 
 
 class FatalError(StepError):

@@ -193,6 +193,8 @@ def _go_on(result: RunResult, step: str) -> str | None:
                 f"{result.run_id} {wait.get('event')} [--data JSON]")
     if wait.get("kind") == "sleep":
         return f"{step} sleeps until {wait.get('until')}"
+    if wait.get("kind") == "child":
+        return f"{step} waits for child run {wait.get('child_run_id')} to end"
     return None
 
 

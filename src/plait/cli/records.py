@@ -179,11 +179,14 @@ def waiting_sections(steps: Sequence[StepRecord],
     """``plait show``: per waiting step, what the person is asked (prompt, then the
     content under review as indented JSON, cut at ``MAX_SHOW_LINES``)."""
     notes, parked = wait_notes(events), parked_steps(steps)
-    out = []
+    out: list[tuple[str, list[str]]] = []
     for s in steps:
         if s.step_id not in parked:
             continue
         entry = waiting_json(notes.get(s.step_id))
+        if entry["kind"] == "child":
+            out.append((f"waiting for child run {entry['child_run_id']}: {s.step_id}", []))
+            continue
         if entry["kind"] in ("event", "sleep"):
             what = f"event {entry['event']}" if entry["kind"] == "event" else "a time"
             until = [f"until   {entry['until']}"] if entry["until"] else []

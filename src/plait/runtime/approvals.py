@@ -43,7 +43,7 @@ from .timers import Timers
 class Approvals:
     """The parked approval steps of one run and their deadlines."""
 
-    __slots__ = ("_checked", "_clock", "_journal", "_notes_seen", "_run_id",
+    __slots__ = ("_checked", "_clock", "_ids", "_journal", "_notes_seen", "_run_id",
                  "_state", "_store", "_timers", "code", "parked", "waits")
 
     def __init__(self, checked: CheckedWorkflow, state: RunState, store: Store,
@@ -56,6 +56,7 @@ class Approvals:
         self._clock = clock
         self._timers = timers
         self._notes_seen = 0
+        self._ids: dict[str, int] = {}
         self.parked: dict[int, float | None] = {}  # step -> its deadline
         # the parked steps that are code waits -> their on_timeout
         self.code: dict[int, str] = {}
@@ -67,7 +68,7 @@ class Approvals:
         by the state, ``Park``), or was waiting when the run stopped: its deadline is
         the request's (a resumed wait's is read back from its ``wait`` note in
         ``apply``).  A step that waits for an event or a time is kept in ``waits``."""
-        step_id = self._checked.spec.steps[i].id
+        step_id = self._state.steps[i].id
         request = self._journal.wait_requests.pop(step_id, None) or {}
         if request.get("kind") in CODE_WAIT_KINDS:
             self.parked[i] = self.waits.park(i, request)
@@ -138,7 +139,7 @@ class Approvals:
         not ask again."""
         if not steps:
             return
-        ids = {self._checked.spec.steps[i].id for i in steps}
+        ids = {self._state.steps[i].id for i in steps}
         for event in await self._store.get_events(self._run_id):
             decision = event.data.get("approval") if event.kind == "note" else None
             if event.step_id in ids and isinstance(decision, dict) \
@@ -151,7 +152,7 @@ class Approvals:
         halts the run: what runs is cancelled before this goes on)."""
         events = await self._store.get_events(self._run_id, after=self._notes_seen)
         now = self._clock()
-        index = self._checked.graph.index
+        index = self._index()
         for event in events:
             self._notes_seen = max(self._notes_seen, event.seq)
             decision = event.data.get("approval") if event.kind == "note" else None
@@ -169,6 +170,13 @@ class Approvals:
             if deadline is not None and deadline <= now:
                 carry_out(self._wake(i, now) if i in self.waits.events
                           else await self._time_out(i, now))
+
+    def _index(self) -> dict[str, int]:
+        """Step id -> its index, map items included (their rows follow the steps')."""
+        ids = self._state.ids
+        if len(self._ids) != len(ids):
+            self._ids = {sid: i for i, sid in enumerate(ids)}
+        return self._ids
 
     def _restore(self, i: int, wait: JSONDict, at: float) -> None:
         """A parked code wait's request, read back from the run's history (a resumed
@@ -192,7 +200,7 @@ class Approvals:
     async def _time_out(self, i: int, now: float) -> Effects:
         """A deadline passed: its decision is stored like a person's (a decision stored
         first stands) and applied."""
-        step = self._checked.spec.steps[i]
+        step = self._state.steps[i]
         choice = self.code[i] if i in self.code else step.config.get("on_timeout", "reject")
         decision: JSONDict = {
             "decision": "approved" if timeout_approves(choice) else "rejected",
@@ -209,7 +217,7 @@ class Approvals:
         self.parked.pop(i, None)
         approved = decision.get("decision") == "approved"
         if self.code.pop(i, None) is not None and approved:
-            self._journal.decisions[self._checked.spec.steps[i].id] = decision
+            self._journal.decisions[self._state.steps[i].id] = decision
         at = decision.get("at")
         return self._state.apply(DecisionMade(
             i=i, approved=approved, by=decision.get("by"), at=now,

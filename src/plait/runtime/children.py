@@ -10,8 +10,11 @@ iterations that ended.
 Who drives the child: a local engine (``wf.run``, ``plait run``, ``plait resume``)
 drives it in the step's attempt, in this process; a worker of a cluster leaves it
 pending for any worker to drive (``Worker``), like every other run, and the step waits
-for its end by polling the store.  Cancelling the step's attempt (the parent is
-cancelled, or the step timed out) cancels the child.
+for its end holding nothing: its attempt ends ``waiting`` (``ChildRequested``, a code
+wait noted ``{"wait": {"kind": "child", "child_run_id"}}``), and the step runs again
+from the start once the child has ended (``runtime.child_ends`` wakes the parent),
+finding the child final.  Cancelling the step's attempt (the parent is cancelled, or
+the step timed out) cancels the child.
 """
 
 from __future__ import annotations
@@ -28,11 +31,22 @@ from ..core.parking import approval_deadline
 from ..core.policy import child_failure
 from ..core.states import RunStatus, StepStatus
 from ..definitions import check_definition
-from ..errors import DefinitionError, FatalError, InputError, RunBusy, RunNotFound, WorkflowNotFound
+from ..errors import (
+    ChildRequested,
+    DefinitionError,
+    FatalError,
+    InputError,
+    RunBusy,
+    RunNotFound,
+    WorkflowNotFound,
+)
+from ..steps.subworkflow import loop_iterations as _iterations
+from ..steps.waits import note_wait
 from ..store.base import RunRecord
 from .notify import announce
 
 if TYPE_CHECKING:
+    from ..core.runstate import RunState
     from ..core.validate import CheckedWorkflow
     from ..steps.registry import StepCall
     from ..store.base import Store
@@ -129,6 +143,11 @@ class ChildRuns:
                                  f"is not valid: {exc}", step=step.id) from exc
             if not self.drive:  # a worker starts it now, not at its next poll
                 await announce(engine.store, run_id)
+        if not self.drive and run.status not in _FINAL:
+            note_wait(call.run.step_log, step.id, {
+                "kind": "child", "event": None, "until": None, "due": None,
+                "child_run_id": run_id, "attempt": call.attempt})
+            raise ChildRequested(step.id, run_id)
         try:
             run = await self._until_done(run, child)
         except asyncio.CancelledError:
@@ -183,6 +202,34 @@ class ChildRuns:
             if events and (await store.get_run(run.run_id)).status \
                     is not RunStatus.WAITING:
                 return
+
+    async def cancel_unfinished(self, run_id: str, state: RunState) -> None:
+        """Run ``run_id`` failed or was cancelled: the child runs of its ``workflow``
+        and ``loop`` steps that did not complete are cancelled, by whoever drives them,
+        else here (a step that waited for its child, parked, had no attempt whose
+        cancellation would).  A loop's children are looked for iteration by
+        iteration."""
+        for i, step in enumerate(state.steps):
+            if step.type not in ("workflow", "loop") \
+                    or state.rows[i].status is StepStatus.COMPLETED:
+                continue
+            for key in range(_iterations(step.config) if step.type == "loop" else 1):
+                if not await self._cancel_child(child_run_id(run_id, step.id, str(key))):
+                    break
+
+    async def _cancel_child(self, run_id: str) -> bool:
+        """Cancel child ``run_id`` unless it has ended; False when there is none."""
+        store = self._engine.store
+        try:
+            if (await store.get_run(run_id)).status in _FINAL:
+                return True
+            await store.request_cancel(run_id)
+            await self._engine.cancel(run_id, "parent run ended")
+        except RunNotFound:
+            return False
+        except Exception as exc:  # noqa: BLE001 - best effort: the request may be stored
+            _log.warning("child run %s: could not cancel it: %s", run_id, exc)
+        return True
 
     async def _cancel(self, run_id: str) -> None:
         try:

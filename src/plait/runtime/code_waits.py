@@ -6,17 +6,23 @@ waits for is there, ``WaitEnded``); this keeps what each parked step waits for, 
 from the request its attempt left (``{"wait": {"kind": "event" | "sleep", "event",
 "due"}}``, also read back from the run's history on resume), sets the timer of its time
 (a sleep's end keeps the loop alive; an event's timeout does not: the run waits,
-stored ``waiting``) and looks in the store for the events.  ``runtime.approvals``
+stored ``waiting``) and looks in the store for the events.  A ``workflow`` or ``loop``
+step on a worker waits for its child run's end (``{"kind": "child", "child_run_id"}``):
+what is looked at is the child's stored status, so a parent looked at again (claimed,
+resumed, swept) finds a child that ended even when nobody woke it.  ``runtime.approvals``
 holds these steps with the approvals (their deadlines in its ``parked``).
 """
 
 from __future__ import annotations
 
+from ..core.child_ids import child_end_event, ended_child
 from ..core.model import JSONDict
+from ..core.states import FINAL_RUN_STATES
+from ..errors import RunNotFound
 from ..store.base import Store
 from .timers import Timers
 
-CODE_WAIT_KINDS = ("event", "sleep")
+CODE_WAIT_KINDS = ("event", "sleep", "child")
 
 
 class CodeWaits:
@@ -32,14 +38,26 @@ class CodeWaits:
         """Step ``i`` waits as ``request`` says; when its time comes (None: never by
         itself)."""
         kind, name, due = request.get("kind"), request.get("event"), request.get("due")
-        self.events[i] = name if kind == "event" and isinstance(name, str) else None
+        child = request.get("child_run_id")
+        if kind == "child" and isinstance(child, str):
+            name = child_end_event(child)
+        self.events[i] = name if kind in ("event", "child") and isinstance(name, str) \
+            else None
         if not isinstance(due, int | float):
             return None
         self._timers.add(float(due), "wake" if kind == "sleep" else "approval_timeout", i)
         return float(due)
 
     async def arrived(self, i: int) -> bool:
-        """Whether the event step ``i`` waits for is stored."""
+        """Whether the event step ``i`` waits for is stored (a child run's end: whether
+        the child is stored final, or gone)."""
         name = self.events.get(i)
-        return name is not None and \
-            await self._store.event_get(self._run_id, name) is not None
+        if name is None:
+            return False
+        child = ended_child(name)
+        if child is None:
+            return await self._store.event_get(self._run_id, name) is not None
+        try:
+            return (await self._store.get_run(child)).status in FINAL_RUN_STATES
+        except RunNotFound:  # (deleted: the step runs again and says so)
+            return True

@@ -188,13 +188,13 @@ async def hand_to_workers(engine: Engine, run_id: str, step: str | None = None) 
         run = await engine.store.claim_run(run_id, engine.worker, engine.clock(),
                                            engine.lease)
         if run is not None:
-            await _make_claimable(engine, run)
+            await make_claimable(engine, run)
             return
         if step is None or await applied_elsewhere(engine, run_id, step) is not None:
             return
 
 
-async def _make_claimable(engine: Engine, run: RunRecord) -> None:
+async def make_claimable(engine: Engine, run: RunRecord) -> None:
     """``run`` (claimed by this engine) from ``waiting`` to ``running``, released, and
     the workers woken."""
     try:

@@ -1,14 +1,16 @@
 """``Driver``: a worker driving runs (docs/design/workers.md).
 
 The drive loop reaps, every lease/2, the leases that expired (``reap_expired`` turns
-each into an ``interrupted`` outcome) and takes runs that need a driver
+each into an ``interrupted`` outcome) and the parents whose child ended without waking
+them (``child_ends.wake_stranded``), and takes runs that need a driver
 (``runs_to_drive`` -> ``claim_run``), at most ``max_runs`` at once, woken by
 ``NOTIFY plait_run`` on PostgreSQL, by a run it drives ending, and by a poll timer.
 Each run is driven by ``Engine.execute`` with a ``ClaimSource``, as a task of the
-worker's runs TaskGroup (the run's loop has a TaskGroup of its own inside it).  A run
-taken over keeps the attempts that are still out (``in_flight``: a ticket or an inbox
-outcome for the step's current attempt) and counts the others interrupted, as a
-resumed run does.  A run whose driving fails unexpectedly is logged and released at
+worker's runs TaskGroup (the run's loop has a TaskGroup of its own inside it); a
+child run that ends wakes its waiting parent (``child_ends``).  A run taken over
+keeps the attempts that are still out (``in_flight``: a ticket or an inbox outcome
+for the step's current attempt) and counts the others interrupted, as a resumed run
+does.  A run whose driving fails unexpectedly is logged and released at
 once: any worker (this one too) takes it over.
 
 While the worker has free slots, the runs it drives run their attempts here
@@ -34,6 +36,7 @@ from ..core.runstate import RunState
 from ..core.states import RunStatus
 from ..errors import RunBusy, RunTakenOver, StaleWriteError, StoreError
 from ..store.base import AttemptKey, RunRecord, Store
+from .child_ends import child_ended, wake_stranded
 from .claims import ClaimSource, Subscribe
 from .executor import Executor, ExecutorOwner, note_discarded, wait_woken
 from .untrusted import refused
@@ -108,6 +111,7 @@ class Driver:
                 if now - last_reap >= self.lease / 2:
                     last_reap = now
                     await self.store.reap_expired()
+                    await wake_stranded(self.engine)
                 # a look takes a quarter of --concurrency runs (at least one), so that
                 # the runs waiting spread over the workers and a driver has slots for
                 # most of its runs' attempts itself (eager: measured 10-15% more steps
@@ -173,6 +177,8 @@ class Driver:
             try:
                 await self.engine.execute(checked, run, state, source=source,
                                           claimed=True)
+                if run.parent_run_id is not None:  # its end wakes its waiting parent
+                    await child_ended(self.engine, run_id)
             except (StaleWriteError, RunTakenOver) as exc:
                 # taken over while this worker was paused past its lease: the results
                 # of its eager attempts not stored yet are lost (a refused batch, or

@@ -225,6 +225,9 @@ class Engine:
             watched = self.observers.started(run, checked)
             try:
                 await loop.run()
+                if loop.writer.run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+                    # its steps that waited for child runs (parked) cancel them
+                    await _children(self).cancel_unfinished(run.run_id, state)
             except StoreError as exc:
                 if isinstance(exc, StaleWriteError | TransitionError):
                     raise  # not a failing store: another writer, or a bug, named as such
@@ -238,6 +241,14 @@ class Engine:
                 if watched:  # after the release: a notification never holds the run
                     await self.observers.ended(loop.writer.run)
             return loop.result()
+
+    def look_again(self, run_id: str) -> bool:
+        """When this engine drives ``run_id``: its loop looks at its decisions and
+        waits at once (``RunLoop.signal_decision``); whether it drives it."""
+        loop = self._loops.get(run_id)
+        if loop is not None:
+            loop.signal_decision()
+        return loop is not None
 
     def detach(self, run_id: str) -> None:
         """Let the next cancellation of the run's task stop driving it without writing
@@ -520,6 +531,11 @@ def _retried_maps(checked: CheckedWorkflow, rows: Mapping[str, StepRecord],
         if count:
             out[step.id] = count
     return out
+
+
+def _children(engine: Engine) -> ChildRuns:
+    children = engine.services.children
+    return children if isinstance(children, ChildRuns) else ChildRuns(engine)
 
 
 async def copy_journal(store: Store, old_run: str, new_run: str,

@@ -182,10 +182,10 @@ def register_subworkflows() -> None:
         required=frozenset({"workflow", "until", "max_iterations"}), check=_check_loop,
         literal_fields=frozenset({"workflow", "definition", "max_iterations",
                                   "on_max_iterations"}),
-        child_runs=_iterations, only_waits=True))
+        child_runs=loop_iterations, only_waits=True))
 
 
-def _iterations(config: Mapping[str, JSON]) -> int:
+def loop_iterations(config: Mapping[str, JSON]) -> int:
     """At most how many child runs a loop starts: its ``max_iterations`` (1 when that is
     not a whole number above zero)."""
     most = config.get("max_iterations")
