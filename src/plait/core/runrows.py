@@ -20,7 +20,7 @@ from . import expressions
 from .effects import Effect, ParkReason
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
-from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView
+from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
 from .states import FINAL_STEP_STATES, STEP_TRANSITIONS, StepStatus
 from .validate import CheckedWorkflow
 
@@ -217,7 +217,7 @@ class RunRows(ABC):
                     snap = snapshots[i] = r
                 else:
                     snap = snapshots[i] = r.copy()
-            append(StepChange(ids[i], source, target, at, snap))
+            append(new_change(StepChange, (ids[i], source, target, at, snap)))
         return changes, attempts
 
 

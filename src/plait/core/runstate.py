@@ -35,7 +35,7 @@ from .model import JSON
 from .parking import Parking
 from .policy import Fail, after_attempt, refused_output
 from .retry import ErrorInfo
-from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView
+from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
 from .runrows import (
     CANCELLED,
     COMPLETED,
@@ -158,8 +158,8 @@ class RunState(MapRows, Judging, Parking):
             row.started_at = now
         self.running.add(i)
         self._transitions.append((i, QUEUED, RUNNING, now))
-        self.attempt_changes.append(AttemptChange(
-            self.ids[i], attempt, now, False, "running", None, worker, False))
+        self.attempt_changes.append(new_change(AttemptChange, (
+            self.ids[i], attempt, now, False, "running", None, worker, False)))
         return attempt
 
     def succeed(self, i: int, output: JSON, now: float, *, fallback: bool = False) -> None:
@@ -186,8 +186,8 @@ class RunState(MapRows, Judging, Parking):
         self.running.discard(i)
         if writes:
             self.state.update(writes)
-        self.attempt_changes.append(AttemptChange(
-            step.id, row.attempts, now, True, "completed", None, row.worker, fallback))
+        self.attempt_changes.append(new_change(AttemptChange, (
+            step.id, row.attempts, now, True, "completed", None, row.worker, fallback)))
         self._transitions.append((i, source, COMPLETED, now))
         self._finished(i, now)
 
