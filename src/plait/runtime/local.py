@@ -43,10 +43,7 @@ class LocalSource:
                                   report).run
 
     def start(self, call: StepCall, fallback: bool) -> asyncio.Task[None]:
-        # callables read from slots into locals first: ``self._run(...)`` would be a
-        # method lookup that CPython 3.11 cannot specialise (once per attempt)
-        spawn, run = self._spawn, self._run
-        return spawn(run(call, fallback))
+        return self._spawn(self._run(call, fallback))
 
     def cancel(self, handle: object) -> None:
         task = cast("asyncio.Task[None]", handle)
