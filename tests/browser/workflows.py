@@ -115,5 +115,6 @@ MAP_RUNNING: dict[str, Any] = {
     "name": "ui-map-running",
     "description": "A map whose items take a few seconds",
     "steps": [{"id": "fan", "type": "map", "over": "{{ [1, 2, 3] }}",
-               "step": {"type": "delay", "duration": "4s"}}],
+               "step": {"type": "python", "call": "browser.steps_for_ui:report",
+                        "with": {"seconds": 4}}}],
 }

@@ -30,6 +30,7 @@ from ..core.model import JSON, JSONDict
 from ..core.parking import approval_deadline
 from ..core.policy import child_failure
 from ..core.states import RunStatus, StepStatus
+from ..core.steptypes import traits_of
 from ..definitions import check_definition
 from ..errors import (
     ChildRequested,
@@ -40,7 +41,6 @@ from ..errors import (
     RunNotFound,
     WorkflowNotFound,
 )
-from ..steps.subworkflow import loop_iterations as _iterations
 from ..steps.waits import note_wait
 from ..store.base import RunRecord
 from .notify import announce
@@ -210,10 +210,10 @@ class ChildRuns:
         cancellation would).  A loop's children are looked for iteration by
         iteration."""
         for i, step in enumerate(state.steps):
-            if step.type not in ("workflow", "loop") \
-                    or state.rows[i].status is StepStatus.COMPLETED:
+            count = traits_of(step.type).child_runs  # how many child runs it may start
+            if count is None or state.rows[i].status is StepStatus.COMPLETED:
                 continue
-            for key in range(_iterations(step.config) if step.type == "loop" else 1):
+            for key in range(count(step.config)):
                 if not await self._cancel_child(child_run_id(run_id, step.id, str(key))):
                     break
 
