@@ -89,7 +89,7 @@ from .http import (
     quoted_url,
     retry_after_seconds,
 )
-from .llmtools import tool_calls, tools_problem
+from .llmtools import has_template, tool_calls, tools_problem
 from .netclient import guarded_client
 from .registry import Services, StepCall
 from .secrets import add_redacted
@@ -519,18 +519,8 @@ def check_llm(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
         if found is not None:
             out.append((f".tools{found[0]}", found[1]))
     fmt = config.get("response_format")
-    if "response_format" in config and not _templated(fmt) and not _has_template(fmt):
+    if "response_format" in config and not _templated(fmt) and not has_template(fmt):
         problem = _format_problem(fmt)
         if problem is not None:
             out.append((".response_format", problem))
     return out
-
-
-def _has_template(value: JSON) -> bool:
-    if isinstance(value, str):
-        return expressions.is_template(value)
-    if isinstance(value, list):
-        return any(_has_template(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_template(v) for v in value.values())
-    return False

@@ -100,7 +100,7 @@ def _function_problem(function: JSONDict, templates: bool) -> tuple[str, str] | 
             return ".function.parameters", (f"expected a JSON Schema object like "
                                             f"{{type: object, properties: {{...}}}}, "
                                             f"got {_kind(parameters)}")
-        if not _has_template(parameters):
+        if not has_template(parameters):
             problem = _schema_problem(parameters)
             if problem is not None:
                 return ".function.parameters", problem
@@ -121,13 +121,14 @@ def _schema_problem(schema: JSONDict) -> str | None:
     return None
 
 
-def _has_template(value: JSON) -> bool:
+def has_template(value: JSON) -> bool:
+    """Whether a template appears anywhere in ``value`` (checked when it renders)."""
     if isinstance(value, str):
         return expressions.is_template(value)
     if isinstance(value, list):
-        return any(_has_template(v) for v in value)
+        return any(has_template(v) for v in value)
     if isinstance(value, dict):
-        return any(_has_template(v) for v in value.values())
+        return any(has_template(v) for v in value.values())
     return False
 
 
