@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 
 from plait import RunResult, Workflow
+from plait.core.states import RunStatus
+from plait.core.validate import CheckedWorkflow
 from plait.runtime.engine import Engine
+from plait.runtime.worker import Worker
 from plait.store import MemoryStore, Store, open_store
 
 RUN_TIMEOUT_S = 15.0
@@ -96,3 +99,25 @@ def write_steps_module(tmp_path: Path) -> Iterator[StepsModule]:
         sys.path.remove(str(tmp_path))
         for name in written:
             sys.modules.pop(name, None)
+
+
+async def run_on_two_workers(store: Store, checked: CheckedWorkflow,
+                             wait_s: float = 30.0) -> tuple[str, RunStatus]:
+    """Submit a run of ``checked`` and let two in-process workers (w1, w2) execute it
+    until it completes or fails; its id and final status.  ``wait_s`` bounds the wait,
+    never a claim about speed."""
+    workers = [Worker(store, name=name, concurrency=2, lease=2.0, poll=0.05, grace=2.0,
+                      schedules=False) for name in ("w1", "w2")]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    try:
+        run = await Engine(store).submit(checked, {})
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while (status := (await store.get_run(run.run_id)).status) not in (
+                RunStatus.COMPLETED, RunStatus.FAILED):
+            assert asyncio.get_running_loop().time() < deadline, f"still {status}"
+            await asyncio.sleep(0.05)
+    finally:
+        for w in workers:
+            w.stop()
+        await asyncio.wait_for(asyncio.gather(*tasks), 15)
+    return run.run_id, status

@@ -4,7 +4,6 @@ claims it, gets the answer back without a request; the tokens are counted once."
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -12,11 +11,9 @@ import respx
 
 from plait.core.states import RunStatus
 from plait.definitions import check_definition
-from plait.runtime.engine import Engine
-from plait.runtime.worker import Worker
 from plait.store.base import Store
 
-from .conftest import StepsModule
+from .conftest import StepsModule, run_on_two_workers
 
 WAIT_S = 30.0  # a bound on waiting for the workers, never a claim about speed
 BASE = "https://llm.test/v1"
@@ -54,28 +51,15 @@ async def test_a_worker_attempt_journals_the_model_call(
     checked = check_definition({"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
         {"id": "agent", "type": "python", "call": f"{module}:agent",
          "retry": {"max_retries": 1, "initial_delay": 0}}]})
-    workers = [Worker(store, name=name, concurrency=2, lease=2.0, poll=0.05, grace=2.0,
-                      schedules=False) for name in ("w1", "w2")]
-    tasks = [asyncio.create_task(w.run()) for w in workers]
-    try:
-        run = await Engine(store).submit(checked, {})
-        deadline = asyncio.get_running_loop().time() + WAIT_S
-        while (status := (await store.get_run(run.run_id)).status) not in (
-                RunStatus.COMPLETED, RunStatus.FAILED):
-            assert asyncio.get_running_loop().time() < deadline, f"still {status}"
-            await asyncio.sleep(0.05)
-    finally:
-        for w in workers:
-            w.stop()
-        await asyncio.wait_for(asyncio.gather(*tasks), 15)
+    run_id, status = await run_on_two_workers(store, checked, WAIT_S)
 
     assert status == RunStatus.COMPLETED
     assert route.call_count == 1
-    stored = await store.journal_get(run.run_id, "agent", "pick")
+    stored = await store.journal_get(run_id, "agent", "pick")
     assert stored is not None
     assert stored.value["tool_calls"] == [{"id": "c1", "name": "add", "arguments": {"a": 1}}]
-    entries = [(e.step, e.name, e.attempt) for e in await store.journal(run.run_id)]
+    entries = [(e.step, e.name, e.attempt) for e in await store.journal(run_id)]
     assert entries == [("agent", "pick", 1)]
-    usage = [e.data["usage"] for e in await store.get_events(run.run_id)
+    usage = [e.data["usage"] for e in await store.get_events(run_id)
              if e.kind == "note" and "usage" in e.data]
     assert [(u["total_tokens"], u["call"]) for u in usage] == [(10, "pick")]

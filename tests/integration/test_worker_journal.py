@@ -4,7 +4,6 @@ on whichever worker claims it, gets the results back without calling again."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import uuid
 
@@ -12,11 +11,9 @@ import pytest
 
 from plait.core.states import RunStatus
 from plait.definitions import check_definition
-from plait.runtime.engine import Engine
-from plait.runtime.worker import Worker
 from plait.store.base import Store
 
-from .conftest import StepsModule
+from .conftest import StepsModule, run_on_two_workers
 
 WAIT_S = 30.0  # a bound on waiting for the workers, never a claim about speed
 
@@ -55,23 +52,10 @@ async def test_a_worker_attempt_journals_and_the_retry_reads_it_back(
     checked = check_definition({"name": f"wf-{uuid.uuid4().hex[:8]}", "steps": [
         {"id": "agent", "type": "python", "call": f"{module}:agent", "retry": retry},
         {"id": "sync", "type": "python", "call": f"{module}:sync_agent", "retry": retry}]})
-    workers = [Worker(store, name=name, concurrency=2, lease=2.0, poll=0.05, grace=2.0,
-                      schedules=False) for name in ("w1", "w2")]
-    tasks = [asyncio.create_task(w.run()) for w in workers]
-    try:
-        run = await Engine(store).submit(checked, {})
-        deadline = asyncio.get_running_loop().time() + WAIT_S
-        while (status := (await store.get_run(run.run_id)).status) not in (
-                RunStatus.COMPLETED, RunStatus.FAILED):
-            assert asyncio.get_running_loop().time() < deadline, f"still {status}"
-            await asyncio.sleep(0.05)
-    finally:
-        for w in workers:
-            w.stop()
-        await asyncio.wait_for(asyncio.gather(*tasks), 15)
+    run_id, status = await run_on_two_workers(store, checked, WAIT_S)
 
     assert status == RunStatus.COMPLETED
     assert sys.modules[module].CALLS == {"first": 1, "second": 1, "third": 1, "one": 1}
-    entries = [(e.step, e.name, e.attempt) for e in await store.journal(run.run_id)]
+    entries = [(e.step, e.name, e.attempt) for e in await store.journal(run_id)]
     assert sorted(entries) == [("agent", "first", 1), ("agent", "second", 1),
                                ("agent", "third", 2), ("sync", "one", 1)]
