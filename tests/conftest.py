@@ -133,3 +133,12 @@ def step_type_plugin(tmp_path: Path) -> Path:
         "[plait.step_types]\nshout = plaitdemo_shout:SHOUT\n"
         "broken = plaitdemo_broken:TYPE\n")
     return root
+
+
+# ---------------------------------------------------------------- `plait` processes
+
+
+def pytest_sessionfinish() -> None:
+    import plaitproc  # the warm process that `plait` commands are forked from
+
+    plaitproc.close()

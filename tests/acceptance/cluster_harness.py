@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +24,7 @@ from typing import Any
 
 import psycopg
 
+import plaitproc
 from plait.store.base import EventRecord
 from plait.store.url import open_store
 
@@ -41,17 +41,13 @@ def cli_env(ledger: Path) -> dict[str, str]:
     return env
 
 
-def plait_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "plait", *args]
-
-
 # ---------------------------------------------------------------- workers
 
 
 @dataclass
 class WorkerProc:
     index: int
-    proc: subprocess.Popen[bytes]
+    proc: plaitproc.Process
     log: Path
     generation: int
 
@@ -86,13 +82,13 @@ class Cluster:
 
     def _spawn(self, index: int, generation: int) -> WorkerProc:
         log = self.directory / f"worker-{index}-{generation}.log"
-        argv = plait_argv("worker", "--db", self.db, "--concurrency", str(self.concurrency),
-                          "--import", STEPS_MODULE, "--lease", self.lease, "--poll",
-                          self.poll, *self.extra)
+        args = ("worker", "--db", self.db, "--concurrency", str(self.concurrency),
+                "--import", STEPS_MODULE, "--lease", self.lease, "--poll", self.poll,
+                *self.extra)
         with log.open("wb") as sink:
-            proc = subprocess.Popen(argv, cwd=APP, env=cli_env(self.ledger),
-                                    stdin=subprocess.DEVNULL, stdout=sink,
-                                    stderr=subprocess.STDOUT)
+            proc = plaitproc.popen(args, cwd=APP, env=cli_env(self.ledger),
+                                   stdin=subprocess.DEVNULL, stdout=sink,
+                                   stderr=subprocess.STDOUT)
         return WorkerProc(index, proc, log, generation)
 
     def kill(self, index: int, sig: int = signal.SIGKILL) -> WorkerProc:
@@ -147,8 +143,7 @@ class Cluster:
 
 
 def cli(*args: str, ledger: Path, cwd: Path = APP) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(plait_argv(*args), cwd=cwd, env=cli_env(ledger),
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    return plaitproc.run(args, cwd=cwd, env=cli_env(ledger), timeout=CLI_TIMEOUT_S)
 
 
 def submit(db: str, flow: Path, inputs: Iterable[Any], ledger: Path,

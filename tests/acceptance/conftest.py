@@ -1,16 +1,18 @@
-"""Acceptance tests of the ``plait`` command, run as a subprocess like a user would."""
+"""Acceptance tests of the ``plait`` command, run as a process of its own like a user
+would (forked from a warm process that has plait imported: see tests/plaitproc.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+import plaitproc
 
 TIMEOUT_S = 30
 
@@ -37,14 +39,13 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def plait(tmp_path: Path) -> Run:
-    """``plait(*args, cwd=tmp_path, env={...}, stdin=None)``: run ``python -m plait``;
-    ``env`` adds to (or overrides) the variables of ``cli_env()``."""
+    """``plait(*args, cwd=tmp_path, env={...}, stdin=None)``: run ``plait ARGS`` and wait
+    for it; ``env`` adds to (or overrides) the variables of ``cli_env()``."""
 
     def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "plait", *args], cwd=cwd or tmp_path,
-                              env=cli_env(**(env or {})), input=stdin, capture_output=True,
-                              text=True, timeout=TIMEOUT_S)
+        return plaitproc.run(args, cwd=cwd or tmp_path, env=cli_env(**(env or {})),
+                             input=stdin, timeout=TIMEOUT_S)
 
     return run
 
@@ -63,16 +64,15 @@ def write(tmp_path: Path) -> Callable[[str, str], Path]:
 
 
 @pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    """``spawn(*args, cwd=tmp_path, env={...})``: start ``python -m plait`` without
-    waiting (stdout and stderr piped); whatever still runs at the end is killed."""
-    started: list[subprocess.Popen[str]] = []
+def spawn(tmp_path: Path) -> Iterator[Callable[..., plaitproc.Process]]:
+    """``spawn(*args, cwd=tmp_path, env={...})``: start ``plait ARGS`` without waiting
+    (stdout and stderr piped); whatever still runs at the end is killed."""
+    started: list[plaitproc.Process] = []
 
     def start(*args: str, cwd: Path | None = None,
-              env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-m", "plait", *args], cwd=cwd or tmp_path,
-                                env=cli_env(**(env or {})), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+              env: dict[str, str] | None = None) -> plaitproc.Process:
+        proc = plaitproc.popen(args, cwd=cwd or tmp_path, env=cli_env(**(env or {})),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         started.append(proc)
         return proc
 
@@ -84,7 +84,7 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 20.0,
-             proc: subprocess.Popen[str] | None = None, what: str = "the condition") -> None:
+             proc: plaitproc.Process | None = None, what: str = "the condition") -> None:
     """Poll ``condition`` every 20 ms; fail the test (with the output of ``proc``, if it
     ended) when it does not hold within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -105,10 +105,9 @@ def waiter() -> Callable[..., None]:
 
 def run_plait(*args: str, cwd: Path, env: dict[str, str] | None = None,
               stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m plait *args`` in ``cwd`` and wait for it."""
-    return subprocess.run([sys.executable, "-m", "plait", *args], cwd=cwd,
-                          env=cli_env(**(env or {})), input=stdin, capture_output=True,
-                          text=True, timeout=TIMEOUT_S)
+    """Run ``plait *args`` in ``cwd`` and wait for it."""
+    return plaitproc.run(args, cwd=cwd, env=cli_env(**(env or {})), input=stdin,
+                         timeout=TIMEOUT_S)
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
+
+import plaitproc
 
 WAIT_S = 60.0  # a bound on waiting for a process, never a claim about speed
 
@@ -45,8 +46,8 @@ FLOW = """
 
 def _plait(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "APPROVAL_LOG": str(log), "PYTHONPATH": str(cwd)}
-    return subprocess.Popen([sys.executable, "-m", "plait", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return plaitproc.popen([*args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=False)
 
 
 def _finish(proc: subprocess.Popen[bytes]) -> tuple[int, str, str]:

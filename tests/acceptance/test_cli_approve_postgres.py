@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import pgutil
+import plaitproc
 
 pytestmark = pytest.mark.postgres
 
@@ -57,11 +57,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, pg_database: str) -> Itera
     cwd = tmp_path_factory.mktemp("approvepg")
     (cwd / "apg_steps.py").write_text(STEPS)
     (cwd / "flow.yaml").write_text(textwrap.dedent(FLOW).lstrip())
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--import",
+    worker = plaitproc.popen(["worker", "--db", pg_database, "--import",
          "apg_steps", "--lease", "2s", "--poll", "200ms", "--grace", "1s"], cwd=cwd,
         env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
     try:
         yield Cluster(cwd, pg_database, worker.pid)
     finally:

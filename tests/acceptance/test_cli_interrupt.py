@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import plaitproc
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 STEPS = """
@@ -45,8 +47,7 @@ def start(tmp_path: Path, environ: dict[str, str], *extra: str) -> tuple[subproc
     (tmp_path / "slow_steps.py").write_text(STEPS)
     (tmp_path / "flow.yaml").write_text(FLOW.replace("\n    ", "\n").strip() + "\n")
     marker = tmp_path / "started.txt"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "plait", "run", "flow.yaml", "--input",
+    proc = plaitproc.popen(["run", "flow.yaml", "--input",
          json.dumps({"marker": str(marker)}), *extra],
         cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)

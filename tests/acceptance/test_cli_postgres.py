@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import psycopg
 import pytest
 
 import pgutil
+import plaitproc
 
 pytestmark = pytest.mark.postgres
 
@@ -131,10 +131,9 @@ def cli(tmp_path_factory: pytest.TempPathFactory, plait_in: Run,
     (cwd / "pg_steps.py").write_text(STEPS)
     for name, text in FLOWS.items():
         (cwd / name).write_text(textwrap.dedent(text).lstrip())
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--import",
+    worker = plaitproc.popen(["worker", "--db", pg_database, "--import",
          "pg_steps", "--lease", "2s", "--poll", "200ms", "--grace", "1s"],
-        cwd=cwd, env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=cwd, env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
     try:
         yield Cli(plait_in, pg_database, cwd)
     finally:

@@ -8,10 +8,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 
 import pytest
+
+import plaitproc
 
 pytestmark = pytest.mark.postgres
 
@@ -26,11 +27,10 @@ steps:
 def test_a_signal_continues_the_run_on_the_workers(plait, tmp_path, pg_database):
     (tmp_path / "flow.yaml").write_text(textwrap.dedent(FLOW).lstrip())
     env = {"PLAIT_DB": pg_database}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--lease", "2s",
+    worker = plaitproc.popen(["worker", "--db", pg_database, "--lease", "2s",
          "--poll", "200ms", "--grace", "1s"], cwd=tmp_path,
         env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
     try:
         first = plait("run", "flow.yaml", "--json", env=env)
         assert first.returncode == 3, first.stderr

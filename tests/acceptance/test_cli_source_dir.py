@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+import plaitproc
 
 
 def plait(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_DB", "PYTHONPATH")}
-    return subprocess.run([sys.executable, "-m", "plait", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return plaitproc.run([*args], cwd=cwd, env=env, timeout=60)
 
 
 def test_approve_from_another_directory_imports_the_definitions_modules(

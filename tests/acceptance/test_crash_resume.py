@@ -15,7 +15,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import plaitproc
 from plait.runtime.engine import Engine
 from plait.store import RunFilter, open_store
 
@@ -139,9 +139,9 @@ def _counts(log: Path, kind: str) -> Counter[str]:
 
 def _start_run(flow: Path, db: str, log: Path, cwd: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "CRASH_LOG": str(log), "PYTHONPATH": str(cwd)}
-    return subprocess.Popen([sys.executable, "-m", "plait", "run", str(flow), "--db", db,
+    return plaitproc.popen(["run", str(flow), "--db", db,
                              "--quiet"], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, text=False)
 
 
 async def _state(db: str, workflow: str, known: set[str]) -> tuple[str | None, dict[str, str],

@@ -8,12 +8,12 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections import Counter
 from pathlib import Path
 
+import plaitproc
 from plait.store import RunFilter, open_store
 
 WAIT_S = 60.0  # a bound on waiting for a process, never a claim about speed
@@ -48,8 +48,8 @@ FLOW = """
 
 def _plait(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "JOURNAL_LOG": str(log), "PYTHONPATH": str(cwd)}
-    return subprocess.Popen([sys.executable, "-m", "plait", *args], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return plaitproc.popen([*args], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=False)
 
 
 async def _only_run(db: str) -> str:

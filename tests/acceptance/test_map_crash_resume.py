@@ -9,12 +9,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections import Counter
 from pathlib import Path
 
+import plaitproc
 from plait.store import RunFilter, open_store
 
 ITEMS_MODULE = '''
@@ -68,10 +68,10 @@ def test_a_map_killed_midway_resumes_without_rerunning_finished_items(
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     env = {**os.environ, "MAP_LEDGER": str(ledger), "PYTHONPATH": str(tmp_path)}
     items = list(range(10))
-    proc = subprocess.Popen([sys.executable, "-m", "plait", "run", str(flow), "--db", db,
+    proc = plaitproc.popen(["run", str(flow), "--db", db,
                              "--quiet", "--input", json.dumps({"n": items})],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, text=False)
     deadline = time.monotonic() + 30
     while ledger.read_text().count("done") < 4 if ledger.exists() else True:
         assert proc.poll() is None, "the run ended before it could be killed"
@@ -83,9 +83,8 @@ def test_a_map_killed_midway_resumes_without_rerunning_finished_items(
     finished = {s for s, status in before.items() if s.startswith("fetch[")
                 and status == "completed"}
     assert finished and len(finished) < len(items), before
-    resumed = subprocess.run([sys.executable, "-m", "plait", "resume", run_id, "--db", db,
-                              "--json"], cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=60)
+    resumed = plaitproc.run(["resume", run_id, "--db", db,
+                              "--json"], cwd=tmp_path, env=env, timeout=60)
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout)
     assert result["status"] == "completed"

@@ -10,12 +10,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import plaitproc
 from conftest import Run, cli_env
 from plait.store import RunFilter, open_store
 
@@ -71,9 +71,9 @@ def _kill_then_resume(tmp_path: Path, flow: str, kill_at: str, plait: Run) -> tu
     (tmp_path / "flow.yaml").write_text(flow)
     log, db = tmp_path / "sub.log", f"sqlite:///{tmp_path / 'runs.db'}"
     env = cli_env(SUB_LOG=str(log), PYTHONPATH=str(tmp_path), SUB_SLOW_S="60")
-    proc = subprocess.Popen([sys.executable, "-m", "plait", "run", "flow.yaml", "--db", db,
+    proc = plaitproc.popen(["run", "flow.yaml", "--db", db,
                              "--quiet"], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
     try:
         _wait_line(log, kill_at, proc)
         os.kill(proc.pid, signal.SIGKILL)

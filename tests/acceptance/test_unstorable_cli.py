@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import plaitproc
 
 STEPS = '''
 class MyError(Exception):
@@ -77,8 +78,7 @@ def _env() -> dict[str, str]:
 
 
 def plait(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "plait", *args], cwd=project, env=_env(),
-                          capture_output=True, text=True, timeout=60)
+    return plaitproc.run([*args], cwd=project, env=_env(), timeout=60)
 
 
 def check(shown: dict, trigger: str) -> None:
@@ -105,8 +105,7 @@ def test_plait_run_on_sqlite_ends_every_trigger(project: Path) -> None:
 
 @pytest.fixture
 def no_eager_workers(project: Path, pg_database: str) -> Iterator[None]:
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--import",
+    procs = [plaitproc.popen(["worker", "--db", pg_database, "--import",
          "poison_steps", "--no-eager", "--concurrency", "2", "--lease", "2s", "--poll",
          "200ms", "--grace", "5s"], cwd=project, env=_env(), stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True) for _ in range(2)]

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ import psycopg
 import pytest
 
 import pgutil
+import plaitproc
 
 pytestmark = pytest.mark.postgres
 
@@ -108,8 +108,7 @@ def workers(project: Path, pg_database: str) -> Iterator[Workers]:
     started: list[subprocess.Popen[str]] = []
 
     def start(*options: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--import",
+        proc = plaitproc.popen(["worker", "--db", pg_database, "--import",
              "wk_steps", *options], cwd=project, env=_env(), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         started.append(proc)
@@ -153,8 +152,8 @@ def _wait(condition: Callable[[], bool], *, what: str, timeout: float = 20.0,
 
 
 def plait(project: Path, db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "plait", *args, "--db", db], cwd=project,
-                          env=_env(), capture_output=True, text=True, timeout=60)
+    return plaitproc.run([*args, "--db", db], cwd=project,
+                          env=_env(), timeout=60)
 
 
 def show(project: Path, db: str, run_id: str) -> dict:
@@ -232,8 +231,7 @@ def test_the_following_process_never_executes_steps(project: Path,
                                                     pg_database: str) -> None:
     """No worker: the run stays pending, so the CLI did not run it itself (and says
     that a worker is needed); Ctrl-C then cancels it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "plait", "run", "chain.yaml", "--db", pg_database, "--json",
+    proc = plaitproc.popen(["run", "chain.yaml", "--db", pg_database, "--json",
          "--input", '{"n": 1}'], cwd=project, env=_env(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     _wait(lambda: "is stored; its steps run on the workers" in _peek(proc),
@@ -309,10 +307,8 @@ PostgresStore.claim_attempts = claim_attempts
 def test_a_worker_whose_loop_keeps_failing_exits_1_with_the_tracebacks(
         project: Path, pg_database: str) -> None:
     (project / "broken_claims.py").write_text(BROKEN_CLAIMS)
-    proc = subprocess.run(
-        [sys.executable, "-m", "plait", "worker", "--db", pg_database, "--import",
-         "wk_steps", "--import", "broken_claims", *FAST], cwd=project, env=_env(),
-        capture_output=True, text=True, timeout=60)  # it stops by itself
+    proc = plaitproc.run(["worker", "--db", pg_database, "--import",
+         "wk_steps", "--import", "broken_claims", *FAST], cwd=project, env=_env(), timeout=60)  # it stops by itself
     assert proc.returncode == 1, proc.stderr
     err = proc.stderr
     assert err.count("its claim loop failed; restarting it") == 2, err
@@ -322,8 +318,7 @@ def test_a_worker_whose_loop_keeps_failing_exits_1_with_the_tracebacks(
 
 
 def _worker_process(project: Path, db: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "plait", "worker", "--db", db, "--import", "wk_steps",
+    return plaitproc.popen(["worker", "--db", db, "--import", "wk_steps",
          *FAST], cwd=project, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
 
