@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from fake_server import start_fake_openai
 
+import plaitproc
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -38,6 +40,10 @@ def _env() -> dict[str, str]:
 
 
 def run_command(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``argv`` run from the repository root; ``python -m plait ARGS`` is forked from the
+    warm process (tests/plaitproc.py), a script is started as it is."""
+    if list(argv[:3]) == [sys.executable, "-m", "plait"]:
+        return plaitproc.run(argv[3:], cwd=cwd or EXAMPLES.parent, env=_env(), timeout=60)
     return subprocess.run(list(argv), cwd=cwd or EXAMPLES.parent, env=_env(),
                           capture_output=True, text=True, timeout=60)
 
