@@ -12,16 +12,23 @@ says, as a decision by ``timeout``; a decision stored first still stands.
 A step that waits for an event or a time from its code (``ctx.wait_for_event``,
 ``ctx.sleep``, an ``event`` step: a *code wait*) is parked when its attempt ends, as
 often as it asks; once the event is there or the time has come (``WaitEnded``) it is
-queued again and its next attempt finds it.  A decision on it is no decision: it
-waits for an event, not a person.
+queued again and its next attempt finds it.
+
+A Python step may wait for both, in any order, across attempts.  A decision that comes
+while its step waits for something else (an event, a time) or runs is kept, as an
+event sent before anyone waits for it is kept: when the step then asks for approval,
+the kept decision answers at once (approved, it runs again; rejected, it fails).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .effects import Park, ParkReason
 from .events import DecisionMade, WaitEnded
 from .model import JSON, StepSpec
 from .runrows import QUEUED, RUNNING, WAITING, RunRows, heappush
+from .states import FINAL_STEP_STATES
 
 
 def approval_deadline(step: StepSpec, started_at: float) -> float | None:
@@ -77,7 +84,18 @@ class Parking(RunRows):
             return
         self.end_attempt(i, "waiting", now)
         self.park(i, park.reason, now)
-        self._effects.append(park)
+        kept = self.kept_decisions.pop(i, None) if park.reason == "code_approval" \
+            else None
+        if kept is None:
+            self._effects.append(park)
+        else:  # decided before it asked: the decision answers now
+            self._decided(replace(kept, at=now))
+
+    def waits_for(self, i: int, reason: ParkReason) -> None:
+        """What resumed code wait ``i`` waits for, once the runtime read its request
+        back (it was parked as a code approval until then)."""
+        if self.parked.get(i) in ("code_wait", "code_approval"):
+            self.parked[i] = reason
 
     def _wait_ended(self, e: WaitEnded) -> None:
         """What parked code wait ``e.i`` waits for is there: it runs again (a step
@@ -92,10 +110,13 @@ class Parking(RunRows):
         heappush(self._ready, self._rank[i])
 
     def _decided(self, e: DecisionMade) -> None:
-        """A decision on parked step ``e.i``; none when it no longer waits."""
+        """A decision on parked step ``e.i``; none when it has ended; kept when it
+        has not asked for it yet (see the module docstring)."""
         i, now = e.i, e.at
         reason = self.parked.get(i)
-        if reason is None or reason == "code_wait":  # (an event's, not a person's)
+        if reason is None or reason == "code_wait":  # (not asked yet: kept)
+            if self.rows[i].status not in FINAL_STEP_STATES:
+                self.kept_decisions[i] = e
             return
         del self.parked[i]
         if reason == "code_approval":

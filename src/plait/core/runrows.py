@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from ..errors import OutputError, TransitionError
 from . import expressions
 from .effects import Effect, ParkReason
+from .events import DecisionMade
 from .model import JSON, JSONDict, StepSpec
 from .reducers import reduce_value
 from .rows import AttemptChange, MapItems, StepChange, StepRuntime, StepsView, new_change
@@ -61,8 +62,9 @@ class RunRows(ABC):
                  "_transitions", "_unfinished", "_waiting_parents", "attempt_changes",
                  "cancelled", "checked", "failure_reason", "given_approval", "graph",
                  "halt_reason", "halting", "ids", "input", "interrupted", "item_of",
-                 "maps", "new_rows", "parked", "reused_items", "rows", "run_id", "running",
-                 "secrets", "spec", "state", "steps", "steps_view", "when_due")
+                 "kept_decisions", "maps", "new_rows", "parked", "reused_items", "rows",
+                 "run_id", "running", "secrets", "spec", "state", "steps", "steps_view",
+                 "when_due")
 
     def __init__(self, checked: CheckedWorkflow, *, run_id: str, input: JSON,
                  secrets: Mapping[str, str] | None = None) -> None:
@@ -121,6 +123,9 @@ class RunRows(ABC):
         self._effects: list[Effect] = []
         # Python steps whose approval was given (they wait at most once)
         self.given_approval: set[int] = set()
+        # decisions on Python steps that were not waiting for approval when they came
+        # (waiting for an event, say): each answers its step's request (parking)
+        self.kept_decisions: dict[int, DecisionMade] = {}
         self.parked: dict[int, ParkReason] = {}  # waiting steps and why (parking)
         # a retried run (``plait retry``): map step -> (how many items it had in the
         # run retried, the outputs of those that completed there, by index), reused

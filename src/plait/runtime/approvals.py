@@ -153,16 +153,21 @@ class Approvals:
         events = await self._store.get_events(self._run_id, after=self._notes_seen)
         now = self._clock()
         index = self._index()
+        decisions: list[tuple[int, JSONDict]] = []
         for event in events:
             self._notes_seen = max(self._notes_seen, event.seq)
-            decision = event.data.get("approval") if event.kind == "note" else None
             i = index.get(event.step_id or "")
-            wait = event.data.get("wait") if event.kind == "note" else None
-            if isinstance(wait, dict) and i is not None:
+            if event.kind != "note" or i is None:
+                continue
+            wait, decision = event.data.get("wait"), event.data.get("approval")
+            if isinstance(wait, dict):
                 self._restore(i, wait, event.at)
-            if isinstance(decision, dict) and i is not None and i in self.parked \
-                    and i not in self.waits.events:
-                carry_out(self._decide(i, decision, now))
+            if isinstance(decision, dict):
+                decisions.append((i, decision))
+        # (once every step's latest request is known: a decision stored while its step
+        # waited for an event is kept by the state until the step asks)
+        for i, decision in decisions:
+            carry_out(self._decide(i, decision, now))
         for i in list(self.waits.events):
             if i in self.parked and await self.waits.arrived(i):
                 carry_out(self._wake(i, now))
@@ -186,9 +191,11 @@ class Approvals:
         if wait.get("kind") in CODE_WAIT_KINDS:
             self.code.pop(i, None)
             self.parked[i] = self.waits.park(i, wait)
+            self._state.waits_for(i, "code_wait")
             return
         if self.waits.events.pop(i, 0) != 0:  # it waits for approval after all
             self.code[i], self.parked[i] = "reject", None
+        self._state.waits_for(i, "code_approval")
         self._restore_deadline(i, wait, at)
 
     def _wake(self, i: int, now: float) -> Effects:
@@ -212,12 +219,15 @@ class Approvals:
         return self._decide(i, decision, now)
 
     def _decide(self, i: int, decision: JSONDict, now: float) -> Effects:
-        """A stored decision, told to the state; an approved code wait's next attempt
-        finds it in the run's journal."""
-        self.parked.pop(i, None)
+        """A stored decision, told to the state (which keeps it when its step has not
+        asked yet); an approved Python step's next attempts find it in the run's
+        journal."""
         approved = decision.get("decision") == "approved"
-        if self.code.pop(i, None) is not None and approved:
+        if approved and self._state.parked.get(i) != "approval":
             self._journal.decisions[self._state.steps[i].id] = decision
+        if i not in self.waits.events:
+            self.parked.pop(i, None)
+            self.code.pop(i, None)
         at = decision.get("at")
         return self._state.apply(DecisionMade(
             i=i, approved=approved, by=decision.get("by"), at=now,

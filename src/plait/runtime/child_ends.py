@@ -12,8 +12,10 @@ time the parent is (``CodeWaits.arrived``): when it is claimed or resumed, befor
 parks, and every half second while a process drives it.  So a wake-up that never
 comes loses nothing but time: the child's worker dies between storing the child's end
 and waking the parent, or the parent was parking at that moment.  The sweep every
-worker runs (``wake_stranded``, every half lease) finds such parents: waiting runs
-with a step waiting for a child that has ended.
+worker runs (``wake_stranded``, every half lease) finds such parents with one store
+query (``Store.parents_to_wake``): waiting runs with a step whose latest wait is for a
+child that has ended.  Only those are returned, so the sweep costs nothing per parent
+that still waits.
 """
 
 from __future__ import annotations
@@ -22,10 +24,8 @@ import asyncio
 import logging
 import time
 
-from ..core.model import JSONDict
-from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
+from ..core.states import FINAL_RUN_STATES
 from ..errors import RunNotFound, StoreError
-from ..store.base import RunFilter
 from .control import make_claimable
 from .engine import Engine
 
@@ -34,7 +34,7 @@ _log = logging.getLogger("plait.worker")
 # driver may be parking it without having looked (it looks every 0.5 s otherwise)
 WAKE_TRIES_S = 2.0
 WAKE_TRY_S = 0.1
-SWEEP_LIMIT = 500  # waiting runs looked at per sweep
+SWEEP_LIMIT = 500  # parents woken per sweep, at most
 
 
 async def wake_parent(engine: Engine, parent_run_id: str) -> bool:
@@ -68,32 +68,10 @@ async def child_ended(engine: Engine, run_id: str) -> None:
 
 async def wake_stranded(engine: Engine, limit: int = SWEEP_LIMIT) -> int:
     """Wake the waiting runs with a step waiting for a child run that has ended (its
-    wake-up was lost); how many were woken."""
+    wake-up was lost), as the store finds them in one query (``parents_to_wake``);
+    how many were woken."""
     woken = 0
-    for run in await engine.store.list_runs(RunFilter(status=RunStatus.WAITING,
-                                                      limit=limit)):
-        if await _child_ended(engine, run.run_id):
-            await wake_parent(engine, run.run_id)
-            woken += 1
+    for run_id in await engine.store.parents_to_wake(limit):
+        await wake_parent(engine, run_id)
+        woken += 1
     return woken
-
-
-async def _child_ended(engine: Engine, run_id: str) -> bool:
-    store = engine.store
-    waiting = {s.step_id for s in await store.get_steps(run_id)
-               if s.status is StepStatus.WAITING}
-    latest: dict[str, JSONDict] = {}
-    for event in await store.get_events(run_id):
-        wait = event.data.get("wait") if event.kind == "note" else None
-        if isinstance(wait, dict) and event.step_id in waiting:
-            latest[event.step_id] = wait
-    for wait in latest.values():
-        child = wait.get("child_run_id")
-        if wait.get("kind") != "child" or not isinstance(child, str):
-            continue
-        try:
-            if (await store.get_run(child)).status in FINAL_RUN_STATES:
-                return True
-        except RunNotFound:
-            return True
-    return False

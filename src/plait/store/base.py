@@ -156,6 +156,16 @@ class Store(Protocol):
         run (backends may number per run or globally)."""
         ...
 
+    async def parents_to_wake(self, limit: int) -> list[str]:
+        """Up to ``limit`` ids of ``waiting`` runs, oldest (``created_at``) first, with
+        a step that waits for a child run that has ended: a step stored ``waiting``
+        whose latest wait note (a note ``{"wait": {...}}`` of the step) is
+        ``{"kind": "child", "child_run_id": ID}`` with run ID stored completed, failed
+        or cancelled.  A parent whose step waits for anything else (a person, an
+        event, a child still running), or whose ended children belong to steps that
+        wait no more, is not listed."""
+        ...
+
     async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
         """Store a person's decision on an approval step as a note of the step
         (``{"approval": decision}``), as ONE compare-and-set: only when no decision on

@@ -10,6 +10,7 @@ from typing import NamedTuple
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import (
+    FINAL_RUN_STATES,
     STEP_TRANSITIONS,
     RunStatus,
     StepStatus,
@@ -280,6 +281,33 @@ class MemoryStore:
             raise RunNotFound(run_id)
         return [_event(run_id, seq, e)
                 for seq, e in enumerate(found[after:], start=after + 1)]
+
+    async def parents_to_wake(self, limit: int) -> list[str]:
+        ended = {r.parent_run_id for r in self._runs.values()
+                 if r.parent_run_id is not None and r.status in FINAL_RUN_STATES}
+        found = [r for r in self._runs.values()
+                 if r.status is RunStatus.WAITING and r.run_id in ended
+                 and self._waits_for_ended_child(r.run_id)]
+        found.sort(key=lambda run: run.created_at)  # stable: ties in creation order
+        return [run.run_id for run in found[:max(limit, 0)]]
+
+    def _waits_for_ended_child(self, run_id: str) -> bool:
+        """Whether a waiting step of the run waits (its latest wait note) for a child
+        run stored final."""
+        latest: dict[str, JSON] = {}
+        for e in self._events[run_id]:
+            if isinstance(e, _Note) and e.step is not None and "wait" in e.data:
+                latest[e.step] = e.data["wait"]
+        rows = self._rows[run_id]
+        for step, wait in latest.items():
+            row = rows.get(step)
+            if row is None or row.status is not StepStatus.WAITING \
+                    or not isinstance(wait, dict) or wait.get("kind") != "child":
+                continue
+            child = self._runs.get(str(wait.get("child_run_id")))
+            if child is not None and child.status in FINAL_RUN_STATES:
+                return True
+        return False
 
     async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
         # no await in here: nothing else runs between the check and the append

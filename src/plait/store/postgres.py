@@ -295,6 +295,10 @@ class PostgresStore:
         found = await self._of_run(_Q["get_events"], run_id, after=after)
         return [rows.event_record(run_id, r) for r in found]
 
+    async def parents_to_wake(self, limit: int) -> list[str]:
+        found = await self._db.fetchall(_Q["parents_to_wake"], {"limit": max(limit, 0)})
+        return [row[0] for row in found]
+
     async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
         data = rows.json_text({"approval": decision},
                               f"the decision on step {step_id!r} of run {run_id!r}")

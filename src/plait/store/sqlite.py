@@ -357,6 +357,9 @@ class SqliteStore:
     async def get_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
         return await self._run(self._db.get_events, run_id, after)
 
+    async def parents_to_wake(self, limit: int) -> list[str]:
+        return await self._run(self._db.parents_to_wake, limit)
+
     async def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
         await self._write(SqliteDatabase.record_decision, run_id, step_id, decision)
 

@@ -596,6 +596,10 @@ class SqliteDatabase:
                                                     max(-INT64_MAX, min(after, INT64_MAX))))
         return [rows.event_record(run_id, row) for row in found]
 
+    def parents_to_wake(self, limit: int) -> list[str]:
+        return [row[0] for row in self.conn.execute(_Q["parents_to_wake"],
+                                                    (max(limit, 0),))]
+
     def record_decision(self, run_id: str, step_id: str, decision: JSONDict) -> None:
         """A compare-and-set inside a write transaction (a group commit's job, under
         the write lock): no other connection, of this process or another, stores a

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from plait.core.effects import CancelRunning, Park
-from plait.core.events import AttemptEnded, DecisionMade
+from plait.core.events import AttemptEnded, DecisionMade, WaitEnded
 from plait.core.parking import approval_deadline, rejection, timeout_approves
 from plait.core.retry import ErrorInfo
 from plait.core.runstate import RunState
@@ -102,3 +102,68 @@ def test_deadlines_and_what_they_decide() -> None:
     assert timeout_approves("approve") and not timeout_approves("reject")
     assert rejection("timeout") == "approval timed out (rejected)"
     assert rejection("ann") == "rejected by ann"
+
+
+WAITS = ErrorInfo(type="EventRequested", message="",
+                  names=("EventRequested", "WaitRequested"))
+
+
+def waiting_for_event() -> RunState:
+    """A run whose Python step waits for an event from its code."""
+    state = RunState(load(wf(t("a"))), run_id="r", input={})
+    state.start(0.0)
+    assert state.pop_ready() == 0
+    state.begin(0, 1.0)
+    assert state.apply(AttemptEnded(i=0, kind="error", at=1.5, error=WAITS)) \
+        == [Park(i=0, reason="code_wait")]
+    return state
+
+
+def asks_after_the_event(state: RunState) -> Any:
+    """The event came: the step runs again and now asks for approval."""
+    assert state.apply(WaitEnded(i=0, at=6.0)) == ()
+    assert state.pop_ready() == 0
+    state.begin(0, 6.5)
+    return state.apply(AttemptEnded(i=0, kind="error", at=7.0, error=ASKS))
+
+
+def test_an_approval_given_while_the_step_waits_for_an_event_answers_when_it_asks() -> None:
+    state = waiting_for_event()
+    assert decide(state, True) == ()
+    assert state.rows[0].status is S.WAITING and state.parked == {0: "code_wait"}
+    # asked after the event: no park, the kept decision queues it again at once
+    assert asks_after_the_event(state) == ()
+    assert state.rows[0].status is S.QUEUED and not state.parked
+    assert state.pop_ready() == 0
+    state.begin(0, 8.0)
+    state.attempt_ok(0, "done", 9.0, 0.0)
+    assert state.rows[0].status is S.COMPLETED and state.rows[0].attempts == 3
+
+
+def test_a_rejection_given_while_the_step_waits_for_an_event_fails_it_when_it_asks() -> None:
+    state = waiting_for_event()
+    decide(state, False, by="bob")
+    assert state.rows[0].status is S.WAITING
+    assert asks_after_the_event(state) == ()
+    assert state.rows[0].status is S.FAILED and state.rows[0].error == "rejected by bob"
+
+
+def test_a_resumed_step_told_it_waits_for_an_event_keeps_a_decision() -> None:
+    state = waiting_for_event()
+    rows = {ch.step: ch.row for ch in state.drain()[0]}
+    restored = RunState.restore(load(wf(t("a"))), run_id="r", input={}, rows=rows,
+                                now=2.0)
+    restored.park(0, "code_approval", 2.0, resumed=True)  # until its request is read
+    restored.waits_for(0, "code_wait")
+    assert restored.parked == {0: "code_wait"}
+    decide(restored, True)
+    assert restored.rows[0].status is S.WAITING  # still waits for its event
+    assert asks_after_the_event(restored) == ()
+    assert restored.rows[0].status is S.QUEUED
+
+
+def test_a_decision_on_a_step_that_ended_is_not_kept() -> None:
+    state = parked("approval")
+    decide(state, True)
+    decide(state, False)
+    assert state.kept_decisions == {}

@@ -157,6 +157,29 @@ FROM steps WHERE run = ? ORDER BY position;
 SELECT step_id, attempt, fallback, status, started_at, finished_at, error, worker
 FROM attempts WHERE run = ? ORDER BY started_at, start_seq;
 
+-- parents_to_wake --
+-- Waiting runs with a step that waits for a child run that has ended: a step stored
+-- waiting whose latest wait note ({"wait": {"kind": "child", "child_run_id"}}) names a
+-- run stored final.  Only the waiting runs (runs_waiting_since) with a child that
+-- ended (runs_children) have their notes read, once each.  Oldest first.  (limit)
+SELECT p.run_id FROM runs AS p
+WHERE p.status = 'waiting'
+  AND EXISTS (SELECT 1 FROM runs AS c
+              WHERE c.parent_run_id = p.run_id
+                AND c.status IN ('completed', 'failed', 'cancelled'))
+  AND EXISTS (
+      SELECT 1
+      FROM (SELECT w.step_id, max(w.seq) AS seq FROM events AS w
+            WHERE w.run = p.id AND w.kind = 'note'
+              AND json_extract(w.data, '$.wait') IS NOT NULL
+            GROUP BY w.step_id) AS latest
+      JOIN steps AS s ON s.run = p.id AND s.step_id = latest.step_id
+      JOIN events AS e ON e.run = p.id AND e.seq = latest.seq
+      JOIN runs AS c ON c.run_id = json_extract(e.data, '$.wait.child_run_id')
+      WHERE s.status = 'waiting' AND json_extract(e.data, '$.wait.kind') = 'child'
+        AND c.status IN ('completed', 'failed', 'cancelled'))
+ORDER BY p.created_at, p.id LIMIT ?;
+
 -- get_events --
 -- A run's history after a given seq, in order.  (run, after)
 SELECT seq, at, kind, step_id, source, target, attempt, data

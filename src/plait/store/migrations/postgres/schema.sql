@@ -233,6 +233,10 @@ CREATE INDEX runs_by_concurrency_key ON public.runs USING btree (concurrency_key
 
 CREATE INDEX hook_deliveries_by_time ON public.hook_deliveries USING btree (received_at);
 
+CREATE INDEX runs_waiting_since ON public.runs USING btree (created_at, id) WHERE (status = 'waiting'::text);
+
+CREATE INDEX runs_children ON public.runs USING btree (parent_run_id, status) WHERE (parent_run_id IS NOT NULL);
+
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
  LANGUAGE plpgsql
@@ -812,3 +816,4 @@ INSERT INTO plait_migrations (version, name) VALUES (10, '0010_hook_deliveries.s
 INSERT INTO plait_migrations (version, name) VALUES (11, '0011_batch_document.sql');
 INSERT INTO plait_migrations (version, name) VALUES (12, '0012_step_journal.sql');
 INSERT INTO plait_migrations (version, name) VALUES (13, '0013_run_events.sql');
+INSERT INTO plait_migrations (version, name) VALUES (14, '0014_child_waits.sql');

@@ -202,4 +202,8 @@ CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
 
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
 
-PRAGMA user_version = 11;
+CREATE INDEX runs_waiting_since ON runs (created_at) WHERE status = 'waiting';
+
+CREATE INDEX runs_children ON runs (parent_run_id, status) WHERE parent_run_id IS NOT NULL;
+
+PRAGMA user_version = 12;
