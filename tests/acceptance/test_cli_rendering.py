@@ -85,6 +85,17 @@ def test_status_lines():
     assert status_line(result("waiting")).startswith("run waiting in 1.50s for an approval")
 
 
+def test_a_waiting_status_line_says_what_the_steps_wait_for():
+    waiting = result("waiting", a=step("waiting"), b=step("waiting"), c=step("completed"))
+    waiting.waits = {"a": {"kind": "event", "event": "paid"}}
+    assert status_line(waiting).startswith("run waiting in 1.50s for an approval and an event")
+    waiting.waits = {"a": {"kind": "event"}, "b": {"kind": "sleep"}}
+    assert status_line(waiting).startswith("run waiting in 1.50s for an event and a sleep to end")
+    only = result("waiting", a=step("waiting"), c=step("completed"))
+    only.waits = {"a": {"kind": "child", "child_run_id": "x"}}
+    assert " for a child run " in status_line(only)
+
+
 def test_plain_summary_notes_and_truncation():
     res = result("completed", a=step("completed", attempts=3),
                  b=step("completed", fallback_used=True),

@@ -161,7 +161,7 @@ def status_line(result: RunResult) -> str:
         if first != result.status:
             reason = f": {first}"
     elif result.status == "waiting":
-        reason = " for an approval"
+        reason = " for " + " and ".join(_waited_for(result))
     took = f" in {format_seconds(result.duration_s)}" if result.duration_s is not None else ""
     return (f"run {result.status}{took}{reason} "
             f"(workflow {result.workflow} v{result.version}, run {result.run_id})")
@@ -182,6 +182,20 @@ def waiting_hint(result: RunResult) -> str | None:
                              for sid in approvals)
         lines.insert(0, f"waiting for a decision on {', '.join(approvals)}: {commands}")
     return "\n".join(lines)
+
+
+_WAITED = {"event": "an event", "sleep": "a sleep to end", "child": "a child run"}
+
+
+def _waited_for(result: RunResult) -> list[str]:
+    """What the run's waiting steps wait for (``an approval``, ``an event``, ...), each
+    once, in a fixed order; an approval when nothing says otherwise."""
+    kinds = {str((result.waits.get(sid) or {}).get("kind", "approval"))
+             for sid, step in result.steps.items() if step.status == "waiting"
+             and not any(other.startswith(sid + "[") for other in result.steps)}
+    said = [_WAITED.get(kind, "an approval") for kind in ("approval", *_WAITED)
+            if kind in kinds]
+    return said or ["an approval"]
 
 
 def _go_on(result: RunResult, step: str) -> str | None:
