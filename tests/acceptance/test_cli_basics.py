@@ -35,7 +35,7 @@ def test_help_lists_the_commands_and_run_exit_codes(plait):
         assert command in top.stdout
     run = plait("run", "--help").stdout
     for line in ("0  the run completed", "1  the run failed or was cancelled",
-                 "3  the run is waiting for an approval"):
+                 "3  the run is waiting for an approval or an event"):
         assert line in run
     assert "--input-file" in run and "--db" in run and "PLAIT_DB" in run
 

@@ -172,7 +172,7 @@ def run(target: str, input_text: str | None, input_file: str | None, db: str,
       0  the run completed
       1  the run failed or was cancelled
       2  bad usage, an invalid definition or bad input (nothing is stored)
-      3  the run is waiting for an approval
+      3  the run is waiting for an approval or an event
       4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
     if detach:
@@ -203,7 +203,7 @@ def resume(run_id: str, db: str, as_json: bool, quiet: bool) -> None:
       0  the run completed
       1  the run failed or was cancelled
       2  bad usage, an unknown run, or a store that cannot be used
-      3  the run is waiting for an approval
+      3  the run is waiting for an approval or an event
       4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
     from .session import resume_command
@@ -335,7 +335,7 @@ def approve(run_id: str, step: str, reject: bool, data_text: str | None, by: str
       0  the run completed (or --detach)
       1  the run failed or was cancelled; a decision was recorded already
       2  bad usage, an unknown run, or a store that cannot be used
-      3  the run is waiting for an approval
+      3  the run is waiting for an approval or an event
       4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
     data = _json_value(data_text, "--data")
@@ -408,7 +408,7 @@ def retry(run_id: str, from_step: str | None, input_text: str | None, db: str,
       0  the run completed
       1  the run failed or was cancelled
       2  bad usage, an unknown run, or a store that cannot be used
-      3  the run is waiting for an approval
+      3  the run is waiting for an approval or an event
       4  the store's server cannot be reached (tried for $PLAIT_CONNECT_WAIT, 5 s)
     """
     new_input = _json_value(input_text, "--input")

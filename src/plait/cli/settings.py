@@ -26,7 +26,7 @@ class ExitCode(IntEnum):
     OK = 0  # the run completed / the definition is valid
     FAILED = 1  # the run failed or was cancelled / a definition is invalid
     USAGE = 2  # bad usage, an invalid definition or bad input: nothing was stored
-    WAITING = 3  # the run waits for an approval
+    WAITING = 3  # the run waits for an approval or an event
     UNREACHABLE = 4  # the store's server could not be reached (after CONNECT_WAIT_ENV)
 
 
