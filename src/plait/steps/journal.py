@@ -74,7 +74,10 @@ class CallJournal:
                  kwargs: dict[str, Any], retry: RetryPolicy | None) -> JSON:
         key = self._claim(name)
         store = self._needs_store()
-        found = self._on_loop(self._lookup(store, key))
+        self._sync_side()
+        stored = self._stored  # read already: no hop to the loop for the lookup
+        found = stored.pop(key, None) if stored is not None \
+            else self._on_loop(self._lookup(store, key))
         if found is not None:
             return found.value
         value = _call_sync(fn, args, kwargs, retry)
@@ -163,13 +166,21 @@ class CallJournal:
             await asyncio.sleep(delay)
 
     def _on_loop(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        try:
+            loop = self._sync_side()
+        except StepError:
+            coro.close()
+            raise
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def _sync_side(self) -> asyncio.AbstractEventLoop:
+        """The run's loop, seen from a sync step's thread (StepError: not from one)."""
         loop = self._loop
         if loop is None or _running_here(loop):
-            coro.close()
             raise StepError(f"step {self._step_id!r}: ctx.run_sync is for sync steps "
                             f"(run in a thread); an async step awaits ctx.run",
                             step=self._step_id)
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return loop
 
 
 def _seen(done: asyncio.Future[Any]) -> None:
