@@ -26,6 +26,9 @@ def test_journal_cost_measures_journaled_and_plain_runs(tmp_path: Path) -> None:
     assert rows["sqlite"]["repeats"] == 2 and rows["sqlite"]["target_us"] == 150.0
     assert len(rows["memory"]["samples_us"]) == 2
     assert rows["memory"]["floor_us_median"] is None
+    sqlite = rows["sqlite"]  # its floors: measured in the same repeats, as ratios too
+    assert len(sqlite["floor_samples_us"]) == len(sqlite["floor_read_samples_us"]) == 2
+    assert sqlite["floor_ratio_min"] <= sqlite["floor_ratio_median"] <= sqlite["floor_ratio_max"]
     assert "| sqlite |" in journal_cost.markdown({
         "date": "d", "machine": "m", "load_average": "l", "n": 5, "repeats": 2,
         "rows": list(rows.values())})

@@ -1,6 +1,7 @@
-"""The step journal (``Store.journal_get`` / ``journal_put`` / ``journal``): the first
-value stored for a (run, step, name) wins, for every store instance on one database;
-the journal lists every step's entries in the order they were stored."""
+"""The step journal (``Store.journal_get`` / ``journal_step`` / ``journal_put`` /
+``journal``): the first value stored for a (run, step, name) wins, for every store
+instance on one database; a step's stored results are read in one call; the journal
+lists every step's entries in the order they were stored."""
 
 from __future__ import annotations
 
@@ -82,6 +83,28 @@ async def test_entries_are_listed_in_the_order_stored(store: Store, uid: UID) ->
         JournalEntry(step="b", name="a", attempt=2, at=T0 + 2)]
 
 
+async def test_a_steps_results_are_read_together_by_name(store: Store, uid: UID) -> None:
+    run, other = await new_run(store, uid), await new_run(store, uid)
+    assert await store.journal_step(run, "a") == {}
+    await store.journal_put(run, "a", "x", {"n": [1]}, 1, T0)
+    await store.journal_put(run, "a", "y", None, 2, T0 + 1)
+    await store.journal_put(run, "a", "x", "second", 3, T0 + 2)  # the first stays
+    await store.journal_put(run, "b", "x", "step b", 1, T0)
+    await store.journal_put(other, "a", "z", "other run", 1, T0)
+    assert await store.journal_step(run, "a") == {
+        "x": Journaled(value={"n": [1]}, attempt=1, at=T0),
+        "y": Journaled(value=None, attempt=2, at=T0 + 1)}
+    assert await store.journal_step(run, "c") == {}
+    assert await store.journal_step(new_run_id(), "a") == {}
+
+
+async def test_a_steps_results_are_the_callers_own_copies(store: Store, uid: UID) -> None:
+    run = await new_run(store, uid)
+    await store.journal_put(run, "a", "n", {"items": [1]}, 1, T0)
+    (await store.journal_step(run, "a"))["n"].value["items"].append(2)  # type: ignore[index, union-attr]
+    assert (await store.journal_step(run, "a"))["n"].value == {"items": [1]}
+
+
 async def test_an_unknown_run_is_refused(store: Store) -> None:
     with pytest.raises(RunNotFound):
         await store.journal_put(new_run_id(), "a", "n", 1, 1, T0)
@@ -118,6 +141,7 @@ async def test_two_store_instances_on_one_database_store_one_value(
                                    second.journal_put(run, "a", "n", "successor", 2, T0))
         assert got[0] == got[1]
         assert await second.journal_get(run, "a", "n") == got[0]
+        assert await first.journal_step(run, "a") == {"n": got[0]}
         assert await first.journal(run) == [JournalEntry(
             step="a", name="n", attempt=got[0].attempt, at=T0)]
     finally:

@@ -5,6 +5,7 @@ the step, naming what is wrong."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
@@ -67,6 +68,27 @@ async def test_a_retry_gets_the_calls_before_the_failure_back(tmp_path: Path) ->
         ("s", "first", 1), ("s", "second", 1), ("s", "third", 2)]
 
 
+async def test_calls_made_together_at_an_attempts_start_get_their_stored_values(
+        tmp_path: Path) -> None:
+    """The step's stored results are read once, at the attempt's first journaled
+    call: calls started together (gather) before that read is done each get theirs."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def together(ctx: StepContext) -> list[object]:
+        got = await asyncio.gather(*(ctx.run(f"call-{w}", fetch_async, w) for w in "abc"))
+        if ctx.attempt == 1:
+            raise RuntimeError("fails after three calls")
+        return [*got, await ctx.run("last", fetch_async, "d")]
+
+    wf = Workflow("journal-together")
+    wf.add_step("s", together, retry=Retry(max_retries=1, initial_delay=0))
+    result = await wf.run_async(db=db)
+
+    assert result.status == "completed", result.steps["s"].error
+    assert result.steps["s"].output == ["A", "B", "C", "D"]
+    assert CALLS == {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
 async def test_a_sync_step_journals_with_run_sync(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
 
@@ -82,6 +104,37 @@ async def test_a_sync_step_journals_with_run_sync(tmp_path: Path) -> None:
 
     assert result.steps["s"].output == {"got": "x"}
     assert CALLS == {"x": 1}
+
+
+async def test_a_sync_steps_later_calls_get_their_stored_values_too(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    def sync_step(ctx: StepContext) -> object:
+        got = [ctx.run_sync(f"call-{w}", fetch, w) for w in "xyz"]
+        if ctx.attempt == 1:
+            raise RuntimeError("again")
+        return [*got, ctx.run_sync("last", fetch, "w")]
+
+    wf = Workflow("journal-sync-many")
+    wf.add_step("s", sync_step, retry=Retry(max_retries=1, initial_delay=0))
+    result = await wf.run_async(db=db)
+
+    assert result.steps["s"].output == [{"got": w} for w in "xyzw"]
+    assert CALLS == {"x": 1, "y": 1, "z": 1, "w": 1}
+
+
+async def test_run_sync_in_an_async_step_fails_on_every_call() -> None:
+    async def step(ctx: StepContext) -> object:
+        await ctx.run("first", fetch_async, "a")  # the step's journal is read
+        return ctx.run_sync("second", fetch, "b")
+
+    wf = Workflow("journal-sync-misused")
+    wf.add_step("s", step, retry=0)
+    result = await wf.run_async()
+
+    assert result.status == "failed"
+    assert "ctx.run_sync is for sync steps" in str(result.steps["s"].error)
+    assert CALLS == {"a": 1}
 
 
 async def test_retry_retries_the_call_in_place() -> None:

@@ -28,7 +28,8 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     **{name: (frozenset({"store/postgres_cache.py", "store/sqlite_cache.py"}), _CACHE)
        for name in ("get_cached", "put_cached", "claim_delivery", "forget_delivery")},
     **{name: (frozenset({"store/postgres_journal.py", "store/sqlite_journal.py"}), _JOURNAL)
-       for name in ("journal", "journal_get", "journal_put", "event_get", "event_put")},
+       for name in ("journal", "journal_get", "journal_step", "journal_put", "event_get",
+                    "event_put")},
     **{name: (frozenset({"store/sql/postgres_schema.py", "store/sql/sqlite_schema.py"}),
               _SCHEMA)
        for name in ("latest_version", "migrate", "schema_version")},

@@ -454,7 +454,8 @@ class Executor:
         state = RunState(checked, run_id=lease.run_id, input=lease.payload.get("input"),
                          secrets=secrets)
         view = RunView(checked, state, lease.run_id, self.engine.services,
-                       AttemptLogs(secrets.redact_text), declared_keys(checked),
+                       AttemptLogs(secrets.redact_text, lambda: secrets.redacting),
+                       declared_keys(checked),
                        [None] * checked.graph.size)
         if cacheable:
             self._views[key] = (view, state)

@@ -131,7 +131,7 @@ class RunLoop:
         self._worker = host.worker  # who begins attempts (a ticket's: who claims it)
         derived = checked.derive("loop", lambda: _loop_data(checked))
         self._facts = _StepFacts(derived)
-        step_log = StepLog(secrets.redact_text)
+        step_log = StepLog(secrets.redact_text, lambda: secrets.redacting)
         self.view = RunView(checked, state, run.run_id, host.services, step_log,
                             derived.declared, derived.parent_index)  # what attempts read
         self.writer = RunWriter(host.store, run, state, step_log, host.listeners, host.worker)

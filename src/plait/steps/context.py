@@ -37,8 +37,13 @@ class StepLog:
     loop's ever touches the store.  Each record becomes a history note
     ``{"log": {"level", "message", "attempt", "at"}}`` of its step."""
 
-    def __init__(self, redact: Callable[[str | None], str | None]) -> None:
+    def __init__(self, redact: Callable[[str | None], str | None],
+                 redacting: Callable[[], bool] | None = None) -> None:
+        """``redacting``: whether ``redact`` has anything to redact at the moment (a
+        secret used; ``Secrets.redacting``), so that a value is not walked and copied
+        for nothing; None: always walk."""
         self.redact = redact
+        self._redacting = redacting
         # the steps whose attempt took its output from the step cache (runtime.stepcache)
         self.cache_hits: set[str] = set()
         # ctx.wait_for_approval: what a step asked (step -> {prompt, timeout,
@@ -68,7 +73,10 @@ class StepLog:
         self._records.append((step_id, note_data(data, self.redact)))
 
     def redact_json(self, value: JSON) -> JSON:
-        """``value`` with every secret redacted from its text (keys and strings)."""
+        """``value`` with every secret redacted from its text (keys and strings); the
+        value itself when there is no secret to redact."""
+        if self._redacting is not None and not self._redacting():
+            return value
         return _redact_json(value, self.redact)  # type: ignore[no-any-return]
 
     def drain(self) -> list[tuple[str | None, JSONDict]]:
@@ -125,8 +133,9 @@ class AttemptLogs(StepLog):
     attempt (they travel in one inbox row); the number dropped beyond that is told in
     a last WARNING record."""
 
-    def __init__(self, redact: Callable[[str | None], str | None]) -> None:
-        super().__init__(redact)
+    def __init__(self, redact: Callable[[str | None], str | None],
+                 redacting: Callable[[], bool] | None = None) -> None:
+        super().__init__(redact, redacting)
         self._by_attempt: dict[tuple[str, int], list[JSONDict]] = {}
         self._dropped_of: dict[tuple[str, int], int] = {}
         self._current: dict[str, int] = {}  # step -> its attempt running here

@@ -3,11 +3,14 @@
 A call's JSON result is committed to the store, keyed by (run, step, name), before the
 step's code gets it; every later attempt of the step in the run (a retry, a resume
 after a crash, the re-run after an approval) reads it back instead of calling again.
+An attempt reads its step's stored results once, at its first journaled call (one
+read, not one per call); a call not found there is made and its result stored.
 What is stored is the result checked like a step output (JSON, at most the run's
 ``limits.max_output_bytes``) and redacted like one; the stored value is what every
 attempt gets, the first included, so all of them see the same thing.  A call that
 raises stores nothing.  When two attempts race on one name (a fenced zombie and its
-successor) the store keeps the first value and both get it.
+successor) the store keeps the first value and both get it: also when the zombie
+stores it after the successor's first journaled call, which then makes the call too.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from ..core.retry import ErrorInfo, next_delay
 from ..errors import FatalError, JournalNameReused, OutputError, StepError
 
 if TYPE_CHECKING:
-    from ..store.base import Store
+    from ..store.base import Journaled, Store
 
 _T = TypeVar("_T")
 MAX_NAME = 200  # characters of a journaled call's name (ctx.run, ctx.llm)
@@ -41,8 +44,8 @@ class CallJournal:
     Built on the run's event loop at the attempt's first ``ctx.run``; ``run_sync``
     calls it from the sync step's thread, reaching the store through that loop."""
 
-    __slots__ = ("_attempt", "_executor", "_lock", "_loop", "_max_bytes", "_names",
-                 "_redact", "_run_id", "_step_id", "_store")
+    __slots__ = ("_attempt", "_executor", "_loading", "_lock", "_loop", "_max_bytes",
+                 "_names", "_redact", "_run_id", "_step_id", "_store", "_stored")
 
     def __init__(self, *, store: Store | None, run_id: str, step_id: str, attempt: int,
                  max_bytes: int | None, redact: Callable[[JSON], JSON],
@@ -52,12 +55,16 @@ class CallJournal:
         self._executor, self._loop = executor, loop
         self._names: set[str] = set()
         self._lock = threading.Lock()
+        # what the step's earlier attempts stored, read at this attempt's first call
+        # (on the loop): taken out name by name (a name is used once per attempt)
+        self._stored: dict[str, Journaled] | None = None
+        self._loading: asyncio.Future[dict[str, Journaled]] | None = None
 
     async def run(self, name: object, fn: Callable[..., Any], args: tuple[Any, ...],
                   kwargs: dict[str, Any], retry: RetryPolicy | None) -> JSON:
         key = self._claim(name)
         store = self._needs_store()
-        found = await store.journal_get(self._run_id, self._step_id, key)
+        found = await self._lookup(store, key)
         if found is not None:
             return found.value
         value = await self._call(fn, args, kwargs, retry)
@@ -67,7 +74,10 @@ class CallJournal:
                  kwargs: dict[str, Any], retry: RetryPolicy | None) -> JSON:
         key = self._claim(name)
         store = self._needs_store()
-        found = self._on_loop(store.journal_get(self._run_id, self._step_id, key))
+        self._sync_side()
+        stored = self._stored  # read already: no hop to the loop for the lookup
+        found = stored.pop(key, None) if stored is not None \
+            else self._on_loop(self._lookup(store, key))
         if found is not None:
             return found.value
         value = _call_sync(fn, args, kwargs, retry)
@@ -106,6 +116,26 @@ class CallJournal:
                             f"this attempt runs without one", step=self._step_id)
         return self._store
 
+    async def _lookup(self, store: Store, name: str) -> Journaled | None:
+        """The result stored for ``name`` by an earlier attempt, or None.  The first
+        call reads the step's whole journal; calls made together meanwhile (gather, a
+        sync step's threads) wait for that one read."""
+        stored = self._stored
+        if stored is None:
+            loading = self._loading
+            if loading is None:
+                loading = self._loading = asyncio.ensure_future(
+                    store.journal_step(self._run_id, self._step_id))
+                loading.add_done_callback(_seen)  # its error is raised to its callers
+            try:  # a cancelled caller leaves the read to the others
+                stored = await asyncio.shield(loading)
+            except BaseException:
+                if loading.done() and (loading.cancelled() or loading.exception()):
+                    self._loading = None  # the next call reads again
+                raise
+            self._stored = stored
+        return stored.pop(name, None)
+
     async def _commit(self, store: Store, name: str, value: object) -> JSON:
         step = self._step_id
         try:
@@ -136,13 +166,26 @@ class CallJournal:
             await asyncio.sleep(delay)
 
     def _on_loop(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        try:
+            loop = self._sync_side()
+        except StepError:
+            coro.close()
+            raise
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def _sync_side(self) -> asyncio.AbstractEventLoop:
+        """The run's loop, seen from a sync step's thread (StepError: not from one)."""
         loop = self._loop
         if loop is None or _running_here(loop):
-            coro.close()
             raise StepError(f"step {self._step_id!r}: ctx.run_sync is for sync steps "
                             f"(run in a thread); an async step awaits ctx.run",
                             step=self._step_id)
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return loop
+
+
+def _seen(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled():
+        done.exception()  # retrieved: no "never retrieved" report when every caller left
 
 
 def _running_here(loop: asyncio.AbstractEventLoop) -> bool:

@@ -358,6 +358,12 @@ class Store(Protocol):
         value is the caller's own copy."""
         ...
 
+    async def journal_step(self, run_id: str, step_id: str) -> dict[str, Journaled]:
+        """Every stored result of the step's journaled calls in the run, by name, the
+        caller's own copies (ONE read: what an attempt of the step finds at its first
+        journaled call).  Empty for an unknown run or step."""
+        ...
+
     async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,
                           attempt: int, at: float) -> Journaled:
         """Store ``value`` as call ``name``'s result unless one is stored already

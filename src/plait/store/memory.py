@@ -511,6 +511,9 @@ class MemoryStore:
     async def journal_get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
         return self._journal.get(run_id, step_id, name)
 
+    async def journal_step(self, run_id: str, step_id: str) -> dict[str, Journaled]:
+        return self._journal.step(run_id, step_id)
+
     async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,
                           attempt: int, at: float) -> Journaled:
         if run_id not in self._runs:

@@ -1,5 +1,5 @@
-"""The step journal of the memory store (``Store.journal_get`` / ``journal_put`` /
-``journal``): each run's journaled call results, in the order they were stored."""
+"""The step journal of the memory store (``Store.journal_get`` / ``journal_step`` /
+``journal_put`` / ``journal``): each run's journaled call results, in the order they were stored."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ class MemoryJournal:
     def get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
         found = self._runs.get(run_id, {}).get((step_id, name))
         return None if found is None else _copy(found)
+
+    def step(self, run_id: str, step_id: str) -> dict[str, Journaled]:
+        return {name: _copy(j) for (step, name), j in self._runs.get(run_id, {}).items()
+                if step == step_id}
 
     def put(self, run_id: str, step_id: str, name: str, value: JSON, attempt: int,
             at: float) -> Journaled:

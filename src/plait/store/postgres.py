@@ -466,6 +466,9 @@ class PostgresStore:
     async def journal_get(self, run_id: str, step_id: str, name: str) -> Journaled | None:
         return await postgres_journal.journal_get(self._db, run_id, step_id, name)
 
+    async def journal_step(self, run_id: str, step_id: str) -> dict[str, Journaled]:
+        return await postgres_journal.journal_step(self._db, run_id, step_id)
+
     async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,
                           attempt: int, at: float) -> Journaled:
         return await postgres_journal.journal_put(self._db, run_id, step_id, name, value,

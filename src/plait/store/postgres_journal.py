@@ -1,7 +1,8 @@
-"""The step journal on PostgreSQL (``Store.journal_get`` / ``journal_put`` /
-``journal``; the table is ``migrations/postgres/0012_step_journal.sql``, the statements
-``sql/postgres.sql``): the worker running an attempt writes its calls' results.  And
-the events sent to runs (``Store.event_put`` / ``event_get``, ``0013_run_events.sql``)."""
+"""The step journal on PostgreSQL (``Store.journal_get`` / ``journal_step`` /
+``journal_put`` / ``journal``; the table is
+``migrations/postgres/0012_step_journal.sql``, the statements ``sql/postgres.sql``):
+the worker running an attempt writes its calls' results.  And the events sent to runs
+(``Store.event_put`` / ``event_get``, ``0013_run_events.sql``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ async def journal_get(db: PostgresDatabase, run_id: str, step_id: str,
     row = await db.fetchone(_Q["journal_get"], {
         "run_id": text(run_id), "step_id": text(step_id), "name": text(name)})
     return None if row is None else _journaled(row)
+
+
+async def journal_step(db: PostgresDatabase, run_id: str,
+                       step_id: str) -> dict[str, Journaled]:
+    found = await db.fetchall(_Q["journal_step"], {"run_id": text(run_id),
+                                                   "step_id": text(step_id)})
+    return {row[0]: _journaled(row[1:]) for row in found}
 
 
 async def journal_put(db: PostgresDatabase, run_id: str, step_id: str, name: str, value: JSON,

@@ -437,6 +437,13 @@ class SqliteStore:
             return here[0]
         return await self._run(sqlite_journal.journal_get, self._db, run_id, step_id, name)
 
+    async def journal_step(self, run_id: str, step_id: str) -> dict[str, Journaled]:
+        # the rows of one step, by the table's key: read here too
+        here = self._read_here(sqlite_journal.journal_step_lookup, run_id, step_id)
+        if here is not None:
+            return here[0]
+        return await self._run(sqlite_journal.journal_step, self._db, run_id, step_id)
+
     async def journal_put(self, run_id: str, step_id: str, name: str, value: JSON,
                           attempt: int, at: float) -> Journaled:
         return await self._write(sqlite_journal.journal_put, run_id, step_id, name, value,

@@ -1,7 +1,7 @@
-"""The step journal on SQLite (``Store.journal_get`` / ``journal_put`` / ``journal``;
-the table is ``migrations/sqlite/0010_step_journal.sql``, the statements
-``sql/sqlite.sql``), and the events sent to runs (``Store.event_put`` / ``event_get``,
-``0011_run_events.sql``)."""
+"""The step journal on SQLite (``Store.journal_get`` / ``journal_step`` /
+``journal_put`` / ``journal``; the table is ``migrations/sqlite/0010_step_journal.sql``,
+the statements ``sql/sqlite.sql``), and the events sent to runs (``Store.event_put`` /
+``event_get``, ``0011_run_events.sql``)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,17 @@ def journal_lookup(db: SqliteDatabase, run_id: str, step_id: str,
     """``journal_get`` in a tuple, so that "no such call" is not None (what
     ``SqliteStore._read_here`` returns when it could not read)."""
     return (journal_get(db, run_id, step_id, name),)
+
+
+def journal_step(db: SqliteDatabase, run_id: str, step_id: str) -> dict[str, Journaled]:
+    found = db.conn.execute(_Q["journal_step"], (run_id, step_id)).fetchall()
+    return {row[0]: _journaled(row[1:]) for row in found}
+
+
+def journal_step_lookup(db: SqliteDatabase, run_id: str,
+                        step_id: str) -> tuple[dict[str, Journaled]]:
+    """``journal_step`` in a tuple (see ``journal_lookup``)."""
+    return (journal_step(db, run_id, step_id),)
 
 
 def journal_put(db: SqliteDatabase, run_id: str, step_id: str, name: str, value: JSON,

@@ -492,6 +492,11 @@ WHERE hook = %(hook)s AND delivery_id = %(delivery_id)s AND run_id = %(run_id)s;
 SELECT j.value, j.attempt, j.at FROM step_journal AS j JOIN runs AS r ON j.run = r.id
 WHERE r.run_id = %(run_id)s AND j.step_id = %(step_id)s AND j.name = %(name)s;
 
+-- journal_step --
+-- The stored results of a step's journaled calls.  (run_id, step_id)
+SELECT j.name, j.value, j.attempt, j.at FROM step_journal AS j JOIN runs AS r ON j.run = r.id
+WHERE r.run_id = %(run_id)s AND j.step_id = %(step_id)s;
+
 -- journal_put --
 -- Store a result unless one is stored; either way, the stored row (the no-op update
 -- locks and returns it, also against a concurrent insert).  No row: no such run.

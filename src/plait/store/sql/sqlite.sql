@@ -452,6 +452,11 @@ DELETE FROM hook_deliveries WHERE hook = ? AND delivery_id = ? AND run_id = ?;
 SELECT j.value, j.attempt, j.at FROM step_journal AS j JOIN runs AS r ON j.run = r.id
 WHERE r.run_id = ? AND j.step_id = ? AND j.name = ?;
 
+-- journal_step --
+-- The stored results of a step's journaled calls.  (run_id, step_id)
+SELECT j.name, j.value, j.attempt, j.at FROM step_journal AS j JOIN runs AS r ON j.run = r.id
+WHERE r.run_id = ? AND j.step_id = ?;
+
 -- journal_put --
 -- Store a result unless one is stored; either way, the stored row (the no-op update
 -- returns it).  No row: no such run.  (step_id, name, value, attempt, at, run_id)
