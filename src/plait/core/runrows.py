@@ -59,7 +59,7 @@ class RunRows(ABC):
     # dict's keys and attribute reads on the hot path get slower (~0.2 us a step)
     __slots__ = ("_by_rank", "_effects", "_output_owners", "_rank", "_ready", "_static",
                  "_transitions", "_unfinished", "_waiting_parents", "attempt_changes",
-                 "cancelled", "checked", "failure_reason", "given_approval", "graph",
+                 "cancelled", "checked", "due", "failure_reason", "given_approval", "graph",
                  "halt_reason", "halting", "ids", "input", "interrupted", "item_of",
                  "maps", "new_rows", "parked", "reused_items", "rows", "run_id", "running",
                  "secrets", "spec", "state", "steps", "steps_view", "when_due")
@@ -122,6 +122,9 @@ class RunRows(ABC):
         # Python steps whose approval was given (they wait at most once)
         self.given_approval: set[int] = set()
         self.parked: dict[int, ParkReason] = {}  # waiting steps and why (parking)
+        # parked step -> when it moves on by itself, and whether that time ends its wait
+        # for sure (a sleep's end) rather than being a deadline (parking)
+        self.due: dict[int, tuple[float, bool]] = {}
         # a retried run (``plait retry``): map step -> (how many items it had in the
         # run retried, the outputs of those that completed there, by index), reused
         # when it expands to as many items (mapitems)
