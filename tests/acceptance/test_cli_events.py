@@ -197,3 +197,70 @@ def test_a_live_run_takes_the_event_in(plait, write, spawn, waiter, tmp_path):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert json.loads(out)["steps"]["gate"]["output"] == "yes"
+
+
+SLEEP_FLOW = """
+    name: ev-sleep
+    steps:
+      - {id: nap, type: delay, duration: 5s}
+      - {id: after, type: transform, depends_on: [nap], value: "woke"}
+"""
+
+
+def _run_row(db) -> tuple[str, str, float | None] | None:
+    """The stored run's (id, status, wake_at), None before it is stored."""
+    if not db.exists():
+        return None
+    with sqlite3.connect(db) as conn:
+        try:
+            return conn.execute("SELECT run_id, status, wake_at FROM runs").fetchone()
+        except sqlite3.OperationalError:
+            return None
+
+
+def test_a_foreground_sleep_is_stored_waiting_and_the_run_goes_on(plait, write, spawn,
+                                                                  waiter, tmp_path):
+    write("flow.yaml", SLEEP_FLOW)
+    proc = spawn("run", "flow.yaml", "--json")
+    db = tmp_path / ".plait" / "plait.db"
+
+    def waiting() -> bool:
+        row = _run_row(db)
+        return row is not None and row[1] == "waiting"
+
+    waiter(waiting, proc=proc, what="the run to be stored waiting")
+    run_id = _run_row(db)[0]
+    shown = plait("show", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert doc["status"] == "waiting"
+    assert doc["steps"]["nap"]["waiting"]["kind"] == "sleep"
+    assert doc["wake_at"] is not None
+    assert doc["wake_at"] == doc["steps"]["nap"]["waiting"]["until"]
+    assert "continues" in plait("show", run_id).stdout
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err  # the foreground continued it by itself
+    done = json.loads(out)
+    assert done["status"] == "completed"
+    assert done["steps"]["after"]["output"] == "woke"
+    assert json.loads(plait("show", run_id, "--json").stdout)["wake_at"] is None
+
+
+TIMED_OUT_FLOW = """
+    name: ev-fg-timeout
+    on_failure: fail_fast
+    steps:
+      - {id: go, type: event, event: go, timeout: 1s}
+      - {id: nap, type: delay, duration: 1h}
+"""
+
+
+def test_an_event_timeout_fires_in_the_foreground(plait, write):
+    write("flow.yaml", TIMED_OUT_FLOW)
+    # the delay keeps the run in this process; the event's deadline fails the step at
+    # its time, with no signal or resume (fail-fast then ends the run)
+    ran = plait("run", "flow.yaml", "--json")
+    assert ran.returncode == 1, ran.stderr
+    done = json.loads(ran.stdout)
+    assert "no event 'go' within 1s" in done["steps"]["go"]["error"]
+    assert done["steps"]["nap"]["status"] == "cancelled"

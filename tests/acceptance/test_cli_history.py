@@ -19,7 +19,7 @@ RUN_KEYS = {"run_id", "workflow", "version", "status", "output", "error", "durat
 SHOW_EXTRA = {"retry_of", "parent_run_id", "fingerprint", "input", "created_at",
               "started_at", "finished_at", "attempts", "logs", "emits", "usage",
               "llm_tokens",
-              "continuation"}
+              "continuation", "wake_at"}
 SUMMARY_KEYS = {"run_id", "workflow", "version", "fingerprint", "status", "error",
                 "created_at", "started_at", "finished_at", "duration_s", "steps_done",
                 "steps_total", "retry_of", "parent_run_id"}

@@ -35,6 +35,7 @@ from plait.store.base import (
     InboxOutcome,
     Lease,
     RunChange,
+    RunFilter,
     RunRecord,
     Store,
     Ticket,
@@ -768,3 +769,52 @@ async def test_runs_to_drive_are_the_unowned_and_the_stale(store: Store,
     taken = await store.claim_run(stale_running, "host:new", time.time(), LEASE)
     assert taken is not None
     assert stale_running not in await store.runs_to_drive(LEASE, 1_000)
+
+
+async def _waiting(store: Store, driver: Driver, wake_at: float | None,
+                   owner: str | None = None, seen: float | None = None) -> str:
+    """A run stored ``waiting`` until ``wake_at``, held by ``owner`` (heartbeat
+    ``seen``) or by nobody."""
+    run_id = await driver.run()
+    await store.write(WriteBatch(run_id, run=RunChange(
+        source=R.RUNNING, target=R.WAITING, at=time.time(), wake_at=wake_at)))
+    if owner is not None:
+        await store.claim_run(run_id, owner, seen if seen is not None else time.time(),
+                              LEASE)
+    return run_id
+
+
+async def test_runs_to_drive_lists_waiting_runs_whose_time_has_come(
+        store: Store, driver: Driver) -> None:
+    now = time.time()
+    due = await _waiting(store, driver, now - 5)
+    later = await _waiting(store, driver, now + 3_600)
+    untimed = await _waiting(store, driver, None)  # waits for a person or an event
+    held = await _waiting(store, driver, now - 5, owner="host:live")
+    stale = await _waiting(store, driver, now - 5, owner="host:gone", seen=now - 100)
+
+    listed = [r for r in await store.runs_to_drive(LEASE, 1_000) if r in driver.runs]
+    assert listed == [due, stale]
+    assert later not in listed and untimed not in listed and held not in listed
+
+
+async def test_a_run_stores_its_wake_at_while_it_waits_and_drops_it_when_it_moves(
+        store: Store, driver: Driver) -> None:
+    at = time.time() + 60
+    run_id = await _waiting(store, driver, at)
+    assert (await store.get_run(run_id)).wake_at == pytest.approx(at)
+    assert [r.wake_at for r in await store.list_runs(RunFilter(status=R.WAITING,
+                                                               limit=1_000))
+            if r.run_id == run_id] == [pytest.approx(at)]
+    claimed = await store.claim_run(run_id, "host:next", time.time(), LEASE)
+    assert claimed is not None and claimed.wake_at == pytest.approx(at)
+    await store.write(WriteBatch(run_id, run=RunChange(
+        source=R.WAITING, target=R.RUNNING, at=time.time())))
+    assert (await store.get_run(run_id)).wake_at is None
+    assert run_id not in await store.runs_to_drive(LEASE, 1_000)  # held, and running
+    await store.write(WriteBatch(run_id, run=RunChange(
+        source=R.RUNNING, target=R.WAITING, at=time.time(), wake_at=at + 1)))
+    assert (await store.get_run(run_id)).wake_at == pytest.approx(at + 1)
+    await store.write(WriteBatch(run_id, run=RunChange(
+        source=R.WAITING, target=R.CANCELLED, at=time.time())))
+    assert (await store.get_run(run_id)).wake_at is None

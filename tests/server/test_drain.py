@@ -34,13 +34,14 @@ def _start(url: str, grace: float, definition: dict) -> tuple[TestClient, str]:
     client.__enter__()
     register(client, definition)
     run_id = client.post("/api/runs", json={"workflow": "slow"}).json()["run_id"]
-    wait_status(client, run_id, ("running",))
+    # the delay parks: the run is stored waiting, held by the server until its time
+    wait_status(client, run_id, ("waiting",))
     return client, run_id
 
 
 def test_a_run_that_ends_within_the_grace_period_completes(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/drain.db"
-    client, run_id = _start(url, 5.0, _slow("200ms"))
+    client, run_id = _start(url, 5.0, _slow("500ms"))
     client.__exit__(None, None, None)
     assert asyncio.run(_status(url, run_id)) == ("completed", None)
 
@@ -52,7 +53,7 @@ def test_a_run_left_after_the_grace_period_is_resumable(tmp_path: Path) -> None:
     client.__exit__(None, None, None)
     assert time.monotonic() - started < 0.9
     status, owner = asyncio.run(_status(url, run_id))
-    assert status == "running" and owner is None  # released for plait resume
+    assert status == "waiting" and owner is None  # released for plait resume
 
     async def resume() -> str:
         async with StoreHandle(url) as held:

@@ -4,7 +4,8 @@ This process never executes it: it stores the definition and the run, wakes the
 listening workers (``NOTIFY plait_run`` with the run id, right after the run's commit;
 a worker that misses it finds the run by polling), then either returns at once
 (``--detach``) or follows the run by reading it every ``FOLLOW_POLL_S`` until it ends
-or waits for a person, and shows it as a local run is shown, with the same exit code.
+or waits for a person or an event (a run whose step sleeps is followed on until the
+workers continue it), and shows it as a local run is shown, with the same exit code.
 Ctrl-C while following asks for the run's cancellation (the driving worker records
 it); a second one stops following at once.
 """
@@ -15,6 +16,7 @@ import asyncio
 import time
 
 from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
+from ..rundoc.notes import waits_of
 from ..runtime.engine import Engine
 from ..runtime.results import RunResult
 from ..store.base import RunRecord
@@ -44,7 +46,8 @@ async def until_settled(engine: Engine, run: RunRecord, view: RunScreen,
     started = time.monotonic()
     while True:
         current = await engine.store.get_run(run.run_id)
-        if current.status in FINAL_RUN_STATES or current.status is RunStatus.WAITING:
+        if current.status in FINAL_RUN_STATES or (current.status is RunStatus.WAITING
+                                                  and not await sleeps(engine, current)):
             return await engine.result(run.run_id)
         if (not hinted and current.status is RunStatus.PENDING
                 and time.monotonic() - started >= NO_WORKER_HINT_S):
@@ -54,6 +57,18 @@ async def until_settled(engine: Engine, run: RunRecord, view: RunScreen,
                 f"`plait worker --db {shown_url(db)}` (Ctrl-C cancels the run)",
                 highlight=False, markup=False)
         await asyncio.sleep(FOLLOW_POLL_S)
+
+
+async def sleeps(engine: Engine, run: RunRecord) -> bool:
+    """Whether a ``waiting`` run has a step that sleeps (a workers' run goes on by
+    itself at its ``wake_at``): followed on, as a local ``plait run`` keeps it, where
+    one that waits for a person or an event is shown waiting (exit 3)."""
+    if run.wake_at is None:
+        return False
+    steps = await engine.store.get_steps(run.run_id)
+    waits = waits_of({s.step_id: str(s.status) for s in steps},
+                     await engine.store.get_events(run.run_id))
+    return any(w.get("kind") == "sleep" for w in waits.values())
 
 
 async def until_applied(engine: Engine, run_id: str, step: str, view: RunScreen,
@@ -72,7 +87,8 @@ async def until_applied(engine: Engine, run_id: str, step: str, view: RunScreen,
             steps = await engine.store.get_steps(run_id)
             waits = any(s.step_id == step and s.status is StepStatus.WAITING for s in steps)
             if run.status in FINAL_RUN_STATES or (run.status is RunStatus.WAITING
-                                                  and not waits):
+                                                  and not waits
+                                                  and not await sleeps(engine, run)):
                 return await engine.result(run_id)
             if waits and not hinted and time.monotonic() - started >= NO_WORKER_HINT_S:
                 hinted = True

@@ -231,6 +231,10 @@ def header_lines(run: RunRecord, now: float, *,
                           f"continues the run"))
         if run.cancel_requested:
             lines.append(("cancel", "requested"))
+        if run.wake_at is not None:
+            lines.append(("continues", f"{utc(run.wake_at)} UTC"
+                          + (" (its time has come)" if run.wake_at <= now
+                             else f" (in {max(1, round(run.wake_at - now))}s)")))
     lines += [("created", f"{utc(run.created_at)} UTC"),
               ("started", f"{utc(run.started_at)} UTC" if run.started_at else "-"),
               ("finished", f"{utc(run.finished_at)} UTC" if run.finished_at else "-"),

@@ -18,6 +18,14 @@ A Python step may wait for both, in any order, across attempts.  A decision that
 while its step waits for something else (an event, a time) or runs is kept, as an
 event sent before anyone waits for it is kept: when the step then asks for approval,
 the kept decision answers at once (approved, it runs again; rejected, it fails).
+
+A parked step may have a time at which it moves on by itself (``due``: a sleep's end,
+an event's or an approval's deadline), told by the runtime that read it (``set_due``).
+When nothing else can happen (``waits_only``), the run waits: it is stored ``waiting``
+with the earliest of those times (``wake_at``), and any process continues it at that
+time.  A process that executes the run locally keeps it until then only when a step
+sleeps (``sleeps_until``: the run goes on by itself for sure); a run that waits for a
+person or an event, even with a deadline, is let go (``plait run`` exits 3).
 """
 
 from __future__ import annotations
@@ -58,6 +66,36 @@ class Parking(RunRows):
         if not resumed:
             self.wait(i, now)
         self.parked[i] = reason
+
+    def set_due(self, i: int, due: float | None, *, sleep: bool = False) -> None:
+        """Parked step ``i`` moves on by itself at ``due`` (None: only when told);
+        ``sleep``: that time ends its wait (a sleep), not a deadline (a wait for an
+        event or a person that may come first)."""
+        if due is None:
+            self.due.pop(i, None)
+        else:
+            self.due[i] = (due, sleep)
+
+    def waits_only(self) -> bool:
+        """Whether the run has nothing to do but wait for its parked steps: something
+        is parked, and nothing runs, is ready, queued for later or being judged."""
+        if not self.parked or self.running or self._ready or self.when_due \
+                or self.halting or self.done:
+            return False
+        return not any(row.status is QUEUED for row in self.rows)
+
+    def wake_at(self) -> float | None:
+        """When a run that ``waits_only`` continues by itself: the earliest due time of
+        its parked steps (None: none has one; it waits to be told)."""
+        parked = self.parked
+        return min((d for i, (d, _) in self.due.items() if i in parked), default=None)
+
+    def sleeps_until(self) -> float | None:
+        """The earliest end of a parked sleep (None: no step sleeps): a run that
+        ``waits_only`` surely goes on by itself then, so a local process keeps it."""
+        parked = self.parked
+        return min((d for i, (d, sleep) in self.due.items() if sleep and i in parked),
+                   default=None)
 
     def wait(self, i: int, now: float) -> None:
         """RUNNING -> WAITING: the step holds no concurrency slot."""
@@ -105,6 +143,7 @@ class Parking(RunRows):
         if self.parked.get(i) not in ("code_wait", "code_approval"):
             return
         del self.parked[i]
+        self.due.pop(i, None)
         self._move(i, QUEUED, now)
         self._record(i, WAITING, QUEUED, now)
         heappush(self._ready, self._rank[i])
@@ -119,6 +158,7 @@ class Parking(RunRows):
                 self.kept_decisions[i] = e
             return
         del self.parked[i]
+        self.due.pop(i, None)
         if reason == "code_approval":
             if e.approved:
                 self.given_approval.add(i)

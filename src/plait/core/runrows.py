@@ -60,7 +60,7 @@ class RunRows(ABC):
     # dict's keys and attribute reads on the hot path get slower (~0.2 us a step)
     __slots__ = ("_by_rank", "_effects", "_output_owners", "_rank", "_ready", "_static",
                  "_transitions", "_unfinished", "_waiting_parents", "attempt_changes",
-                 "cancelled", "checked", "failure_reason", "given_approval", "graph",
+                 "cancelled", "checked", "due", "failure_reason", "given_approval", "graph",
                  "halt_reason", "halting", "ids", "input", "interrupted", "item_of",
                  "kept_decisions", "maps", "new_rows", "parked", "reused_items", "rows",
                  "run_id", "running", "secrets", "spec", "state", "steps", "steps_view",
@@ -127,6 +127,9 @@ class RunRows(ABC):
         # (waiting for an event, say): each answers its step's request (parking)
         self.kept_decisions: dict[int, DecisionMade] = {}
         self.parked: dict[int, ParkReason] = {}  # waiting steps and why (parking)
+        # parked step -> when it moves on by itself, and whether that time ends its wait
+        # for sure (a sleep's end) rather than being a deadline (parking)
+        self.due: dict[int, tuple[float, bool]] = {}
         # a retried run (``plait retry``): map step -> (how many items it had in the
         # run retried, the outputs of those that completed there, by index), reused
         # when it expands to as many items (mapitems)

@@ -29,14 +29,15 @@ def show_json(run: RunRecord, steps: Sequence[StepRecord],
               logs: Sequence[LogRecord] = ()) -> JSONDict:
     """The run object of ``plait run --json`` (docs/cli.md) plus ``retry_of``,
     ``parent_run_id``, ``fingerprint``, ``input``, ``created_at``, ``started_at``,
-    ``finished_at``, ``attempts`` (in start order) and ``logs`` (the records steps
-    logged through ``ctx.logger``, in order)."""
+    ``finished_at``, ``wake_at`` (when a ``waiting`` run continues by itself, else
+    null), ``attempts`` (in start order) and ``logs`` (the records steps logged through
+    ``ctx.logger``, in order)."""
     value = RunResult.from_records(run, list(steps)).to_json()
     parked = parked_steps(steps)
     value.update({"retry_of": run.retry_of, "parent_run_id": run.parent_run_id,
                   "fingerprint": run.fingerprint, "input": run.input,
                   "created_at": iso(run.created_at), "started_at": iso(run.started_at),
-                  "finished_at": iso(run.finished_at),
+                  "finished_at": iso(run.finished_at), "wake_at": iso(run.wake_at),
                   "attempts": [attempt_json(a, parked) for a in attempts],
                   "logs": [log.to_json() for log in logs]})
     return value

@@ -71,7 +71,7 @@ class Approvals:
         step_id = self._state.steps[i].id
         request = self._journal.wait_requests.pop(step_id, None) or {}
         if request.get("kind") in CODE_WAIT_KINDS:
-            self.parked[i] = self.waits.park(i, request)
+            self._keep(i, self.waits.park(i, request), sleep=request.get("kind") == "sleep")
             return
         on_timeout = request.get("on_timeout")
         self.code[i] = on_timeout if isinstance(on_timeout, str) else "reject"
@@ -80,7 +80,14 @@ class Approvals:
         if isinstance(timeout, int | float):
             deadline = now + timeout
             self._timers.add(deadline, "approval_timeout", i)
+        self._keep(i, deadline)
+
+    def _keep(self, i: int, deadline: float | None, *, sleep: bool = False) -> None:
+        """Step ``i`` waits until ``deadline`` (None: until told; ``sleep``: the time
+        ends a sleep), its due time told to the state, which decides when the run
+        waits and until when (``RunState.wake_at``)."""
         self.parked[i] = deadline
+        self._state.set_due(i, deadline, sleep=sleep)
 
     def _announce(self, i: int) -> bool:
         """Render step ``i``'s ``prompt`` and ``show`` and note them; False (the step
@@ -117,7 +124,7 @@ class Approvals:
             self.code[i] = on_timeout
         timeout = request.get("timeout")
         if isinstance(timeout, int | float) and self.parked.get(i) is None:
-            self.parked[i] = at + timeout
+            self._keep(i, at + timeout)
             self._timers.add(at + timeout, "approval_timeout", i)
 
     def park(self, i: int, *, resumed: bool = False) -> None:
@@ -130,7 +137,7 @@ class Approvals:
         deadline = approval_deadline(step, row.started_at or self._clock())
         if deadline is not None:
             self._timers.add(deadline, "approval_timeout", i)
-        self.parked[i] = deadline
+        self._keep(i, deadline)
 
     async def recall(self, steps: list[int]) -> None:
         """A restored run (resumed, or taken over by another driver): each of ``steps``
@@ -190,11 +197,12 @@ class Approvals:
             return
         if wait.get("kind") in CODE_WAIT_KINDS:
             self.code.pop(i, None)
-            self.parked[i] = self.waits.park(i, wait)
+            self._keep(i, self.waits.park(i, wait), sleep=wait.get("kind") == "sleep")
             self._state.waits_for(i, "code_wait")
             return
         if self.waits.events.pop(i, 0) != 0:  # it waits for approval after all
-            self.code[i], self.parked[i] = "reject", None
+            self.code[i] = "reject"
+            self._keep(i, None)
         self._state.waits_for(i, "code_approval")
         self._restore_deadline(i, wait, at)
 

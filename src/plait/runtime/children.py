@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Protocol
 from ..core.child_ids import child_run_id
 from ..core.events import ChildEnded
 from ..core.model import JSON, JSONDict
-from ..core.parking import approval_deadline
 from ..core.policy import child_failure
 from ..core.states import RunStatus, StepStatus
 from ..core.steptypes import traits_of
@@ -170,29 +169,21 @@ class ChildRuns:
                 except RunBusy:  # someone else drives it: wait for its end
                     await asyncio.sleep(POLL_S)
             elif self.drive:
-                await self._until_decided(run, child)
+                await self._until_decided(run)
                 await engine.resume(run.run_id, child)
             else:
                 await asyncio.sleep(POLL_S)
             run = await store.get_run(run.run_id)
         return run
 
-    async def _until_decided(self, run: RunRecord, child: CheckedWorkflow) -> None:
-        """The child waits for a person: return when a decision is stored for it, or
-        when the earliest deadline of its waiting approvals (their ``timeout``) has
-        passed, or when it is no longer waiting (someone else resumed it)."""
+    async def _until_decided(self, run: RunRecord) -> None:
+        """The child waits for a person or an event: return when a decision is stored
+        for it, or when its due time (``wake_at``: the earliest deadline of its waits)
+        has passed, or when it is no longer waiting (someone else resumed it)."""
         store, clock = self._engine.store, self._engine.clock
         events = await store.get_events(run.run_id)
         seen = max((e.seq for e in events), default=0)
-        index, steps = child.graph.index, child.spec.steps
-        deadline: float | None = None
-        for row in await store.get_steps(run.run_id):
-            i = index.get(row.step_id)
-            if row.status is StepStatus.WAITING and row.started_at is not None \
-                    and i is not None:
-                due = approval_deadline(steps[i], row.started_at)
-                if due is not None:
-                    deadline = due if deadline is None else min(deadline, due)
+        deadline = run.wake_at
         while deadline is None or clock() < deadline:
             await asyncio.sleep(POLL_S)
             events = await store.get_events(run.run_id, after=seen)

@@ -7,8 +7,10 @@ source reports back to the core as events.  The core decides (retry, then fallba
 then fail; fail-fast; cancel; approvals; timers; the run's end) and returns effects,
 which the loop carries out (``runtime.outcomes``): it decides nothing itself.  Changes
 that happen together are committed together (group commit, ``RunWriter``).  Approval
-steps are parked without an attempt; when only people can move the run on, it is
-stored ``waiting`` and the loop returns.
+steps are parked without an attempt; when only its parked steps can move the run on
+(``RunState.waits_only``), it is stored ``waiting`` with their earliest due time
+(``RunState.wake_at``) and the loop returns, or, holding a local run with a due time
+(``Turn.holds_waits``), waits for that time and goes on.
 
 The loop is one path for every run, local or on a cluster, new or resumed: ``_start``,
 then turns (``_main``).  A turn begins the ready steps (``_launch``), ends by
@@ -198,6 +200,8 @@ class RunLoop:
             self.whens
         change = await self._start()
         while True:
+            if change is None and self.writer.run.status is RunStatus.WAITING:
+                change = self._unpark()
             await self._turn.commit(self._launch(self.clock()), change)
             change = None
             if state.when_due:  # judged by the core above, rendered off the loop
@@ -211,15 +215,17 @@ class RunLoop:
                 continue
             if not self.tasks and not whens.judging and not timers.busy() \
                     and not state.has_ready() and not self._slots.waiting:
-                if parked:  # only people can move the run on: it waits
-                    if self._watch.on:
-                        # a decision stored since the last poll must not be missed
-                        await self._check_decisions()
-                        if not parked or state.has_ready() or state.when_due:
-                            continue
-                    await self._park_run()
+                if not state.waits_only():
+                    raise RunError(f"run {self.run_id!r} cannot make progress")
+                # only a decision, an event, a child's end or a time moves it on: it
+                # waits, stored ``waiting`` with its due time
+                if self.writer.run.status is not RunStatus.WAITING and self._watch.on:
+                    # a decision stored since the last poll must not be missed
+                    await self._check_decisions()
+                    if not state.waits_only():
+                        continue
+                if await self._park_run():
                     return
-                raise RunError(f"run {self.run_id!r} cannot make progress")
             if not self.outcomes and not whens.judged:
                 await self._wait()
             now = self.clock()
@@ -300,10 +306,29 @@ class RunLoop:
         await self.approvals.apply(self._carry)
         await self.writer.commit_run()
 
-    async def _park_run(self) -> None:
-        run = self.writer.run
-        await self.writer.commit_run(RunChange(source=run.status, target=RunStatus.WAITING,
-                                               at=self.clock()))
+    async def _park_run(self) -> bool:
+        """The run waits (``RunState.waits_only``): stored ``waiting`` with its due time
+        (``RunState.wake_at``), committed before anything else happens.  True when the
+        loop lets it go: it is driven on a cluster (a worker continues it at its time),
+        or no step sleeps (it waits for a person, an event or a child run, perhaps with
+        a deadline); False when a local run stays here until its time
+        (``Turn.holds_waits``, ``RunState.sleeps_until``), its timers waking the loop
+        (the deadlines of its other waits included)."""
+        run, wake_at = self.writer.run, self.state.wake_at()
+        if run.status is not RunStatus.WAITING:
+            await self.writer.commit_run(RunChange(
+                source=run.status, target=RunStatus.WAITING, at=self.clock(),
+                wake_at=wake_at))
+        return not self._turn.holds_waits or self.state.sleeps_until() is None
+
+    def _unpark(self) -> RunChange | None:
+        """A run stored ``waiting`` that has something to do again, or whose due time
+        moved, is ``running`` again (committed with the turn's first starts)."""
+        state = self.state
+        if state.waits_only() and state.wake_at() == self.writer.run.wake_at:
+            return None
+        return RunChange(source=RunStatus.WAITING, target=RunStatus.RUNNING,
+                         at=self.clock())
 
     # ------------------------------------------------------------- starting
 

@@ -35,7 +35,11 @@ class Timers(list[tuple[float, int, TimerKind, int]]):
         return self[0][0]
 
     def busy(self) -> bool:
-        """Timers that keep the loop alive (approval deadlines and event timeouts alone
-        do not: a run whose only timers are those waits, stored ``waiting``; a sleep's
-        end does: the process sleeps until then)."""
-        return any(kind != "approval_timeout" for _, _, kind, _ in self)
+        """Timers of the run itself (retry delays, rate windows, its timeout), which
+        keep it running.  The times of parked steps (a sleep's end, an event's or an
+        approval's deadline) do not: a run with only those waits, stored ``waiting``
+        with the earliest of them (``RunState.wake_at``)."""
+        return any(kind not in _PARKED for _, _, kind, _ in self)
+
+
+_PARKED = ("approval_timeout", "wake")  # the times of parked steps

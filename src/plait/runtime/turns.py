@@ -20,6 +20,11 @@ declare, never tested inside the loop:
   (``WorkSource.committed``).  Such a run names an attempt's worker only when it runs
   here (``WorkSource.reserve``), and its driver heartbeats the run whatever the store.
 
+``holds_waits``: a run stored ``waiting`` with a due time stays with its loop, which
+wakes it at that time (a local run: ``plait run``, ``plait resume``, the server's); a run
+driven on a cluster is let go instead, and any worker continues it then
+(``Store.runs_to_drive``).
+
 ``watched``: other processes reach the run through the store (a shared store, or a
 remote source), so the loop polls it for cancel requests, approval decisions and its
 lease (``runtime.waiting.Watch``).
@@ -41,6 +46,9 @@ class Turn:
     __slots__ = ("_source", "_tasks", "_writer", "watched")
     inline = False  # an outcome never takes the loop's turn in its reporting task
     taken_over = False  # an attempt stored running died with its process
+    # a run that waits with a due time is held here until then (stored ``waiting``);
+    # one driven on a cluster is let go, for any worker to continue at that time
+    holds_waits = True
 
     def __init__(self, source: WorkSource, writer: RunWriter, tasks: dict[int, object],
                  watched: bool) -> None:
@@ -96,6 +104,7 @@ class RemoteTurn(Turn):
 
     __slots__ = ()
     taken_over = True  # an attempt stored running may have been taken over
+    holds_waits = False
 
     def worker(self, i: int, driver: str) -> str | None:
         # an eager attempt runs here; a ticket's worker is named by whoever claims it

@@ -142,6 +142,7 @@ class RunWriter:
         """Mirror a stored run change in the loop's copy of the run record."""
         run = self.run
         run.status = change.target
+        run.wake_at = change.wake_at if change.target is RunStatus.WAITING else None
         if change.target is RunStatus.RUNNING and run.started_at is None:
             run.started_at = change.at
         if change.target in _FINAL:

@@ -130,7 +130,9 @@ class Store(Protocol):
         ...
 
     async def write(self, batch: WriteBatch) -> None:
-        """Commit a batch atomically (see the module docstring)."""
+        """Commit a batch atomically (see the module docstring).  A run change stores
+        the run's ``wake_at`` with its status: the change's for a move to ``waiting``,
+        None for any other move."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord:
@@ -304,8 +306,11 @@ class Store(Protocol):
         ``lease`` seconds older than store time (``heartbeat_at`` is the ``now`` that
         ``claim_run`` and ``heartbeat`` were given: drivers pass ``time.time()``, and on
         a server the store's clock should write it too).  The caller then takes one
-        with ``claim_run`` (which may still lose it to another worker).  Runs that wait
-        for a person (``waiting``) or ended are never listed, nor is a ``pending`` run
+        with ``claim_run`` (which may still lose it to another worker).  A ``waiting``
+        run is listed (on the same terms of ownership) once its ``wake_at`` is at or
+        before store time: its steps' time has come, so it continues by itself; one
+        with no ``wake_at`` (waiting for a person, an event, a child run) or a later
+        one is not.  Runs that ended are never listed, nor is a ``pending`` run
         whose concurrency key has no slot free as ``claim_run`` counts them (judged
         without its lock: the claim decides), so runs held back by a full key never
         hide the runs created after them."""

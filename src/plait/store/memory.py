@@ -212,6 +212,7 @@ class MemoryStore:
         if batch.run is not None:
             rc = batch.run
             run.status = rc.target
+            run.wake_at = rc.wake_at if rc.target is RunStatus.WAITING else None
             if rc.target == "running" and run.started_at is None:
                 run.started_at = rc.at
             if rc.target in ("completed", "failed", "cancelled"):
@@ -435,9 +436,12 @@ class MemoryStore:
         return self._claims.tickets(run_id)
 
     async def runs_to_drive(self, lease: float, limit: int) -> list[str]:
-        stale_before = time.time() - lease
+        now = time.time()
+        stale_before = now - lease
         found = [run for run in self._runs.values()
-                 if run.status in _DRIVEN and (
+                 if (run.status in _DRIVEN or (run.status is RunStatus.WAITING
+                                               and run.wake_at is not None
+                                               and run.wake_at <= now)) and (
                      run.owner is None or (run.heartbeat_at is not None
                                            and run.heartbeat_at < stale_before))
                  and self._key_admits(run, None, stale_before)]
@@ -605,7 +609,7 @@ def _copy_run(run: RunRecord) -> RunRecord:
                      retry_of=run.retry_of, parent_run_id=run.parent_run_id, sla=run.sla,
                      cancel_requested=run.cancel_requested, owner=run.owner,
                      heartbeat_at=run.heartbeat_at, concurrency_key=run.concurrency_key,
-                     max_runs_per_key=run.max_runs_per_key)
+                     max_runs_per_key=run.max_runs_per_key, wake_at=run.wake_at)
 
 
 def _copy_workflow(rec: WorkflowRecord) -> WorkflowRecord:

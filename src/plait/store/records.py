@@ -61,6 +61,9 @@ class RunRecord:
     # key; see claim_run)
     concurrency_key: str | None = None
     max_runs_per_key: int | None = None
+    # a ``waiting`` run whose steps wait for a time: the earliest (epoch seconds), when
+    # it continues by itself (None: it waits for a person, an event or a child run)
+    wake_at: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -150,6 +153,10 @@ class RunChange:
     at: float
     output: JSON = None
     error: str | None = None
+    # a move to ``waiting``: when the run continues by itself (its parked steps'
+    # earliest due time; None: never by itself).  Every move of the run stores it
+    # (null unless the run waits)
+    wake_at: float | None = None
 
 
 OutcomeKind = Literal["ok", "error", "interrupted", "cancelled"]

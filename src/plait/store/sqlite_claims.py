@@ -258,7 +258,8 @@ def tickets(db: RunKeyedConnection, run_id: str) -> list[TicketRecord]:
 
 
 def runs_to_drive(db: RunKeyedConnection, lease: float, limit: int) -> list[str]:
-    found = db.conn.execute(_Q["runs_to_drive"], (time.time() - lease, max(limit, 0)))
+    now = time.time()
+    found = db.conn.execute(_Q["runs_to_drive"], (now - lease, max(limit, 0), now))
     return [row[0] for row in found]
 
 

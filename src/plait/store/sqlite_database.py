@@ -549,7 +549,8 @@ class SqliteDatabase:
                                             rows.optional_text(change.error), key))
         else:
             first = change.at if target is RunStatus.RUNNING else None
-            conn.execute(_Q["move_run"], (rows.TEXT[target], first, key))
+            wake_at = change.wake_at if target is RunStatus.WAITING else None
+            conn.execute(_Q["move_run"], (rows.TEXT[target], first, wake_at, key))
 
     def _refusal(self, batch: WriteBatch) -> StoreError:
         """Why a batch is refused (``rows.why_refused``), read inside the group's

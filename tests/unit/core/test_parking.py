@@ -167,3 +167,44 @@ def test_a_decision_on_a_step_that_ended_is_not_kept() -> None:
     decide(state, True)
     decide(state, False)
     assert state.kept_decisions == {}
+
+
+WAITS = ErrorInfo(type="SleepRequested", message="", names=("SleepRequested",
+                                                            "WaitRequested"))
+
+
+def two_waits(*more: dict[str, Any]) -> RunState:
+    """A run whose steps a and b both ended their attempts waiting (code waits)."""
+    state = RunState(load(wf(t("a"), t("b"), *more)), run_id="r", input={})
+    state.start(0.0)
+    for i in (state.pop_ready(), state.pop_ready()):
+        assert i is not None
+        state.begin(i, 1.0)
+    for i in (0, 1):
+        assert state.apply(AttemptEnded(i=i, kind="error", at=1.5, error=WAITS)) == [
+            Park(i=i, reason="code_wait")]
+    return state
+
+
+def test_a_run_that_only_waits_waits_until_its_earliest_due_time() -> None:
+    state = two_waits()
+    assert state.waits_only() and state.wake_at() is None  # no time told yet
+    state.set_due(0, 50.0)  # a deadline (an event's timeout)
+    state.set_due(1, 20.0, sleep=True)  # a sleep's end
+    assert state.wake_at() == 20.0 and state.sleeps_until() == 20.0
+    state.apply(WaitEnded(i=1, at=20.0))  # the sleep ended: b runs again
+    assert not state.waits_only() and state.pop_ready() == 1
+    state.begin(1, 21.0)
+    state.apply(AttemptEnded(i=1, kind="ok", at=22.0, output=None))
+    assert state.waits_only()
+    assert state.wake_at() == 50.0 and state.sleeps_until() is None  # a deadline only
+
+
+def test_a_run_with_something_to_do_does_not_wait() -> None:
+    state = two_waits(t("c", "a"), t("d"))
+    assert not state.waits_only()  # d is ready
+    assert state.pop_ready() == 3
+    state.begin(3, 2.0)
+    assert not state.waits_only()  # d runs
+    state.apply(AttemptEnded(i=3, kind="ok", at=3.0, output=None))
+    assert state.waits_only()

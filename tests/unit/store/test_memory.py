@@ -17,7 +17,7 @@ async def test_a_stored_run_reads_back_with_every_field_and_as_a_copy() -> None:
                     output={"o": 1}, error="e", started_at=6.0, finished_at=7.0,
                     retry_of="r0", parent_run_id="p0", sla=60.0, cancel_requested=True,
                     owner="host:1", heartbeat_at=8.0, concurrency_key="acme",
-                    max_runs_per_key=2)
+                    max_runs_per_key=2, wake_at=9.0)
     defaults = RunRecord(run_id="x", workflow="x", version=1, fingerprint="x",
                          status=RunStatus.PENDING, input=None, created_at=0.0)
     for f in dataclasses.fields(RunRecord):

@@ -162,7 +162,7 @@ WHERE r.run_id = %(run_id)s;
 -- Everything about one run.  (run_id)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at, concurrency_key, max_runs_per_key
+       heartbeat_at, concurrency_key, max_runs_per_key, wake_at
 FROM runs WHERE run_id = %(run_id)s;
 
 -- list_runs --
@@ -173,7 +173,7 @@ FROM runs WHERE run_id = %(run_id)s;
 -- top_level)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at, concurrency_key, max_runs_per_key
+       heartbeat_at, concurrency_key, max_runs_per_key, wake_at
 FROM runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::double precision IS NULL OR created_at >= %(since)s::double precision)
@@ -187,7 +187,7 @@ LIMIT %(limit)s;
 -- (workflow, status, since, before, limit, top_level)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at, concurrency_key, max_runs_per_key
+       heartbeat_at, concurrency_key, max_runs_per_key, wake_at
 FROM runs
 WHERE workflow = %(workflow)s
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -278,7 +278,8 @@ WITH claimed AS (
                                %(shift)s::double precision))
     RETURNING run_id, workflow, version, fingerprint, status, input, output, error,
               created_at, started_at, finished_at, retry_of, parent_run_id, sla,
-              cancel_requested, owner, heartbeat_at, concurrency_key, max_runs_per_key)
+              cancel_requested, owner, heartbeat_at, concurrency_key, max_runs_per_key,
+              wake_at)
 SELECT EXISTS (SELECT FROM runs WHERE run_id = %(run_id)s), claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
 
@@ -402,12 +403,14 @@ ORDER BY t.id;
 -- runs_to_drive --
 -- Pending or running runs without a live driver, oldest first (through
 -- runs_unfinished): no owner, or an owner whose last heartbeat, as the database saw it
--- (owner_seen_at, see claim_run), is older than the lease.  (lease, limit)
+-- (owner_seen_at, see claim_run), is older than the lease; and waiting runs whose due
+-- time (wake_at, epoch seconds) has come on the database's clock.  (lease, limit)
 -- A pending run is listed only while its concurrency key has a slot free (the count
 -- of plait_key_admits, without its lock: claim_run decides), so runs held back by a
 -- full key never hide the runs behind them.
 SELECT run_id FROM runs
-WHERE status IN ('pending', 'running')
+WHERE (status IN ('pending', 'running') OR (status = 'waiting' AND wake_at IS NOT NULL))
+  AND (status <> 'waiting' OR wake_at <= extract(epoch FROM now()))
   AND (owner IS NULL
        OR owner_seen_at < now() - make_interval(secs => %(lease)s::double precision))
   AND (concurrency_key IS NULL OR status = 'running' OR cancel_requested

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...core.jsoncheck import clean_text
 from ...core.runstate import AttemptChange
+from ...core.states import RunStatus
 from ...errors import StoreError, UnstorableValue
 from ..base import (
     AttemptKey,
@@ -76,7 +77,8 @@ def write_params(batch: WriteBatch) -> Params:
             "at": change.at, "final": final,
             "output": json_or_null(change.output, f"the output of run {batch.run_id!r}")
             if final else None,
-            "error": optional_text(change.error) if final else None}
+            "error": optional_text(change.error) if final else None,
+            "wake_at": change.wake_at if change.target is RunStatus.WAITING else None}
     document["events"] = _event_rows(batch, notes)
     if batch.claims:
         document.update(_claims_rows(batch))

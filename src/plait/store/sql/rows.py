@@ -160,7 +160,7 @@ def run_record(r: Row) -> RunRecord:
                      created_at=r[8], started_at=r[9], finished_at=r[10], retry_of=r[11],
                      parent_run_id=r[12], sla=r[13], cancel_requested=bool(r[14]),
                      owner=r[15], heartbeat_at=r[16], concurrency_key=r[17],
-                     max_runs_per_key=r[18])
+                     max_runs_per_key=r[18], wake_at=r[19])
 
 
 def step_records(run_id: str, rows: Iterable[Row]) -> list[StepRecord]:

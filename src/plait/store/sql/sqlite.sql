@@ -61,7 +61,7 @@ SELECT status FROM runs WHERE id = ?;
 -- Everything about one run.  (run_id)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at, concurrency_key, max_runs_per_key
+       heartbeat_at, concurrency_key, max_runs_per_key, wake_at
 FROM runs WHERE run_id = ?;
 
 -- list_runs --
@@ -72,7 +72,7 @@ FROM runs WHERE run_id = ?;
 -- top_level)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at, concurrency_key, max_runs_per_key
+       heartbeat_at, concurrency_key, max_runs_per_key, wake_at
 FROM runs
 WHERE (?1 IS NULL OR status = ?1)
   AND (?2 IS NULL OR created_at >= ?2)
@@ -86,7 +86,7 @@ LIMIT ?3;
 -- (workflow, status, since, limit, before, top_level)
 SELECT run_id, workflow, version, fingerprint, status, input, output, error, created_at,
        started_at, finished_at, retry_of, parent_run_id, sla, cancel_requested, owner,
-       heartbeat_at, concurrency_key, max_runs_per_key
+       heartbeat_at, concurrency_key, max_runs_per_key, wake_at
 FROM runs
 WHERE workflow = ?1
   AND (?2 IS NULL OR status = ?2)
@@ -126,14 +126,16 @@ ON CONFLICT (run, step_id, attempt, fallback)
 DO UPDATE SET status = ?5, finished_at = ?6, error = ?8, worker = coalesce(?9, worker);
 
 -- move_run --
--- A run moves to a non-final status; started_at is set by the first move to running.
--- (status, started_at_if_first_running, id)
-UPDATE runs SET status = ?, started_at = coalesce(started_at, ?) WHERE id = ?;
+-- A run moves to a non-final status; started_at is set by the first move to running;
+-- wake_at is the due time of a run that waits (NULL otherwise).
+-- (status, started_at_if_first_running, wake_at, id)
+UPDATE runs SET status = ?, started_at = coalesce(started_at, ?), wake_at = ? WHERE id = ?;
 
 -- finish_run --
 -- A run reaches a final status with its output and error.
 -- (status, finished_at, output, error, id)
-UPDATE runs SET status = ?, finished_at = ?, output = ?, error = ? WHERE id = ?;
+UPDATE runs SET status = ?, finished_at = ?, output = ?, error = ?, wake_at = NULL
+WHERE id = ?;
 
 -- last_seq --
 -- The seq of a run's latest event (0 for none); read under the write lock, so the
@@ -375,11 +377,14 @@ FROM tickets WHERE run = ? ORDER BY rowid;
 
 -- runs_to_drive --
 -- Unfinished runs without a live driver, oldest first (through runs_unfinished):
--- no owner, or a heartbeat older than the lease; a pending run only while its
--- concurrency key has a slot free (claim_run's count), so runs held back by a full key
--- never hide the runs behind them.  (stale_before = now - lease, limit)
+-- no owner, or a heartbeat older than the lease; a waiting run only once its due time
+-- (wake_at) has come; a pending run only while its concurrency key has a slot free
+-- (claim_run's count), so runs held back by a full key never hide the runs behind
+-- them.  (stale_before = now - lease, limit, now)
 SELECT run_id FROM runs
-WHERE (status = 'pending' OR status = 'running')
+WHERE (status = 'pending' OR status = 'running'
+       OR (status = 'waiting' AND wake_at IS NOT NULL))
+  AND (status <> 'waiting' OR wake_at <= ?3)
   AND (owner IS NULL OR heartbeat_at < ?1)
   AND (concurrency_key IS NULL OR status = 'running' OR cancel_requested
        OR (SELECT count(*) FROM runs AS other

@@ -43,6 +43,7 @@ CREATE TABLE runs (
     last_seq bigint NOT NULL DEFAULT 0,
     concurrency_key text,
     max_runs_per_key integer,
+    wake_at double precision,
     CONSTRAINT runs_run_id_key UNIQUE (run_id),
     CONSTRAINT runs_pkey PRIMARY KEY (id),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'waiting'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
@@ -225,8 +226,6 @@ CREATE INDEX tickets_by_expiry ON public.tickets USING btree (expires_at) WHERE 
 
 CREATE INDEX tickets_by_pool ON public.tickets USING btree (pool) WHERE ((token IS NOT NULL) AND (pool IS NOT NULL));
 
-CREATE INDEX runs_unfinished ON public.runs USING btree (created_at, id) WHERE (status = ANY (ARRAY['pending'::text, 'running'::text]));
-
 CREATE INDEX pool_starts_by_pool ON public.pool_starts USING btree (pool, at);
 
 CREATE INDEX runs_by_concurrency_key ON public.runs USING btree (concurrency_key) WHERE ((concurrency_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'waiting'::text])));
@@ -236,6 +235,8 @@ CREATE INDEX hook_deliveries_by_time ON public.hook_deliveries USING btree (rece
 CREATE INDEX runs_waiting_since ON public.runs USING btree (created_at, id) WHERE (status = 'waiting'::text);
 
 CREATE INDEX runs_children ON public.runs USING btree (parent_run_id, status) WHERE (parent_run_id IS NOT NULL);
+
+CREATE INDEX runs_unfinished ON public.runs USING btree (created_at, id) WHERE ((status = ANY (ARRAY['pending'::text, 'running'::text])) OR ((status = 'waiting'::text) AND (wake_at IS NOT NULL)));
 
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
@@ -609,7 +610,7 @@ BEGIN
              consumed jsonb, withdrawn jsonb, dispatch jsonb);
     SELECT * INTO r FROM jsonb_to_record(coalesce(b.run, '{}'))
         AS x(source text, target text, at double precision, final boolean, output text,
-             error text);
+             error text, wake_at double precision);
     SELECT id, status, last_seq, owner INTO v_run, v_status, v_seq, v_owner
     FROM runs WHERE run_id = b.run_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
@@ -716,7 +717,8 @@ BEGIN
                               THEN coalesce(started_at, r.at) ELSE started_at END,
             finished_at = CASE WHEN r.final THEN r.at ELSE finished_at END,
             output = CASE WHEN r.final THEN r.output::json ELSE output END,
-            error = CASE WHEN r.final THEN r.error ELSE error END
+            error = CASE WHEN r.final THEN r.error ELSE error END,
+            wake_at = CASE WHEN r.target IS NOT NULL THEN r.wake_at ELSE wake_at END
         WHERE id = v_run;
     END IF;
     -- consumed: each outcome must wait in the inbox, and be listed once
@@ -817,3 +819,4 @@ INSERT INTO plait_migrations (version, name) VALUES (11, '0011_batch_document.sq
 INSERT INTO plait_migrations (version, name) VALUES (12, '0012_step_journal.sql');
 INSERT INTO plait_migrations (version, name) VALUES (13, '0013_run_events.sql');
 INSERT INTO plait_migrations (version, name) VALUES (14, '0014_child_waits.sql');
+INSERT INTO plait_migrations (version, name) VALUES (15, '0015_run_wake_at.sql');

@@ -30,7 +30,7 @@ CREATE TABLE runs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     owner            TEXT,
     heartbeat_at     REAL
-, concurrency_key TEXT, max_runs_per_key INTEGER);
+, concurrency_key TEXT, max_runs_per_key INTEGER, wake_at REAL);
 
 CREATE TABLE steps (
     run             INTEGER NOT NULL REFERENCES runs (id),
@@ -191,9 +191,6 @@ CREATE INDEX tickets_by_expiry ON tickets (expires_at) WHERE token IS NOT NULL;
 
 CREATE INDEX tickets_by_pool ON tickets (pool) WHERE token IS NOT NULL AND pool IS NOT NULL;
 
-CREATE INDEX runs_unfinished ON runs (created_at)
-    WHERE status = 'pending' OR status = 'running';
-
 CREATE INDEX pool_starts_by_pool ON pool_starts (pool, at);
 
 CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
@@ -206,4 +203,8 @@ CREATE INDEX runs_waiting_since ON runs (created_at) WHERE status = 'waiting';
 
 CREATE INDEX runs_children ON runs (parent_run_id, status) WHERE parent_run_id IS NOT NULL;
 
-PRAGMA user_version = 12;
+CREATE INDEX runs_unfinished ON runs (created_at)
+    WHERE status = 'pending' OR status = 'running'
+          OR (status = 'waiting' AND wake_at IS NOT NULL);
+
+PRAGMA user_version = 13;
