@@ -300,6 +300,19 @@ class FatalError(StepError):
     retryable = False
 
 
+class TokenBudgetSpent(FatalError):
+    """A model call (an ``llm`` step's attempt, a ``ctx.llm`` call) refused before it
+    was sent: a run's ``limits.max_llm_tokens`` is spent (``used`` >= ``limit``).
+    ``budget_run`` is the run whose budget it is: the calling run itself, or a run that
+    started it (a budget covers the child runs, at any depth).  Never retried."""
+
+    def __init__(self, limit: int, used: int, *, step: str, budget_run: str,
+                 own: bool = True) -> None:
+        self.limit, self.used, self.budget_run = limit, used, budget_run
+        whose = "" if own else f" (by run {budget_run} and the runs it started)"
+        super().__init__(f"token budget of {limit} spent: {used} used{whose}", step=step)
+
+
 class UntrustedRefused(FatalError):
     """The server refused to run a step of a definition that breaks the rules for
     untrusted definitions (``plait.core.trust``), however it was stored: ``problems``

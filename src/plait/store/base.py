@@ -361,6 +361,20 @@ class Store(Protocol):
         """The run's journal, every step's, in the order stored.  RunNotFound."""
         ...
 
+    # ------------------------------------------------------------------ token budgets
+    # The tokens a run's model calls spent (``limits.max_llm_tokens``; docs/limits.md):
+    # one count per run, added to by every process that runs one of its calls.
+
+    async def add_llm_tokens(self, run_id: str, tokens: int) -> int:
+        """Add ``tokens`` to the run's count; the new count.  Atomic: of concurrent
+        adds, from any process on the store, every one counts.  RunNotFound;
+        StoreError when ``tokens`` is not a whole number of at least 0."""
+        ...
+
+    async def llm_tokens(self, run_id: str) -> int:
+        """The run's count (0 before any add).  RunNotFound."""
+        ...
+
     # ------------------------------------------------------------------ run events
     # Events sent to a run by name (``plait signal``; docs/waiting.md), kept whether
     # or not anything waits for them yet.  Deleting a run deletes its events.

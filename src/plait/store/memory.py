@@ -48,6 +48,7 @@ from .capabilities import StoreCapabilities
 from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
 from .memory_journal import MemoryJournal
+from .records import checked_tokens
 from .observations import (
     LEASE_EXPIRED,
     DurationBuckets,
@@ -88,6 +89,7 @@ class MemoryStore:
         self._notifications: dict[NotificationKey, float] = {}  # claimed: when
         self._deliveries: dict[tuple[str, str], tuple[str, float]] = {}  # run id, at
         self._journal = MemoryJournal()  # ctx.run results
+        self._tokens: dict[str, int] = {}  # run id -> tokens its model calls spent
         self._signals: dict[tuple[str, str], Signal] = {}  # (run, name) -> its event
 
     async def open(self) -> None:
@@ -493,6 +495,20 @@ class MemoryStore:
         if run_id not in self._runs:
             raise RunNotFound(run_id)
         return self._journal.entries(run_id)
+
+    # ------------------------------------------------------------------ token budgets
+
+    async def add_llm_tokens(self, run_id: str, tokens: int) -> int:
+        checked_tokens(tokens)
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        total = self._tokens[run_id] = self._tokens.get(run_id, 0) + tokens
+        return total
+
+    async def llm_tokens(self, run_id: str) -> int:
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        return self._tokens.get(run_id, 0)
 
     # ------------------------------------------------------------------ run events
 

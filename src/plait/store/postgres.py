@@ -72,7 +72,13 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
-from . import observations, postgres_cache, postgres_claims, postgres_journal
+from . import (
+    observations,
+    postgres_cache,
+    postgres_claims,
+    postgres_journal,
+    postgres_tokens,
+)
 from .base import (
     AttemptRecord,
     CachedResult,
@@ -91,6 +97,7 @@ from .base import (
     owner_refusal,
 )
 from .capabilities import StoreCapabilities
+from .records import checked_tokens
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
 from .sql import queries
@@ -469,6 +476,14 @@ class PostgresStore:
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return await postgres_journal.journal(self._db, run_id)
+
+    # ------------------------------------------------------------------ token budgets
+
+    async def add_llm_tokens(self, run_id: str, tokens: int) -> int:
+        return await postgres_tokens.add(self._db, run_id, checked_tokens(tokens))
+
+    async def llm_tokens(self, run_id: str) -> int:
+        return await postgres_tokens.get(self._db, run_id)
 
     # ------------------------------------------------------------------ webhook deliveries
 

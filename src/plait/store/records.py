@@ -15,7 +15,7 @@ from typing import Literal
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import RunStatus
-from ..errors import StaleWriteError
+from ..errors import StaleWriteError, StoreError
 
 
 @dataclass(slots=True, kw_only=True)
@@ -343,3 +343,11 @@ class RunFilter:
     # only runs without a parent (``parent_run_id`` None): what `plait runs` and
     # GET /api/runs list unless asked for child runs too
     top_level: bool = False
+
+
+def checked_tokens(tokens: object) -> int:
+    """``tokens`` when it is a whole number of at least 0, else StoreError."""
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        raise StoreError(f"a count of tokens must be a whole number of at least 0, "
+                         f"got {tokens!r}")
+    return tokens

@@ -82,7 +82,7 @@ from typing import Any
 
 from ..core.model import JSON, JSONDict
 from ..errors import StoreError
-from . import sqlite_cache, sqlite_claims, sqlite_journal
+from . import sqlite_cache, sqlite_claims, sqlite_journal, sqlite_tokens
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
@@ -101,6 +101,7 @@ from .base import (
     WriteBatch,
 )
 from .capabilities import StoreCapabilities
+from .records import checked_tokens
 from .group_commit import GroupCommit, WriteJob
 from .observations import (
     MetricsSnapshot,
@@ -441,6 +442,14 @@ class SqliteStore:
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return await self._run(sqlite_journal.journal, self._db, run_id)
+
+    # ------------------------------------------------------------------ token budgets
+
+    async def add_llm_tokens(self, run_id: str, tokens: int) -> int:
+        return await self._write(sqlite_tokens.add, run_id, checked_tokens(tokens))
+
+    async def llm_tokens(self, run_id: str) -> int:
+        return await self._run(sqlite_tokens.get, self._db, run_id)
 
     # ------------------------------------------------------------------ webhook deliveries
 

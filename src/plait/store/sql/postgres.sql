@@ -503,3 +503,19 @@ INSERT INTO run_events (run, name, data, at)
 SELECT id, %(name)s, %(data)s::json, %(at)s FROM runs WHERE run_id = %(run_id)s
 ON CONFLICT (run, name) DO NOTHING
 RETURNING data, at;
+
+-- Tokens spent by a run's model calls (0014_run_tokens.sql).
+
+-- tokens_add --
+-- Add to the run's count (one statement: concurrent adds of any worker all count);
+-- the new count.  No row: no such run.  (run_id, tokens)
+INSERT INTO run_tokens (run, tokens)
+SELECT id, %(tokens)s FROM runs WHERE run_id = %(run_id)s
+ON CONFLICT (run) DO UPDATE SET tokens = run_tokens.tokens + excluded.tokens
+RETURNING tokens;
+
+-- tokens_get --
+-- The run's count (0: none counted).  No row: no such run.  (run_id)
+SELECT coalesce(t.tokens, 0)
+FROM runs AS r LEFT JOIN run_tokens AS t ON t.run = r.id
+WHERE r.run_id = %(run_id)s;

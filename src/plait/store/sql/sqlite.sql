@@ -459,3 +459,18 @@ INSERT INTO run_events (run, name, data, at)
 SELECT id, ?, ?, ? FROM runs WHERE run_id = ?
 ON CONFLICT (run, name) DO NOTHING
 RETURNING data, at;
+
+-- Tokens spent by a run's model calls (0012_run_tokens.sql).
+
+-- tokens_add --
+-- Add to the run's count; the new count.  No row: no such run.  (tokens, run_id)
+INSERT INTO run_tokens (run, tokens)
+SELECT id, ? FROM runs WHERE run_id = ?
+ON CONFLICT (run) DO UPDATE SET tokens = run_tokens.tokens + excluded.tokens
+RETURNING tokens;
+
+-- tokens_get --
+-- The run's count (0: none counted).  No row: no such run.  (run_id)
+SELECT coalesce(t.tokens, 0)
+FROM runs AS r LEFT JOIN run_tokens AS t ON t.run = r.id
+WHERE r.run_id = ?;

@@ -213,6 +213,13 @@ CREATE TABLE run_events (
     CONSTRAINT run_events_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
 );
 
+CREATE TABLE run_tokens (
+    run bigint NOT NULL,
+    tokens bigint NOT NULL,
+    CONSTRAINT run_tokens_pkey PRIMARY KEY (run),
+    CONSTRAINT run_tokens_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -812,3 +819,4 @@ INSERT INTO plait_migrations (version, name) VALUES (10, '0010_hook_deliveries.s
 INSERT INTO plait_migrations (version, name) VALUES (11, '0011_batch_document.sql');
 INSERT INTO plait_migrations (version, name) VALUES (12, '0012_step_journal.sql');
 INSERT INTO plait_migrations (version, name) VALUES (13, '0013_run_events.sql');
+INSERT INTO plait_migrations (version, name) VALUES (14, '0014_run_tokens.sql');

@@ -179,6 +179,11 @@ CREATE TABLE run_events (
     UNIQUE (run, name)
 );
 
+CREATE TABLE run_tokens (
+    run    INTEGER PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+    tokens INTEGER NOT NULL
+);
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -202,4 +207,4 @@ CREATE INDEX runs_by_concurrency_key ON runs (concurrency_key)
 
 CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);
 
-PRAGMA user_version = 11;
+PRAGMA user_version = 12;
