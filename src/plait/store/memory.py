@@ -48,7 +48,6 @@ from .capabilities import StoreCapabilities
 from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
 from .memory_journal import MemoryJournal
-from .records import checked_tokens
 from .observations import (
     LEASE_EXPIRED,
     DurationBuckets,
@@ -56,6 +55,7 @@ from .observations import (
     NotificationKey,
     fold_step,
 )
+from .records import checked_tokens
 
 _PENDING = StepStatus.PENDING
 _DRIVEN = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # runs_to_drive

@@ -97,9 +97,9 @@ from .base import (
     owner_refusal,
 )
 from .capabilities import StoreCapabilities
-from .records import checked_tokens
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
+from .records import checked_tokens
 from .sql import queries
 from .sql import rows as rows
 from .sql.postgres_rows import optional_text, run_params, shift, text, write_params

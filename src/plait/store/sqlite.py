@@ -101,7 +101,6 @@ from .base import (
     WriteBatch,
 )
 from .capabilities import StoreCapabilities
-from .records import checked_tokens
 from .group_commit import GroupCommit, WriteJob
 from .observations import (
     MetricsSnapshot,
@@ -109,6 +108,7 @@ from .observations import (
     sqlite_claim_notification,
     sqlite_snapshot,
 )
+from .records import checked_tokens
 from .sqlite_database import (
     BUSY_CODES,
     CHECKPOINT_AFTER_JOBS,
