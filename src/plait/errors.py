@@ -25,7 +25,8 @@
     │   └── SchemaVersionError   a database written by a newer plait
     └── StepError                why one attempt of a step failed (stored as its error)
         ├── FatalError           raised by user code: fail now, never retry
-        │   └── UntrustedRefused a definition breaks the rules for untrusted ones (carries them)
+        │   ├── UntrustedRefused a definition breaks the rules for untrusted ones (carries them)
+        │   └── TokenBudgetSpent a run's limits.max_llm_tokens is spent: the model call is not sent
         ├── TemplateError        a template failed to render (never retried)
         ├── OutputError          a step returned something that is not JSON (never retried)
         ├── StepTimeout          the attempt ran past the step's timeout

@@ -72,10 +72,12 @@ def test_an_agent_loop_is_stopped_by_the_budget(respx_mock: respx.MockRouter,
     assert "token budget of 35 spent: 40 used" in (step.error or "")
     doc = show(db, result.run_id)
     assert doc["llm_tokens"] == 40
+    assert doc["llm_budget"] == {"max_llm_tokens": 35, "used": 40}
     assert doc["steps"]["agent"]["usage"]["total_tokens"] == 40
     text = CliRunner().invoke(cli, ["show", result.run_id, "--db", db])
     assert "token budget of 35 spent: 40 used" in text.output
-    assert "tokens    40 (prompt 24, completion 16)" in text.output
+    assert "tokens    40 (prompt 24, completion 16); budget 35 spent (40 used)" \
+        in text.output
 
 
 def test_an_agent_may_catch_the_refusal_and_answer_with_what_it_has(
@@ -122,6 +124,7 @@ def test_loop_iterations_spend_from_the_parents_budget(respx_mock: respx.MockRou
     assert route.call_count == 3
     doc = show(db, run_id)
     assert (doc["status"], doc["llm_tokens"]) == ("failed", 30)
+    assert doc["llm_budget"] == {"max_llm_tokens": 25, "used": 30}
     last = show(db, doc["steps"]["rounds"]["child_run_id"])
     assert f"token budget of 25 spent: 30 used (by run {run_id}" in \
         last["steps"]["ask"]["error"]

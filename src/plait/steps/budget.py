@@ -1,7 +1,8 @@
 """Token budgets: ``limits.max_llm_tokens`` (docs/limits.md, docs/agents.md).
 
 Every model call of a run (each attempt of an ``llm`` step, each ``ctx.llm`` call that
-sends a request: a journaled call replayed sends nothing) goes through a ``Budget``:
+sends a request: a journaled call replayed sends nothing) goes through a
+``TokenBudget``:
 
 - before the request is sent, ``refuse_spent`` reads the stored count of the run and of
   every run that started it (``parent_run_id``, at any depth) that has a budget; when
@@ -30,11 +31,11 @@ from ..errors import TokenBudgetSpent
 if TYPE_CHECKING:
     from ..store.base import Store
 
-__all__ = ["Budget"]
+__all__ = ["TokenBudget"]
 
 
 @dataclass(slots=True)
-class Budget:
+class TokenBudget:
     """The budgets one sender's calls answer to: built per attempt or ``ctx.llm`` call."""
 
     store: Store

@@ -78,7 +78,7 @@ from ..core.model import JSON, JSONDict
 from ..core.numbers import MAX_INT, shown
 from ..core.trust import key_env_problem
 from ..errors import FatalError, HTTPStatusError, StepError
-from .budget import Budget
+from .budget import TokenBudget
 from .context import MAX_NOTE_BYTES, StepLog
 from .http import (
     _RETRYABLE_TRANSPORT,
@@ -258,7 +258,7 @@ class Sender:
     max_note_bytes: int  # the run's limits.max_output_bytes
     name: str | None = None
     # the token budgets the call answers to (steps.budget); None: no store to keep them
-    budget: Budget | None = None
+    budget: TokenBudget | None = None
 
     @classmethod
     def of(cls, call: StepCall, *, name: str | None = None) -> Sender:
@@ -266,7 +266,7 @@ class Sender:
         who = f"step {step!r}" if name is None else f"step {step!r}: ctx.llm {name!r}"
         limits = call.services.limits(call.run.checked.spec.limits)
         store = call.services.store
-        budget = None if store is None else Budget(
+        budget = None if store is None else TokenBudget(
             store=store, run_id=call.run.run_id, limit=limits.max_llm_tokens, step=step)
         return cls(step=step, attempt=call.attempt, who=who, services=call.services,
                    step_log=call.run.step_log, max_note_bytes=limits.max_output_bytes,

@@ -480,10 +480,10 @@ class PostgresStore:
     # ------------------------------------------------------------------ token budgets
 
     async def add_llm_tokens(self, run_id: str, tokens: int) -> int:
-        return await postgres_tokens.add(self._db, run_id, checked_tokens(tokens))
+        return await postgres_tokens.tokens_add(self._db, run_id, checked_tokens(tokens))
 
     async def llm_tokens(self, run_id: str) -> int:
-        return await postgres_tokens.get(self._db, run_id)
+        return await postgres_tokens.tokens_get(self._db, run_id)
 
     # ------------------------------------------------------------------ webhook deliveries
 

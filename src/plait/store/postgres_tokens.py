@@ -13,7 +13,7 @@ from .sql.postgres_rows import text
 _Q = queries("postgres")
 
 
-async def add(db: PostgresDatabase, run_id: str, tokens: int) -> int:
+async def tokens_add(db: PostgresDatabase, run_id: str, tokens: int) -> int:
     """One statement: concurrent adds of every process all count."""
     row = await db.fetchone(_Q["tokens_add"],
                             {"run_id": text(run_id), "tokens": tokens})
@@ -22,7 +22,7 @@ async def add(db: PostgresDatabase, run_id: str, tokens: int) -> int:
     return int(row[0])
 
 
-async def get(db: PostgresDatabase, run_id: str) -> int:
+async def tokens_get(db: PostgresDatabase, run_id: str) -> int:
     row = await db.fetchone(_Q["tokens_get"], {"run_id": text(run_id)})
     if row is None:
         raise RunNotFound(run_id)

@@ -446,10 +446,10 @@ class SqliteStore:
     # ------------------------------------------------------------------ token budgets
 
     async def add_llm_tokens(self, run_id: str, tokens: int) -> int:
-        return await self._write(sqlite_tokens.add, run_id, checked_tokens(tokens))
+        return await self._write(sqlite_tokens.tokens_add, run_id, checked_tokens(tokens))
 
     async def llm_tokens(self, run_id: str) -> int:
-        return await self._run(sqlite_tokens.get, self._db, run_id)
+        return await self._run(sqlite_tokens.tokens_get, self._db, run_id)
 
     # ------------------------------------------------------------------ webhook deliveries
 

@@ -11,7 +11,7 @@ from .sqlite_database import SqliteDatabase
 _Q = queries("sqlite")
 
 
-def add(db: SqliteDatabase, run_id: str, tokens: int) -> int:
+def tokens_add(db: SqliteDatabase, run_id: str, tokens: int) -> int:
     """A write job: the run's new count; RunNotFound."""
     row = db.conn.execute(_Q["tokens_add"], (tokens, run_id)).fetchone()
     if row is None:
@@ -19,7 +19,7 @@ def add(db: SqliteDatabase, run_id: str, tokens: int) -> int:
     return int(row[0])
 
 
-def get(db: SqliteDatabase, run_id: str) -> int:
+def tokens_get(db: SqliteDatabase, run_id: str) -> int:
     row = db.conn.execute(_Q["tokens_get"], (run_id,)).fetchone()
     if row is None:
         raise RunNotFound(run_id)

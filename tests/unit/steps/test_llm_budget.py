@@ -84,3 +84,11 @@ async def test_without_a_limit_calls_are_never_refused(respx_mock: respx.MockRou
                        llm_step("c", depends_on=["b"]), budget=None)
 
     assert (result.status, route.call_count) == ("completed", 3)
+
+
+def test_a_python_workflows_limit_is_checked_the_same_way() -> None:
+    wf = Workflow("p", limits=Limits(max_llm_tokens=0))
+    wf.add_step("a", lambda: 1)
+    with pytest.raises(DefinitionError) as excinfo:
+        wf.validate()
+    assert [p.location for p in excinfo.value.problems] == ["limits.max_llm_tokens"]
