@@ -55,6 +55,8 @@ UI show the messages as a conversation (``rundoc.llm_calls``).
 Token usage: every attempt that got a completion (also one whose JSON was refused) adds
 a history note ``{"usage": {"attempt", "model", "prompt_tokens", "completion_tokens",
 "total_tokens"}}`` to the step; ``plait metrics`` sums them per step and workflow.
+With ``limits.max_llm_tokens`` each request is first checked against the run's token
+budget and its tokens are counted in the store (``steps.budget``).
 
 Security: the request goes through the same guarded client as ``http`` steps
 (``netclient.guarded_client``): link-local and metadata addresses are refused before
