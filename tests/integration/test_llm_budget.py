@@ -74,6 +74,10 @@ def test_an_agent_loop_is_stopped_by_the_budget(respx_mock: respx.MockRouter,
     assert doc["llm_tokens"] == 40
     assert doc["llm_budget"] == {"max_llm_tokens": 35, "used": 40}
     assert doc["steps"]["agent"]["usage"]["total_tokens"] == 40
+    # Prometheus counts the step's calls (its output holds no usage of its own)
+    scraped = CliRunner().invoke(cli, ["metrics", "--prometheus", "--db", db])
+    assert 'plait_llm_tokens_total{kind="total",step="agent",workflow="budget-agent"} 40.0' \
+        in scraped.output, scraped.output
     text = CliRunner().invoke(cli, ["show", result.run_id, "--db", db])
     assert "token budget of 35 spent: 40 used" in text.output
     assert "tokens    40 (prompt 24, completion 16); budget 35 spent (40 used)" \

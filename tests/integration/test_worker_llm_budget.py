@@ -56,6 +56,11 @@ async def test_the_budget_holds_across_workers(
     # a call is sent only while the count is under the limit: past it, at most the
     # calls in flight when it crossed (one per agent) were answered
     assert LIMIT <= used <= LIMIT - 10 + 10 * AGENTS
+    # and each step's own calls, as Prometheus counts them, add up to it
+    snap = await store.metrics_snapshot((1.0,))
+    name = checked.spec.name
+    assert sum(snap.tokens.get((name, f"agent{n}", "total_tokens"), 0)
+               for n in range(AGENTS)) == used
     for step in await store.get_steps(run_id):
         assert (step.status, step.attempts) == ("failed", 1)
         assert f"token budget of {LIMIT} spent: " in (step.error or "")

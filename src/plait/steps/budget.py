@@ -8,8 +8,9 @@ sends a request: a journaled call replayed sends nothing) goes through a
   every run that started it (``parent_run_id``, at any depth) that has a budget; when
   one has reached its limit (used >= N) the call fails without retry
   (``TokenBudgetSpent``: ``token budget of N spent: M used``);
-- once the answer is in, ``count`` adds its ``total_tokens`` (from its ``usage`` note)
-  to the stored count of the run and of each of those ancestors.
+- once the answer is in, ``count`` adds its usage (from its ``usage`` note) to the
+  step's stored tokens (what Prometheus counts) and its ``total_tokens`` to the stored
+  count of the run and of each of those ancestors, in one transaction.
 
 So a run's count is the tokens of its own calls and of its child runs' (``workflow``
 and ``loop`` steps): a child run spends from its parent's budget, and from its own
@@ -27,9 +28,12 @@ from typing import TYPE_CHECKING
 
 from ..core.model import JSON
 from ..errors import TokenBudgetSpent
+from ..store.records import TokenUsage
 
 if TYPE_CHECKING:
     from ..store.base import Store
+
+_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 __all__ = ["TokenBudget"]
 
@@ -42,14 +46,18 @@ class TokenBudget:
     run_id: str
     limit: int | None  # the run's own limits.max_llm_tokens
     step: str
-    pending: int = 0  # tokens noted by the call being sent, not counted yet
+    # tokens noted by the call being sent, not counted yet
+    pending: TokenUsage = field(default_factory=TokenUsage)
     _chain: list[tuple[str, int | None]] | None = field(default=None, repr=False)
 
     def noted(self, usage: JSON) -> None:
         """A ``usage`` note of the call: its tokens are counted once it returns."""
-        total = usage.get("total_tokens") if isinstance(usage, dict) else None
-        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
-            self.pending += total
+        if not isinstance(usage, dict):
+            return
+        prompt, completion, total = (_count(usage.get(key)) for key in _KEYS)
+        was = self.pending
+        self.pending = TokenUsage(was.prompt + prompt, was.completion + completion,
+                                  was.total + total)
 
     async def refuse_spent(self) -> None:
         """TokenBudgetSpent when the run's budget, or an ancestor's, is spent."""
@@ -62,11 +70,13 @@ class TokenBudget:
                                        own=run_id == self.run_id)
 
     async def count(self) -> None:
-        """Add the tokens noted since the last count to every run they count for."""
-        tokens, self.pending = self.pending, 0
-        if tokens:
-            for run_id, _ in await self._budgets():
-                await self.store.add_llm_tokens(run_id, tokens)
+        """Add the tokens noted since the last count: to the step's, and to the count
+        of the run and of every run that started it (one store transaction)."""
+        usage, self.pending = self.pending, TokenUsage()
+        if usage.total or usage.prompt or usage.completion:
+            chain = await self._budgets()
+            await self.store.add_llm_tokens(self.run_id, self.step, usage,
+                                            [run_id for run_id, _ in chain[1:]])
 
     async def _budgets(self) -> list[tuple[str, int | None]]:
         """(run id, its limit or None) of the run and of each run that started it."""
@@ -82,6 +92,11 @@ class TokenBudget:
                 parent = run.parent_run_id
             self._chain = chain
         return self._chain
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else 0
 
 
 def _limit_of(definition: JSON) -> int | None:

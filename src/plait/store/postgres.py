@@ -99,7 +99,7 @@ from .base import (
 from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
-from .records import checked_tokens
+from .records import TokenUsage
 from .sql import queries
 from .sql import rows as rows
 from .sql.postgres_rows import optional_text, run_params, shift, text, write_params
@@ -479,8 +479,10 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ token budgets
 
-    async def add_llm_tokens(self, run_id: str, tokens: int) -> int:
-        return await postgres_tokens.tokens_add(self._db, run_id, checked_tokens(tokens))
+    async def add_llm_tokens(self, run_id: str, step_id: str, usage: TokenUsage,
+                             ancestors: Sequence[str] = ()) -> int:
+        return await postgres_tokens.tokens_add(self._db, run_id, step_id, usage.checked(),
+                                                tuple(ancestors))
 
     async def llm_tokens(self, run_id: str) -> int:
         return await postgres_tokens.tokens_get(self._db, run_id)
@@ -521,7 +523,8 @@ class PostgresStore:
                     ("reclaims", observations.POSTGRES["reclaims"],
                      {"pattern": observations.LEASE_EXPIRED + "%"}),
                     ("tokens", observations.POSTGRES["tokens"],
-                     {"kinds": list(observations.TOKEN_KINDS)})]
+                     {"kinds": list(observations.TOKEN_KINDS)}),
+                    ("step_tokens", observations.POSTGRES["step_tokens"], None)]
                 for name, query, params in asked:
                     found = await (await conn.execute(query, params)).fetchall()
                     observations.postgres_fold(out, name, found)

@@ -345,9 +345,20 @@ class RunFilter:
     top_level: bool = False
 
 
-def checked_tokens(tokens: object) -> int:
-    """``tokens`` when it is a whole number of at least 0, else StoreError."""
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-        raise StoreError(f"a count of tokens must be a whole number of at least 0, "
-                         f"got {tokens!r}")
-    return tokens
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """The tokens of one model call (its ``usage``), as ``Store.add_llm_tokens`` adds
+    them: each a whole number of at least 0."""
+
+    prompt: int = 0
+    completion: int = 0
+    total: int = 0
+
+    def checked(self) -> TokenUsage:
+        """This usage, or StoreError naming the count that is not a whole number >= 0."""
+        for name in ("prompt", "completion", "total"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise StoreError(f"a count of tokens ({name}) must be a whole number of "
+                                 f"at least 0, got {value!r}")
+        return self

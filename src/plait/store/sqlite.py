@@ -108,7 +108,7 @@ from .observations import (
     sqlite_claim_notification,
     sqlite_snapshot,
 )
-from .records import checked_tokens
+from .records import TokenUsage
 from .sqlite_database import (
     BUSY_CODES,
     CHECKPOINT_AFTER_JOBS,
@@ -445,8 +445,10 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ token budgets
 
-    async def add_llm_tokens(self, run_id: str, tokens: int) -> int:
-        return await self._write(sqlite_tokens.tokens_add, run_id, checked_tokens(tokens))
+    async def add_llm_tokens(self, run_id: str, step_id: str, usage: TokenUsage,
+                             ancestors: Sequence[str] = ()) -> int:
+        return await self._write(sqlite_tokens.tokens_add, run_id, step_id, usage.checked(),
+                                 tuple(ancestors))
 
     async def llm_tokens(self, run_id: str) -> int:
         return await self._run(sqlite_tokens.tokens_get, self._db, run_id)

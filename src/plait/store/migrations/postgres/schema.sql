@@ -220,6 +220,16 @@ CREATE TABLE run_tokens (
     CONSTRAINT run_tokens_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
 );
 
+CREATE TABLE step_tokens (
+    run bigint NOT NULL,
+    step_id text NOT NULL,
+    prompt bigint NOT NULL,
+    completion bigint NOT NULL,
+    total bigint NOT NULL,
+    CONSTRAINT step_tokens_pkey PRIMARY KEY (run, step_id),
+    CONSTRAINT step_tokens_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);

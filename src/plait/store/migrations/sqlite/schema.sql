@@ -184,6 +184,15 @@ CREATE TABLE run_tokens (
     tokens INTEGER NOT NULL
 );
 
+CREATE TABLE step_tokens (
+    run        INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    step_id    TEXT    NOT NULL,
+    prompt     INTEGER NOT NULL,
+    completion INTEGER NOT NULL,
+    total      INTEGER NOT NULL,
+    PRIMARY KEY (run, step_id)
+);
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
