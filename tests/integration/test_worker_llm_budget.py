@@ -1,7 +1,8 @@
 """A token budget (``limits.max_llm_tokens``) on ``plait worker``: four agent steps
 calling the model without end run at once on two workers; the run's count, kept in
 the store, gathers every call of every worker, and once it has reached the limit no
-worker sends another call.  Every answer spends 10 tokens."""
+worker sends another call.  A loop's iterations, run by the workers as child runs,
+spend from the parent's budget.  Every answer spends 10 tokens."""
 
 from __future__ import annotations
 
@@ -64,3 +65,31 @@ async def test_the_budget_holds_across_workers(
     for step in await store.get_steps(run_id):
         assert (step.status, step.attempts) == ("failed", 1)
         assert f"token budget of {LIMIT} spent: " in (step.error or "")
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgresql",
+                                                          marks=pytest.mark.postgres)],
+                         indirect=True)
+async def test_loop_iterations_on_workers_spend_from_the_parents_budget(
+        store: Store, respx_mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_LLM_KEY", "sk-worker-budget")
+    route = respx_mock.post(f"{BASE}/chat/completions").respond(200, json={
+        "model": "gpt-test", "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant",
+                                                      "content": "more"}}],
+        "usage": {"prompt_tokens": 6, "completion_tokens": 4, "total_tokens": 10}})
+    ask = {"name": f"ask-{uuid.uuid4().hex[:8]}", "steps": [
+        {"id": "ask", "type": "llm", "base_url": BASE, "model": "gpt-test",
+         "api_key_env": "TEST_LLM_KEY", "prompt": "round {{ input.round }}"}]}
+    checked = check_definition({
+        "name": f"wf-{uuid.uuid4().hex[:8]}", "limits": {"max_llm_tokens": 25},
+        "steps": [{"id": "rounds", "type": "loop", "workflow": ask["name"], "definition": ask,
+                   "input": {"round": "{{ loop.iteration }}"}, "until": "{{ false }}",
+                   "max_iterations": 10}]})
+
+    run_id, status = await run_on_two_workers(store, checked, WAIT_S)
+
+    # iterations 0-2 are sent (0, 10, 20 used); iteration 3's call is refused
+    assert status == RunStatus.FAILED
+    assert route.call_count == 3
+    assert await store.llm_tokens(run_id) == 30

@@ -38,6 +38,15 @@ def test_a_limit_that_is_not_a_positive_whole_number_is_a_located_problem(
     assert [p.location for p in excinfo.value.problems] == ["limits.max_llm_tokens"]
 
 
+@pytest.mark.parametrize(("value", "message"), [
+    (0, "must be at least 1, got 0"), ("lots", "expected a whole number, got 'lots'")])
+def test_the_problem_says_what_is_wrong(value: object, message: str) -> None:
+    with pytest.raises(DefinitionError) as excinfo:
+        Workflow.from_dict({"name": "w", "limits": {"max_llm_tokens": value},
+                            "steps": [llm_step()]}).validate()
+    assert str(excinfo.value.problems[0]) == f"limits.max_llm_tokens: {message}"
+
+
 def test_the_limit_is_kept_by_the_definition_and_the_python_api() -> None:
     wf = Workflow.from_dict({"name": "w", "limits": {"max_llm_tokens": 500},
                              "steps": [llm_step()]})
