@@ -140,7 +140,7 @@ TOP_FIELD_SCHEMAS: dict[str, JSONDict] = {
     "limits": {"type": "object", "additionalProperties": False,
                "patternProperties": _EXTENSIONS, "properties": {
         "max_steps": _COUNT, "max_depth": _COUNT, "max_map_items": _COUNT,
-        "max_subworkflow_depth": _COUNT,
+        "max_subworkflow_depth": _COUNT, "max_llm_tokens": _COUNT,
         "max_output_bytes": {"type": ["integer", "string"]}}},
     "alerts": _NAMES,
     "schedules": {"type": "array", "items": _SCHEDULE},

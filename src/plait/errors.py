@@ -25,7 +25,8 @@
     │   └── SchemaVersionError   a database written by a newer plait
     └── StepError                why one attempt of a step failed (stored as its error)
         ├── FatalError           raised by user code: fail now, never retry
-        │   └── UntrustedRefused a definition breaks the rules for untrusted ones (carries them)
+        │   ├── UntrustedRefused a definition breaks the rules for untrusted ones (carries them)
+        │   └── TokenBudgetSpent a run's limits.max_llm_tokens is spent: the model call is not sent
         ├── TemplateError        a template failed to render (never retried)
         ├── OutputError          a step returned something that is not JSON (never retried)
         ├── StepTimeout          the attempt ran past the step's timeout
@@ -298,6 +299,19 @@ class FatalError(StepError):
     """Raise from a step to fail it at once, without retries (the fallback still runs)."""
 
     retryable = False
+
+
+class TokenBudgetSpent(FatalError):
+    """A model call (an ``llm`` step's attempt, a ``ctx.llm`` call) refused before it
+    was sent: a run's ``limits.max_llm_tokens`` is spent (``used`` >= ``limit``).
+    ``budget_run`` is the run whose budget it is: the calling run itself, or a run that
+    started it (a budget covers the child runs, at any depth).  Never retried."""
+
+    def __init__(self, limit: int, used: int, *, step: str, budget_run: str,
+                 own: bool = True) -> None:
+        self.limit, self.used, self.budget_run = limit, used, budget_run
+        whose = "" if own else f" (by run {budget_run} and the runs it started)"
+        super().__init__(f"token budget of {limit} spent: {used} used{whose}", step=step)
 
 
 class UntrustedRefused(FatalError):

@@ -18,7 +18,7 @@ RUN_KEYS = {"run_id", "workflow", "version", "status", "output", "error", "durat
             "steps"}
 SHOW_EXTRA = {"retry_of", "parent_run_id", "fingerprint", "input", "created_at",
               "started_at", "finished_at", "attempts", "logs", "emits", "usage",
-              "llm_tokens",
+              "llm_tokens", "llm_budget",
               "continuation", "wake_at"}
 SUMMARY_KEYS = {"run_id", "workflow", "version", "fingerprint", "status", "error",
                 "created_at", "started_at", "finished_at", "duration_s", "steps_done",

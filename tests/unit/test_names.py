@@ -30,6 +30,9 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     **{name: (frozenset({"store/postgres_journal.py", "store/sqlite_journal.py"}), _JOURNAL)
        for name in ("journal", "journal_get", "journal_step", "journal_put", "event_get",
                     "event_put")},
+    **{name: (frozenset({"store/postgres_tokens.py", "store/sqlite_tokens.py"}),
+              "one operation of a run's token count for each SQL backend")
+       for name in ("tokens_add", "tokens_get")},
     **{name: (frozenset({"store/sql/postgres_schema.py", "store/sql/sqlite_schema.py"}),
               _SCHEMA)
        for name in ("latest_version", "migrate", "schema_version")},

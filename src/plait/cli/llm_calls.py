@@ -21,11 +21,15 @@ MODEL_HEADERS = ("STEP", "MODEL", "PROMPT", "COMPLETION", "TOTAL")
 
 def tokens_line(rolled: RollUp) -> tuple[str, str] | None:
     """``plait show``'s header line of the run's tokens (None when it used none)."""
-    total = rolled.total
-    if not total:
+    total, budget = rolled.total, rolled.budget
+    if not total and budget is None:
         return None
     below = rolled.in_children.total
-    return ("tokens", total.text() + (f"; {below:,} of them in child runs" if below else ""))
+    text = total.text() + (f"; {below:,} of them in child runs" if below else "")
+    if budget is not None:
+        spent = " spent" if budget[1] >= budget[0] else ""
+        text += f"; budget {budget[0]:,}{spent} ({budget[1]:,} used)"
+    return ("tokens", text)
 
 
 def token_rows(rolled: RollUp, models: Mapping[str, str],

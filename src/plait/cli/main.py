@@ -249,7 +249,8 @@ def runs(workflow: str | None, status: str | None, limit: int, every: bool, db: 
              'a workflow or loop step\'s entry adds "child_run_id" and "child_run_ids"; '
              'every step entry has "llm" (the messages a model call sent, or null) and '
              '"usage" (its tokens, with its child runs\'), the run "usage" and '
-             '"llm_tokens" (with its child runs\'). With --step: that step\'s entry.')
+             '"llm_tokens" (with its child runs\'), "llm_budget" (null, or '
+             '{"max_llm_tokens", "used"}). With --step: that step\'s entry.')
 @click.option("--step", "step", metavar="STEP", default=None,
               help="Show one step: its attempts, output and, for an llm step, the "
                    "messages sent and the answer, as a conversation.")

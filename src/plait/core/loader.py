@@ -252,7 +252,7 @@ def _limits(c: _Collector, value: JSON) -> Limits:
         c.add("limits", "expected a mapping")
         return Limits()
     known = ("max_steps", "max_depth", "max_map_items", "max_subworkflow_depth",
-             "max_output_bytes")
+             "max_output_bytes", "max_llm_tokens")
     _unknown_fields(c, "limits", value, known, "limits")
     base = Limits()
     kwargs = {k: c.get(f"limits.{k}", value[k],

@@ -79,6 +79,9 @@ class Limits:
     max_map_items: int = 10_000
     max_subworkflow_depth: int = 10
     max_output_bytes: int = 16 * 1024 * 1024  # of one step's output as JSON text
+    # the total tokens the run's model calls may spend (llm steps, ctx.llm), None: no
+    # bound (docs/limits.md)
+    max_llm_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

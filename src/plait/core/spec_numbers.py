@@ -40,7 +40,8 @@ def _problems(spec: WorkflowSpec) -> Iterator[Problem]:
         ("concurrency", spec.concurrency, _count(1)),
         ("timeout", spec.timeout, _duration), ("sla", spec.sla, _duration)]
     top += [(f"limits.{f.name}", getattr(spec.limits, f.name), _count(1))
-            for f in fields(spec.limits)]
+            for f in fields(spec.limits)
+            if getattr(spec.limits, f.name) is not None]  # max_llm_tokens: no bound
     top += [(f"pools.{name}.concurrency", pool.concurrency, _count(1))
             for name, pool in spec.pools.items() if pool.concurrency is not None]
     top += [(name, value, _count(1)) for name, value in (

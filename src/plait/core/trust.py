@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import cast
+from typing import Any, cast
 
 from ..errors import Problem
 from . import expressions
@@ -310,7 +310,14 @@ def capped(limits: Limits, caps: Limits | None) -> Limits:
     """``limits`` with each value at most its cap (``caps`` None: as they are)."""
     if caps is None:
         return limits
-    values = {f.name: min(getattr(limits, f.name), getattr(caps, f.name))
-              for f in fields(Limits)}
+    values: dict[str, Any] = {f.name: _least(getattr(limits, f.name), getattr(caps, f.name))
+                              for f in fields(Limits)}
     return limits if values == {f.name: getattr(limits, f.name) for f in fields(Limits)} \
         else Limits(**values)
+
+
+def _least(value: int | None, cap: int | None) -> int | None:
+    """The smaller of a limit and its cap, None standing for no bound."""
+    if value is None or cap is None:
+        return cap if value is None else value
+    return min(value, cap)

@@ -10,8 +10,11 @@ JSON (``plait show --json`` and ``GET /api/runs/{id}``):
   ``"usage"``: null, or ``{"prompt_tokens", "completion_tokens", "total_tokens"}`` of
   every attempt of the step and, for a ``workflow`` or ``loop`` step (or a map item of
   one), of its child runs and theirs;
-- the run gains ``"usage"`` (the three counts of the run and all its descendants) and
-  ``"llm_tokens"`` (their ``total_tokens``).
+- the run gains ``"usage"`` (the three counts of the run and all its descendants),
+  ``"llm_tokens"`` (their ``total_tokens``) and ``"llm_budget"``: null, or for a run
+  whose definition sets ``limits.max_llm_tokens`` ``{"max_llm_tokens", "used"}``, where
+  ``used`` is the count the budget is judged by (``Store.llm_tokens``: every call sent,
+  the child runs' included; ``steps.budget``).
 
 Child runs are found as ``plait show`` finds them (their ids derive from the run, the
 step and the iteration), at most ``MAX_CHILD_RUNS`` per roll-up.
@@ -66,6 +69,8 @@ class RollUp:
     own: dict[str, Tokens]
     children: dict[str, Tokens]
     reads: int = 0  # child runs read so far (bounded by MAX_CHILD_RUNS)
+    # (limits.max_llm_tokens, the stored count) of a run with a token budget
+    budget: tuple[int, int] | None = None
 
     def of_step(self, step_id: str) -> Tokens:
         return self.own.get(step_id, Tokens()) + self.children.get(step_id, Tokens())
@@ -90,7 +95,13 @@ async def roll_up(store: Store, run: RunRecord, events: Sequence[EventRecord],
     """The tokens of ``run`` (whose history is ``events``, whose steps ``step_ids``)
     and of its descendants."""
     counter = RollUp(own={}, children={})
-    return await _roll_up(store, run, events, step_ids, counter, 0)
+    rolled = await _roll_up(store, run, events, step_ids, counter, 0)
+    definition = await _definition(store, run)
+    limits = definition.get("limits") if isinstance(definition, dict) else None
+    limit = limits.get("max_llm_tokens") if isinstance(limits, dict) else None
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        rolled.budget = (limit, await store.llm_tokens(run.run_id))
+    return rolled
 
 
 async def _roll_up(store: Store, run: RunRecord, events: Sequence[EventRecord],
@@ -147,4 +158,7 @@ def add_llm(value: JSONDict, events: Sequence[EventRecord], rolled: RollUp) -> J
     total = rolled.total
     value["usage"] = total.to_json()
     value["llm_tokens"] = total.total
+    budget = rolled.budget
+    value["llm_budget"] = None if budget is None else {"max_llm_tokens": budget[0],
+                                                       "used": budget[1]}
     return value

@@ -55,6 +55,8 @@ UI show the messages as a conversation (``rundoc.llm_calls``).
 Token usage: every attempt that got a completion (also one whose JSON was refused) adds
 a history note ``{"usage": {"attempt", "model", "prompt_tokens", "completion_tokens",
 "total_tokens"}}`` to the step; ``plait metrics`` sums them per step and workflow.
+With ``limits.max_llm_tokens`` each request is first checked against the run's token
+budget and its tokens are counted in the store (``steps.budget``).
 
 Security: the request goes through the same guarded client as ``http`` steps
 (``netclient.guarded_client``): link-local and metadata addresses are refused before
@@ -78,6 +80,7 @@ from ..core.model import JSON, JSONDict
 from ..core.numbers import MAX_INT, shown
 from ..core.trust import key_env_problem
 from ..errors import FatalError, HTTPStatusError, StepError
+from .budget import TokenBudget
 from .context import MAX_NOTE_BYTES, StepLog
 from .http import (
     _RETRYABLE_TRANSPORT,
@@ -256,18 +259,25 @@ class Sender:
     step_log: StepLog
     max_note_bytes: int  # the run's limits.max_output_bytes
     name: str | None = None
+    # the token budgets the call answers to (steps.budget); None: no store to keep them
+    budget: TokenBudget | None = None
 
     @classmethod
     def of(cls, call: StepCall, *, name: str | None = None) -> Sender:
         step = call.step.id
         who = f"step {step!r}" if name is None else f"step {step!r}: ctx.llm {name!r}"
         limits = call.services.limits(call.run.checked.spec.limits)
+        store = call.services.store
+        budget = None if store is None else TokenBudget(
+            store=store, run_id=call.run.run_id, limit=limits.max_llm_tokens, step=step)
         return cls(step=step, attempt=call.attempt, who=who, services=call.services,
                    step_log=call.run.step_log, max_note_bytes=limits.max_output_bytes,
-                   name=name)
+                   name=name, budget=budget)
 
     def note(self, key: str, value: JSONDict) -> None:
         named: JSONDict = {**value, "call": self.name} if self.name is not None else value
+        if key == "usage" and self.budget is not None:
+            self.budget.noted(value)
         self.step_log.note(self.step, {key: named})
 
 
@@ -296,7 +306,20 @@ async def run_llm(call: StepCall) -> JSON:
 
 async def send(sender: Sender, request: _Request, key_env: str) -> JSONDict:
     """POST ``request`` with the key of ``key_env``: the completion as output, or the
-    error that fails the attempt (retryable when a new try may succeed)."""
+    error that fails the attempt (retryable when a new try may succeed).  Refused
+    before anything is sent when a token budget is spent; the tokens of the answer
+    are counted (``steps.budget``), also when the answer is then refused."""
+    budget = sender.budget
+    if budget is None:
+        return await _send(sender, request, key_env)
+    await budget.refuse_spent()
+    try:
+        return await _send(sender, request, key_env)
+    finally:
+        await budget.count()
+
+
+async def _send(sender: Sender, request: _Request, key_env: str) -> JSONDict:
     key = api_key(key_env, sender)
     step, who = sender.step, sender.who
     sender.note("llm_request", request_note(sender, request))

@@ -83,6 +83,7 @@ from .records import (
     StepRecord,
     Ticket,
     TicketRecord,
+    TokenUsage,
     WorkflowRecord,
     WriteBatch,
     cache_key_hash,
@@ -94,7 +95,8 @@ from .records import (
 __all__ = [
     "AttemptKey", "AttemptRecord", "CachedResult", "EventRecord", "InboxOutcome",
     "JournalEntry", "Journaled", "Lease", "OutcomeKind", "RunChange", "RunFilter",
-    "RunRecord", "Signal", "StepRecord", "Store", "Ticket", "TicketRecord", "WorkflowRecord",
+    "RunRecord", "Signal", "StepRecord", "Store", "Ticket", "TicketRecord", "TokenUsage",
+    "WorkflowRecord",
     "WriteBatch", "cache_key_hash", "late_result_note", "owner_refusal", "reaped_error",
 ]
 
@@ -380,6 +382,26 @@ class Store(Protocol):
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         """The run's journal, every step's, in the order stored.  RunNotFound."""
+        ...
+
+    # ------------------------------------------------------------------ token budgets
+    # The tokens model calls spent (``limits.max_llm_tokens``; docs/limits.md): per step
+    # its own calls' usage (what Prometheus counts), and per run a count of its calls'
+    # and its child runs' total tokens (what its budget is judged by), added to by
+    # every process that sends one of its calls.
+
+    async def add_llm_tokens(self, run_id: str, step_id: str, usage: TokenUsage,
+                             ancestors: Sequence[str] = ()) -> int:
+        """One model call of step ``step_id`` of the run: add ``usage`` to the step's
+        tokens, and ``usage.total`` to the count of the run and of each run of
+        ``ancestors`` (the runs that started it), in one transaction; the run's new
+        count.  Of concurrent adds, from any process on the store, every one counts.
+        RunNotFound (the run; an ancestor that is gone is passed over); StoreError when
+        a count is not a whole number of at least 0."""
+        ...
+
+    async def llm_tokens(self, run_id: str) -> int:
+        """The run's count (0 before any add).  RunNotFound."""
         ...
 
     # ------------------------------------------------------------------ run events

@@ -49,6 +49,7 @@ from .capabilities import StoreCapabilities
 from .json_copy import copy_json, owned_json, owned_output
 from .memory_claims import MemoryClaims
 from .memory_journal import MemoryJournal
+from .memory_tokens import MemoryTokens
 from .observations import (
     LEASE_EXPIRED,
     DurationBuckets,
@@ -56,6 +57,7 @@ from .observations import (
     NotificationKey,
     fold_step,
 )
+from .records import TokenUsage
 
 _PENDING = StepStatus.PENDING
 _DRIVEN = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # runs_to_drive
@@ -89,6 +91,7 @@ class MemoryStore:
         self._notifications: dict[NotificationKey, float] = {}  # claimed: when
         self._deliveries: dict[tuple[str, str], tuple[str, float]] = {}  # run id, at
         self._journal = MemoryJournal()  # ctx.run results
+        self._tokens = MemoryTokens()  # what model calls spent
         self._signals: dict[tuple[str, str], Signal] = {}  # (run, name) -> its event
 
     async def open(self) -> None:
@@ -462,12 +465,15 @@ class MemoryStore:
                     fold_step(out, bounds, run.workflow, step, str(_PENDING), 0, None, None,
                               None, by_step)
                 else:
+                    used = None if self._tokens.sent_calls(run_id, step) \
+                        else outputs.get(step)
                     fold_step(out, bounds, run.workflow, step, str(row.status), row.attempts,
-                              row.started_at, row.finished_at, outputs.get(step), by_step)
+                              row.started_at, row.finished_at, used, by_step)
             for e in self._events.get(run_id, ()):
                 if (type(e) is AttemptChange and e.ended and e.error is not None
                         and e.error.startswith(LEASE_EXPIRED)):
                     out.lease_reclaims += 1
+        self._tokens.fold(out, {run_id: run.workflow for run_id, run in self._runs.items()})
         claims = self._claims_made
         if claims is not None:
             out.tickets_queued, out.tickets_claimed = claims.ticket_counts()
@@ -528,6 +534,20 @@ class MemoryStore:
         if run_id not in self._runs:
             raise RunNotFound(run_id)
         return self._journal.entries(run_id)
+
+    # ------------------------------------------------------------------ token budgets
+
+    async def add_llm_tokens(self, run_id: str, step_id: str, usage: TokenUsage,
+                             ancestors: Sequence[str] = ()) -> int:
+        usage.checked()
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        return self._tokens.add(run_id, step_id, usage, ancestors, self._runs)
+
+    async def llm_tokens(self, run_id: str) -> int:
+        if run_id not in self._runs:
+            raise RunNotFound(run_id)
+        return self._tokens.count(run_id)
 
     # ------------------------------------------------------------------ run events
 

@@ -8,9 +8,11 @@ handful of ``GROUP BY`` aggregates computed by the database (one pass over the
 memory store folds its rows in Python.  Step durations are returned as histogram
 buckets for the bounds the caller gives, so no duration list ever leaves the store.
 
-Token usage (``llm`` steps, or any step whose output is an object with a ``usage``
-object) is summed from the steps' stored outputs: ``usage.prompt_tokens``,
-``usage.completion_tokens`` and ``usage.total_tokens`` when they are numbers.
+Token usage is summed per step from the usage of the model calls it sent (``llm``
+steps and ``ctx.llm``, every attempt: the ``step_tokens`` rows ``Store.add_llm_tokens``
+adds to); a step that sent none counts the ``usage`` object of its stored output, if
+it has one (``usage.prompt_tokens``, ``usage.completion_tokens`` and
+``usage.total_tokens`` when they are numbers).
 
 Map items count under their map step (``fetch[3]`` is aggregated as ``fetch``): the
 databases group by that name, so a map of 100,000 items sends back the rows of one
@@ -88,6 +90,15 @@ class MetricsSnapshot:
     tokens: dict[tuple[str, str, str], int] = field(default_factory=dict)  # + kind
 
 
+# a step row that sent no model call (its output's usage counts instead)
+_NO_CALLS = ("NOT EXISTS (SELECT 1 FROM step_tokens AS t"
+             " WHERE t.run = s.run AND t.step_id = s.step_id)")
+# the usage of the model calls each step sent
+_STEP_TOKENS = (f"SELECT r.workflow, {_STEP}, sum(s.prompt), sum(s.completion),"  # noqa: S608
+                " sum(s.total) FROM step_tokens AS s JOIN runs AS r ON r.id = s.run"
+                f" GROUP BY r.workflow, {_STEP}")
+
+
 def _number(value: JSON) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -161,7 +172,8 @@ _SQLITE = {
               " FROM steps AS s JOIN runs AS r ON r.id = s.run"
               " WHERE s.output IS NOT NULL AND json_valid(s.output)"
               " AND json_type(s.output, '$.usage.' || ?) IN ('integer', 'real')"
-              f" GROUP BY r.workflow, {_STEP}",
+              f" AND {_NO_CALLS} GROUP BY r.workflow, {_STEP}",
+    "step_tokens": _STEP_TOKENS,
     "claim_notification": "INSERT INTO notifications (run_id, event, step, target,"
                           " claimed_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
 }
@@ -185,7 +197,16 @@ def sqlite_snapshot(conn: sqlite3.Connection, bounds: Sequence[float]) -> Metric
     for kind in TOKEN_KINDS:
         for workflow, step, n in conn.execute(_SQLITE["tokens"], (kind, kind)):
             out.tokens[workflow, step, kind] = int(n)
+    _fold_step_tokens(out, conn.execute(_SQLITE["step_tokens"]).fetchall())
     return out
+
+
+def _fold_step_tokens(out: MetricsSnapshot, rows: Iterable[Sequence[Any]]) -> None:
+    """Add the rows of ``step_tokens`` (workflow, step, prompt, completion, total)."""
+    for workflow, step, *counts in rows:
+        for kind, n in zip(TOKEN_KINDS, counts, strict=True):
+            key = (workflow, step, kind)
+            out.tokens[key] = out.tokens.get(key, 0) + int(n or 0)
 
 
 def sqlite_claim_notification(conn: sqlite3.Connection, key: NotificationKey,
@@ -222,7 +243,8 @@ POSTGRES = {
               " WHERE json_typeof(s.output) = 'object'"
               " AND json_typeof(s.output -> 'usage') = 'object'"
               " AND json_typeof(s.output -> 'usage' -> k.kind) = 'number'"
-              f" GROUP BY r.workflow, {_STEP}, k.kind",
+              f" AND {_NO_CALLS} GROUP BY r.workflow, {_STEP}, k.kind",
+    "step_tokens": _STEP_TOKENS,
     "claim_notification": "INSERT INTO notifications (run_id, event, step, target,"
                           " claimed_at) VALUES (%(run_id)s, %(event)s, %(step)s,"
                           " %(target)s, %(at)s) ON CONFLICT DO NOTHING RETURNING 1",
@@ -249,4 +271,7 @@ def postgres_fold(out: MetricsSnapshot, name: str, rows: Sequence[Sequence[Any]]
         out.lease_reclaims = int(rows[0][0])
     elif name == "tokens":
         for workflow, step, kind, n in rows:
-            out.tokens[workflow, step, kind] = int(n)
+            key = (workflow, step, kind)
+            out.tokens[key] = out.tokens.get(key, 0) + int(n)
+    elif name == "step_tokens":
+        _fold_step_tokens(out, rows)

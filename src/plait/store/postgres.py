@@ -72,7 +72,13 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
-from . import observations, postgres_cache, postgres_claims, postgres_journal
+from . import (
+    observations,
+    postgres_cache,
+    postgres_claims,
+    postgres_journal,
+    postgres_tokens,
+)
 from .base import (
     AttemptRecord,
     CachedResult,
@@ -93,6 +99,7 @@ from .base import (
 from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
+from .records import TokenUsage
 from .sql import queries
 from .sql import rows as rows
 from .sql.postgres_rows import optional_text, run_params, shift, text, write_params
@@ -477,6 +484,16 @@ class PostgresStore:
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return await postgres_journal.journal(self._db, run_id)
 
+    # ------------------------------------------------------------------ token budgets
+
+    async def add_llm_tokens(self, run_id: str, step_id: str, usage: TokenUsage,
+                             ancestors: Sequence[str] = ()) -> int:
+        return await postgres_tokens.tokens_add(self._db, run_id, step_id, usage.checked(),
+                                                tuple(ancestors))
+
+    async def llm_tokens(self, run_id: str) -> int:
+        return await postgres_tokens.tokens_get(self._db, run_id)
+
     # ------------------------------------------------------------------ webhook deliveries
 
     async def claim_delivery(self, hook: str, delivery_id: str, run_id: str, at: float,
@@ -513,7 +530,8 @@ class PostgresStore:
                     ("reclaims", observations.POSTGRES["reclaims"],
                      {"pattern": observations.LEASE_EXPIRED + "%"}),
                     ("tokens", observations.POSTGRES["tokens"],
-                     {"kinds": list(observations.TOKEN_KINDS)})]
+                     {"kinds": list(observations.TOKEN_KINDS)}),
+                    ("step_tokens", observations.POSTGRES["step_tokens"], None)]
                 for name, query, params in asked:
                     found = await (await conn.execute(query, params)).fetchall()
                     observations.postgres_fold(out, name, found)

@@ -15,7 +15,7 @@ from typing import Literal
 from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import RunStatus
-from ..errors import StaleWriteError
+from ..errors import StaleWriteError, StoreError
 
 
 @dataclass(slots=True, kw_only=True)
@@ -350,3 +350,22 @@ class RunFilter:
     # only runs without a parent (``parent_run_id`` None): what `plait runs` and
     # GET /api/runs list unless asked for child runs too
     top_level: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """The tokens of one model call (its ``usage``), as ``Store.add_llm_tokens`` adds
+    them: each a whole number of at least 0."""
+
+    prompt: int = 0
+    completion: int = 0
+    total: int = 0
+
+    def checked(self) -> TokenUsage:
+        """This usage, or StoreError naming the count that is not a whole number >= 0."""
+        for name in ("prompt", "completion", "total"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise StoreError(f"a count of tokens ({name}) must be a whole number of "
+                                 f"at least 0, got {value!r}")
+        return self

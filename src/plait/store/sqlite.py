@@ -82,7 +82,7 @@ from typing import Any
 
 from ..core.model import JSON, JSONDict
 from ..errors import StoreError
-from . import sqlite_cache, sqlite_claims, sqlite_journal
+from . import sqlite_cache, sqlite_claims, sqlite_journal, sqlite_tokens
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
@@ -108,6 +108,7 @@ from .observations import (
     sqlite_claim_notification,
     sqlite_snapshot,
 )
+from .records import TokenUsage
 from .sqlite_database import (
     BUSY_CODES,
     CHECKPOINT_AFTER_JOBS,
@@ -451,6 +452,16 @@ class SqliteStore:
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return await self._run(sqlite_journal.journal, self._db, run_id)
+
+    # ------------------------------------------------------------------ token budgets
+
+    async def add_llm_tokens(self, run_id: str, step_id: str, usage: TokenUsage,
+                             ancestors: Sequence[str] = ()) -> int:
+        return await self._write(sqlite_tokens.tokens_add, run_id, step_id, usage.checked(),
+                                 tuple(ancestors))
+
+    async def llm_tokens(self, run_id: str) -> int:
+        return await self._run(sqlite_tokens.tokens_get, self._db, run_id)
 
     # ------------------------------------------------------------------ webhook deliveries
 

@@ -146,6 +146,8 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     fact("Started", fmtTime(run.created_at ?? run.started_at));
     fact("Duration", runDuration(run));
     if (run.llm_tokens) fact("Tokens", h("span", { "data-testid": "run-tokens", title: tokensText(run.usage) || "" }, fmtCount(run.llm_tokens)));
+    const budget = run.llm_budget;
+    if (budget) fact("Token budget", h("span", { "data-testid": "run-token-budget" }, `${fmtCount(budget.used)} / ${fmtCount(budget.max_llm_tokens)} used${budget.used >= budget.max_llm_tokens ? " (spent)" : ""}`));
     fact("Steps", `${fmtCount(counts.completed || 0)} / ${fmtCount(stepIds.length)} completed${counts.failed ? ` · ${fmtCount(counts.failed)} failed` : ""}${counts.upstream_failed ? ` · ${fmtCount(counts.upstream_failed)} upstream failed` : ""}`);
     if (run.retry_of) fact("Retry of", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.retry_of)}` }, run.retry_of));
     if (run.parent_run_id) fact("Parent run", h("a", { class: "mono", href: `#/runs/${encodeURIComponent(run.parent_run_id)}` }, run.parent_run_id));

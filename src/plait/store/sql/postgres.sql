@@ -533,3 +533,34 @@ INSERT INTO run_events (run, name, data, at)
 SELECT id, %(name)s, %(data)s::json, %(at)s FROM runs WHERE run_id = %(run_id)s
 ON CONFLICT (run, name) DO NOTHING
 RETURNING data, at;
+
+-- Tokens spent by model calls (0014_run_tokens.sql).
+
+-- tokens_add --
+-- One statement (one transaction; concurrent adds of any worker all count): add one
+-- call's usage to its step's and its total to the count of the run and of each of
+-- its ancestors still stored; the run's new count.  No row: no such run.
+-- (run_id, step_id, prompt, completion, total, ancestors)
+WITH step AS (
+    INSERT INTO step_tokens (run, step_id, prompt, completion, total)
+    SELECT id, %(step_id)s, %(prompt)s, %(completion)s, %(total)s
+    FROM runs WHERE run_id = %(run_id)s
+    ON CONFLICT (run, step_id) DO UPDATE SET prompt = step_tokens.prompt + excluded.prompt,
+        completion = step_tokens.completion + excluded.completion,
+        total = step_tokens.total + excluded.total
+    RETURNING run
+), counted AS (
+    INSERT INTO run_tokens (run, tokens)
+    SELECT r.id, %(total)s FROM runs AS r
+    WHERE r.id IN (SELECT run FROM step)
+       OR (r.run_id = ANY (%(ancestors)s::text[]) AND EXISTS (SELECT 1 FROM step))
+    ON CONFLICT (run) DO UPDATE SET tokens = run_tokens.tokens + excluded.tokens
+    RETURNING run, tokens
+)
+SELECT c.tokens FROM counted AS c JOIN step AS s ON s.run = c.run;
+
+-- tokens_get --
+-- The run's count (0: none counted).  No row: no such run.  (run_id)
+SELECT coalesce(t.tokens, 0)
+FROM runs AS r LEFT JOIN run_tokens AS t ON t.run = r.id
+WHERE r.run_id = %(run_id)s;

@@ -492,3 +492,28 @@ INSERT INTO run_events (run, name, data, at)
 SELECT id, ?, ?, ? FROM runs WHERE run_id = ?
 ON CONFLICT (run, name) DO NOTHING
 RETURNING data, at;
+
+-- Tokens spent by model calls (0012_run_tokens.sql).
+
+-- tokens_add_step --
+-- Add one call's usage to its step's.  No row: no such run.
+-- (prompt, completion, total, step_id, run_id)
+INSERT INTO step_tokens (run, step_id, prompt, completion, total)
+SELECT id, ?4, ?1, ?2, ?3 FROM runs WHERE run_id = ?5
+ON CONFLICT (run, step_id) DO UPDATE SET prompt = step_tokens.prompt + excluded.prompt,
+    completion = step_tokens.completion + excluded.completion,
+    total = step_tokens.total + excluded.total
+RETURNING run;
+
+-- tokens_add --
+-- Add to a run's count; the new count.  No row: no such run.  (tokens, run_id)
+INSERT INTO run_tokens (run, tokens)
+SELECT id, ? FROM runs WHERE run_id = ?
+ON CONFLICT (run) DO UPDATE SET tokens = run_tokens.tokens + excluded.tokens
+RETURNING tokens;
+
+-- tokens_get --
+-- The run's count (0: none counted).  No row: no such run.  (run_id)
+SELECT coalesce(t.tokens, 0)
+FROM runs AS r LEFT JOIN run_tokens AS t ON t.run = r.id
+WHERE r.run_id = ?;

@@ -214,6 +214,23 @@ CREATE TABLE run_events (
     CONSTRAINT run_events_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
 );
 
+CREATE TABLE run_tokens (
+    run bigint NOT NULL,
+    tokens bigint NOT NULL,
+    CONSTRAINT run_tokens_pkey PRIMARY KEY (run),
+    CONSTRAINT run_tokens_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
+);
+
+CREATE TABLE step_tokens (
+    run bigint NOT NULL,
+    step_id text NOT NULL,
+    prompt bigint NOT NULL,
+    completion bigint NOT NULL,
+    total bigint NOT NULL,
+    CONSTRAINT step_tokens_pkey PRIMARY KEY (run, step_id),
+    CONSTRAINT step_tokens_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -820,3 +837,4 @@ INSERT INTO plait_migrations (version, name) VALUES (12, '0012_step_journal.sql'
 INSERT INTO plait_migrations (version, name) VALUES (13, '0013_run_events.sql');
 INSERT INTO plait_migrations (version, name) VALUES (14, '0014_child_waits.sql');
 INSERT INTO plait_migrations (version, name) VALUES (15, '0015_run_wake_at.sql');
+INSERT INTO plait_migrations (version, name) VALUES (16, '0016_run_tokens.sql');

@@ -179,6 +179,20 @@ CREATE TABLE run_events (
     UNIQUE (run, name)
 );
 
+CREATE TABLE run_tokens (
+    run    INTEGER PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+    tokens INTEGER NOT NULL
+);
+
+CREATE TABLE step_tokens (
+    run        INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    step_id    TEXT    NOT NULL,
+    prompt     INTEGER NOT NULL,
+    completion INTEGER NOT NULL,
+    total      INTEGER NOT NULL,
+    PRIMARY KEY (run, step_id)
+);
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -207,4 +221,4 @@ CREATE INDEX runs_unfinished ON runs (created_at)
     WHERE status = 'pending' OR status = 'running'
           OR (status = 'waiting' AND wake_at IS NOT NULL);
 
-PRAGMA user_version = 13;
+PRAGMA user_version = 14;
