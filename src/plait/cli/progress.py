@@ -3,9 +3,10 @@
 ``ProgressModel`` folds the engine's committed batches (``Engine.listeners``) into
 counters, and keeps the latest partial output (``emit`` note) of each running step of
 the run: a streamed model answer shows its text growing under the step's line, as the
-tail of its last ``EMIT_LINES`` lines.  ``LiveProgress`` shows it with rich.  The engine calls the listener on the
-event loop, while rich redraws from its own refresh thread, so the model keeps its
-mutable parts behind a lock and the view renders from a snapshot.
+tail of its last ``EMIT_LINES`` lines.  ``LiveProgress`` shows it with rich.  The
+engine calls the listener on the event loop, while rich redraws from its own refresh
+thread, so the model keeps its mutable parts behind a lock and the view renders from a
+snapshot.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ class ProgressModel:
             if batch.run_id == self._run_id:
                 for step, note in batch.notes:
                     emit = note.get("emit") if step in steps.running else None
-                    if isinstance(emit, dict):
+                    if step is not None and isinstance(emit, dict):
                         steps.emitted[step] = emitted_text(emit.get("value"))
 
     def _steps_of(self, run_id: str) -> _Steps | None:

@@ -46,8 +46,8 @@ from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, InboxOutcome, Lease, Store, WriteBatch, late_result_note
 from ..store.capabilities import Notifies
 from .completions import Completions
-from .notify import OUTCOME
 from .engine import Engine, run_secrets
+from .notify import OUTCOME
 from .runner import AttemptRunner, error_info
 from .runview import RunView
 from .untrusted import refusal
@@ -339,14 +339,14 @@ class Executor:
         for token, lease in list(self._running.items()):
             journal = self._journals.get(token)
             if journal is not None:
-                notes = journal.take_emits(lease.step_id, lease.attempt)
                 by_run.setdefault(lease.run_id, []).extend(
-                    (lease.step_id, note) for note in notes)
-        for run_id, notes in by_run.items():
-            if not notes:
+                    (lease.step_id, note)
+                    for note in journal.take_emits(lease.step_id, lease.attempt))
+        for run_id, emits in by_run.items():
+            if not emits:
                 continue
             try:
-                await self.store.write(WriteBatch(run_id, notes=notes))
+                await self.store.write(WriteBatch(run_id, notes=emits))
                 if self.store.capabilities.notify:
                     await cast(Notifies, self.store).notify(OUTCOME, run_id)
             except StoreError as exc:

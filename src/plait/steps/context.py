@@ -519,7 +519,8 @@ class StepContext:
         """The ``llm`` step type's request as a journaled call named ``name``
         (docs/python-api.md): ``base_url``, ``model``, ``api_key_env``, ``messages`` or
         ``prompt``, and optionally ``tools``, ``response_format``, ``temperature``,
-        ``max_tokens``.  Returns the step's output (with ``tools``, plus
+        ``max_tokens``, ``stream`` (the text so far emitted while it arrives).
+        Returns the step's output (with ``tools``, plus
         ``"tool_calls": [{"id", "name", "arguments"}]``); a later attempt gets it back
         without sending anything."""
         calls = self._model_calls()

@@ -134,8 +134,9 @@ class _Answer:
         for choice in choices:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            if isinstance(choice.get("finish_reason"), str):
-                self.finish = choice["finish_reason"]
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str):
+                self.finish = reason
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
                 raise TypeError("`delta` is not a mapping")
