@@ -31,15 +31,17 @@ def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
 
 
 class HeldStream(httpx.AsyncByteStream):
-    """Sends "Hello, " then waits for ``release`` before the rest of the answer."""
+    """Sends "Hello, ", waits for ``gates[0]``, sends "world", waits for ``gates[1]``,
+    then ends the answer."""
 
-    def __init__(self, release: asyncio.Event) -> None:
-        self.release = release
+    def __init__(self, gates: list[asyncio.Event]) -> None:
+        self.gates = gates
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         yield chunk({"role": "assistant", "content": "Hello, "})
-        await self.release.wait()
+        await self.gates[0].wait()
         yield chunk({"content": "world"})
+        await self.gates[1].wait()
         yield chunk({}, "stop")
         yield b'data: {"choices": [], "usage": {"prompt_tokens": 2, ' \
               b'"completion_tokens": 2, "total_tokens": 4}}\n\n'
@@ -59,11 +61,11 @@ async def test_a_partial_answer_is_stored_while_the_attempt_runs(
         store: Store, respx_mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch,
         ticket: bool) -> None:
     monkeypatch.setenv("TEST_LLM_KEY", "sk-worker-stream")
-    release = asyncio.Event()
+    gates = [asyncio.Event(), asyncio.Event()]
     respx_mock.post(f"{BASE}/chat/completions").mock(
         side_effect=lambda request: httpx.Response(
             200, headers={"content-type": "text/event-stream"},
-            stream=HeldStream(release)))  # type: ignore[arg-type]
+            stream=HeldStream(gates)))  # type: ignore[arg-type]
     step: dict[str, object] = {"id": "ask", "type": "llm", "base_url": BASE,
                                "model": "gpt-test", "api_key_env": "TEST_LLM_KEY",
                                "prompt": "greet", "stream": True}
@@ -74,26 +76,34 @@ async def test_a_partial_answer_is_stored_while_the_attempt_runs(
     checked = check_definition(definition)
     running = asyncio.create_task(run_on_two_workers(store, checked, WAIT_S))
     try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + WAIT_S
-        seen: list[dict[str, object]] = []
-        while not seen:
-            assert loop.time() < deadline, "no partial answer was stored"
-            assert not running.done()
-            runs = await store.list_runs(RunFilter(workflow=checked.name))
-            if runs:
-                run_id = runs[0].run_id
-                seen = await emits_of(store, run_id)
-            await asyncio.sleep(0.02)
-        # the attempt is still running (held): the emit came before its outcome
-        steps = {s.step_id: s for s in await store.get_steps(run_id)}
-        assert steps["ask"].status == StepStatus.RUNNING
-        assert seen[0]["value"] == {"content": "Hello, ", "call": None}
+        for text, gate in zip(["Hello, ", "Hello, world"], gates, strict=True):
+            # each text is stored while the attempt is held (running), then it goes on
+            run_id, seen = await stored_emit(store, checked.name, text, running)
+            steps = {s.step_id: s for s in await store.get_steps(run_id)}
+            assert steps["ask"].status == StepStatus.RUNNING
+            assert seen["value"] == {"content": text, "call": None}
+            gate.set()
     finally:
-        release.set()
+        for gate in gates:
+            gate.set()
     run_id, status = await running
     assert status == RunStatus.COMPLETED
     emits = await emits_of(store, run_id)
     assert [e["value"]["content"] for e in emits] == ["Hello, ", "Hello, world"]  # type: ignore[index]
     output = {s.step_id: s for s in await store.get_steps(run_id)}["ask"].output
     assert output["content"] == "Hello, world"  # type: ignore[index]
+
+
+async def stored_emit(store: Store, workflow: str, text: str,
+                      running: asyncio.Task[object]) -> tuple[str, dict[str, object]]:
+    """The run and its emit of ``text``, once stored (the workers still running)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    while True:
+        assert loop.time() < deadline, f"no partial answer {text!r} was stored"
+        assert not running.done()
+        for run in await store.list_runs(RunFilter(workflow=workflow)):
+            for emit in await emits_of(store, run.run_id):
+                if emit["value"]["content"] == text:  # type: ignore[index]
+                    return run.run_id, emit
+        await asyncio.sleep(0.02)

@@ -56,7 +56,7 @@ from .worksource import Reported
 _log = logging.getLogger("plait.worker")
 
 VIEWS_KEPT = 64  # runs whose view a worker keeps for their next attempts (_view)
-EMITS_EVERY_S = 0.2  # the emits of running attempts are stored at most this often
+EMITS_EVERY_S = 0.2  # the emits of a running attempt are stored at most this often
 
 
 async def wait_woken(event: asyncio.Event, seconds: float) -> None:
@@ -248,6 +248,7 @@ class Executor:
         self._abandoned: dict[str, str] = {}  # token -> "lost" | "drained"
         self._journals: dict[str, AttemptLogs] = {}  # token -> where its attempt logs
         self._running: dict[str, Lease] = {}  # token -> its lease, while it runs
+        self._emits_stored: dict[str, float] = {}  # token -> when its emits last were
         self._emits = asyncio.Event()  # an attempt running here emitted (emit_loop)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
@@ -317,16 +318,23 @@ class Executor:
 
     async def emit_loop(self) -> None:
         """Store what the attempts running here emit (``ctx.emit``, a streamed model
-        answer) while they run, at most every ``EMITS_EVERY_S``: the notes are written
-        on their own (no owner, as a late result's), then ``plait_outcome`` wakes who
-        follows the run.  What an attempt emits after the last write travels with its
-        outcome, as its other notes do."""
-        self._loop = asyncio.get_running_loop()
+        answer) while they run: an attempt's first emit at once, then at most every
+        ``EMITS_EVERY_S`` for that attempt.  The notes are written on their own (no
+        owner, as a late result's), then ``plait_outcome`` wakes who follows the run.
+        What an attempt emits after the last write travels with its outcome, as its
+        other notes do."""
+        self._loop = loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
         while True:
             await self._emits.wait()
             self._emits.clear()
-            await self._store_emits()
-            await asyncio.sleep(EMITS_EVERY_S)
+            later = await self._store_emits(time.monotonic())
+            # attempts whose next write is not due yet: one timer, for the first of them
+            now = loop.time()
+            if later is not None and (timer is None or not now < timer.when() <= now + later):
+                if timer is not None:
+                    timer.cancel()
+                timer = loop.call_later(later, self._emits.set)
 
     def _emitted(self) -> None:
         """An attempt running here emitted (from any thread)."""
@@ -334,14 +342,23 @@ class Executor:
         if loop is not None:
             loop.call_soon_threadsafe(self._emits.set)
 
-    async def _store_emits(self) -> None:
+    async def _store_emits(self, now: float) -> float | None:
+        """Write the emits of the attempts due; in how long the next one is due."""
         by_run: dict[str, list[tuple[str | None, JSONDict]]] = {}
+        later: float | None = None
         for token, lease in list(self._running.items()):
             journal = self._journals.get(token)
-            if journal is not None:
+            if journal is None:
+                continue
+            wait = self._emits_stored.get(token, -EMITS_EVERY_S) + EMITS_EVERY_S - now
+            if wait > 0:
+                later = wait if later is None else min(later, wait)
+                continue
+            notes = journal.take_emits(lease.step_id, lease.attempt)
+            if notes:
+                self._emits_stored[token] = now
                 by_run.setdefault(lease.run_id, []).extend(
-                    (lease.step_id, note)
-                    for note in journal.take_emits(lease.step_id, lease.attempt))
+                    (lease.step_id, note) for note in notes)
         for run_id, emits in by_run.items():
             if not emits:
                 continue
@@ -352,6 +369,7 @@ class Executor:
             except StoreError as exc:
                 _log.warning("worker %s: storing the emits of run %s failed (%s)",
                              self.name, run_id, exc, extra={"run_id": run_id})
+        return later
 
     def _observe_dispatch(self, leases: list[Lease]) -> None:
         on_dispatch = self._worker.on_dispatch
@@ -425,6 +443,7 @@ class Executor:
 
     def _finish(self, lease: Lease, outcome: InboxOutcome) -> None:
         self._running.pop(lease.token, None)
+        self._emits_stored.pop(lease.token, None)
         journal = self._journals.pop(lease.token, None)
         if journal is not None:  # its notes go with it (to the history)
             notes = journal.take(lease.step_id, lease.attempt)
