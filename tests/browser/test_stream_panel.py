@@ -17,12 +17,12 @@ import pytest
 from .conftest import Server, serve
 
 # examples/fake_openai/server.py by its path (``examples`` here is tests/examples)
-_SPEC = importlib.util.spec_from_file_location(
+_FOUND = importlib.util.spec_from_file_location(
     "fake_openai_server",
     Path(__file__).resolve().parents[2] / "examples" / "fake_openai" / "server.py")
-assert _SPEC is not None and _SPEC.loader is not None
-fake_openai = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(fake_openai)
+assert _FOUND is not None and _FOUND.loader is not None
+fake_openai = importlib.util.module_from_spec(_FOUND)
+_FOUND.loader.exec_module(fake_openai)
 
 KEY = "sk-ui-stream-KEY"
 RELEASE = threading.Event()
