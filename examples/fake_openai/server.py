@@ -29,6 +29,13 @@ called, it answers ``done: `` and the tool results, joined by ``; ``.
 OpenAI's error shape; with ``FAKE_OPENAI_KEY`` set, only that key is accepted.  A
 message containing ``[429]`` gets one 429 with ``Retry-After: 0`` per distinct message
 (then the answer), to show retries.  Standard library only.
+
+Streaming: a request with ``"stream": true`` gets the same answer as Server-Sent
+Events, as OpenAI sends them: a first chunk with the role, the content a word at a
+time (a tool call's arguments in two pieces), a chunk with the finish reason, the
+usage in a last chunk when ``stream_options.include_usage`` is true, then
+``data: [DONE]``.  ``--chunk-delay SECONDS`` (or ``FAKE_OPENAI_CHUNK_DELAY``) waits
+that long before each content chunk, to watch the text grow.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import json
 import os
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -172,6 +180,7 @@ def from_schema(schema: Any, text: str) -> Any:
 class Handler(BaseHTTPRequestHandler):
     server_version = "fake-openai/1"
     replies: list[Rule] = []  # set by serve()/main() from --replies
+    chunk_delay = 0.0  # seconds before each streamed content chunk
     limited: set[str] = set()
     lock = threading.Lock()
 
@@ -229,25 +238,69 @@ class Handler(BaseHTTPRequestHandler):
         if call is not None:
             message = {"role": "assistant", "content": None, "tool_calls": [call]}
             completion_tokens = len(call["function"]["arguments"].split())
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        model = str(request["model"]) + MODEL_SUFFIX
+        if request.get("stream") is True:
+            options = request.get("stream_options")
+            with_usage = isinstance(options, dict) and options.get("include_usage") is True
+            self._stream(model, message, finish, usage if with_usage else None)
+            return
         self._send(200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
-            "model": str(request["model"]) + MODEL_SUFFIX,
+            "model": model,
             "choices": [{"index": 0, "finish_reason": finish,
                          "message": message}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}})
+            "usage": usage})
+
+    def _stream(self, model: str, message: dict[str, Any], finish: str,
+                usage: dict[str, int] | None) -> None:
+        """The answer as chat completion chunks (Server-Sent Events)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+
+        def chunk(delta: dict[str, Any], reason: str | None = None, **extra: Any) -> None:
+            body = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+                    "model": model, "choices": [{"index": 0, "delta": delta,
+                                                 "finish_reason": reason}], **extra}
+            self.wfile.write(f"data: {json.dumps(body)}\n\n".encode())
+            self.wfile.flush()
+
+        chunk({"role": "assistant", "content": ""})
+        for piece in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
+            if self.chunk_delay:
+                time.sleep(self.chunk_delay)
+            chunk({"content": piece})
+        for i, call in enumerate(message.get("tool_calls") or []):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                   "function": {"name": call["function"]["name"],
+                                                "arguments": arguments[:half]}}]})
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": arguments[half:]}}]})
+        chunk({}, finish)
+        if usage is not None:
+            body = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+                    "model": model, "choices": [], "usage": usage}
+            self.wfile.write(f"data: {json.dumps(body)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
 
 
-def _handler(replies: str | None) -> type[Handler]:
+def _handler(replies: str | None, chunk_delay: float = 0.0) -> type[Handler]:
     rules = load_replies(replies) if replies else []
-    return type("ScriptedHandler", (Handler,), {"replies": rules, "limited": set()})
+    return type("ScriptedHandler", (Handler,), {"replies": rules, "limited": set(),
+                                                "chunk_delay": chunk_delay})
 
 
-def serve(host: str = "127.0.0.1", port: int = 0,
-          replies: str | None = None) -> ThreadingHTTPServer:
+def serve(host: str = "127.0.0.1", port: int = 0, replies: str | None = None,
+          chunk_delay: float = 0.0) -> ThreadingHTTPServer:
     """A started server (in a daemon thread); ``server.server_address[1]`` is its port,
-    ``server.shutdown()`` stops it.  ``replies``: a replies file (see above)."""
-    server = ThreadingHTTPServer((host, port), _handler(replies))
+    ``server.shutdown()`` stops it.  ``replies``: a replies file (see above);
+    ``chunk_delay``: seconds before each streamed content chunk."""
+    server = ThreadingHTTPServer((host, port), _handler(replies, chunk_delay))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -258,9 +311,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8901)
     parser.add_argument("--replies", default=os.environ.get("FAKE_OPENAI_REPLIES"),
                         help="a JSON file of {match, reply} rules for known prompts")
+    parser.add_argument("--chunk-delay", type=float,
+                        default=float(os.environ.get("FAKE_OPENAI_CHUNK_DELAY") or 0),
+                        help="seconds before each streamed content chunk")
     args = parser.parse_args()
     try:
-        handler = _handler(args.replies)
+        handler = _handler(args.replies, args.chunk_delay)
     except (OSError, ValueError) as exc:
         parser.error(f"--replies: {exc}")
     server = ThreadingHTTPServer((args.host, args.port), handler)

@@ -1,13 +1,17 @@
 """Live progress of a run on a terminal.
 
 ``ProgressModel`` folds the engine's committed batches (``Engine.listeners``) into
-counters; ``LiveProgress`` shows it with rich.  The engine calls the listener on the
-event loop, while rich redraws from its own refresh thread, so the model keeps its
-mutable parts behind a lock and the view renders from a snapshot.
+counters, and keeps the latest partial output (``emit`` note) of each running step of
+the run: a streamed model answer shows its text growing under the step's line, as the
+tail of its last ``EMIT_LINES`` lines.  ``LiveProgress`` shows it with rich.  The
+engine calls the listener on the event loop, while rich redraws from its own refresh
+thread, so the model keeps its mutable parts behind a lock and the view renders from a
+snapshot.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -27,6 +31,8 @@ from ..store.base import RunRecord, StepRecord, WriteBatch
 from .style import STATUS_STYLES, format_seconds
 
 MAX_LISTED = 8  # running steps and failures shown at once; the rest are counted
+EMIT_LINES = 3  # lines of a running step's latest partial output shown
+EMIT_WIDTH = 100  # characters of each
 _FINAL = FINAL_STEP_STATES
 _KEYS_TRIED = 1000  # loop iterations looked through to place a child run (see _starter)
 
@@ -41,6 +47,7 @@ class Running:
     started: float
     note: str = ""
     depth: int = 0
+    emitted: str = ""  # the step's latest partial output, as text ("": none)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,8 +68,8 @@ class _Steps:
     """The steps of one run as the display counts them: every step it has (map items
     included once stored) and which of them ended, so ``done <= total`` always."""
 
-    __slots__ = ("completed", "ended", "failed", "failures", "known", "not_run", "retrying",
-                 "running", "skipped", "waiting")
+    __slots__ = ("completed", "emitted", "ended", "failed", "failures", "known", "not_run",
+                 "retrying", "running", "skipped", "waiting")
 
     def __init__(self, step_ids: Iterable[str]) -> None:
         self.known: set[str] = set(step_ids)
@@ -72,11 +79,13 @@ class _Steps:
         self.waiting: set[str] = set()
         self.retrying: dict[str, tuple[int, float | None]] = {}
         self.failures: dict[str, str] = {}
+        self.emitted: dict[str, str] = {}  # running step -> its latest partial output
 
     def change(self, step: str, target: StepStatus, at: float, attempts: int,
                error: str | None, due: float | None) -> None:
         self.known.add(step)
-        self.running.pop(step, None)
+        if self.running.pop(step, None) is not None or target is StepStatus.RUNNING:
+            self.emitted.pop(step, None)  # a new attempt, or the end: shown no more
         self.retrying.pop(step, None)
         self.waiting.discard(step)
         if target is StepStatus.RUNNING:
@@ -149,6 +158,11 @@ class ProgressModel:
             for change in batch.steps:
                 steps.change(change.step, change.target, change.at, change.row.attempts,
                              change.row.error, change.row.next_attempt_at)
+            if batch.run_id == self._run_id:
+                for step, note in batch.notes:
+                    emit = note.get("emit") if step in steps.running else None
+                    if step is not None and isinstance(emit, dict):
+                        steps.emitted[step] = emitted_text(emit.get("value"))
 
     def _steps_of(self, run_id: str) -> _Steps | None:
         if run_id == self._run_id:
@@ -221,10 +235,26 @@ class ProgressModel:
                 break
             children = self._under.get(step, ())
             lines.append(Running(label=step, attempt=attempt, started=started,
-                                 note=_children_note(children)))
+                                 note=_children_note(children),
+                                 emitted=self._top.emitted.get(step, "")))
             lines.extend(Running(label=child.label + inner, attempt=a, started=t, depth=1)
                          for child in children for inner, (a, t) in child.steps.running.items())
         return lines[:MAX_LISTED]
+
+
+def emitted_text(value: object) -> str:
+    """A partial output as the display shows it: a streamed answer's text (an emit
+    ``{"content": TEXT, ...}``), a text as it is, anything else as compact JSON; its
+    last ``EMIT_LINES`` lines, each cut to its last ``EMIT_WIDTH`` characters."""
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        text = value["content"]
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    lines = text.rstrip().splitlines()[-EMIT_LINES:]
+    return "\n".join(line if len(line) <= EMIT_WIDTH else "…" + line[-EMIT_WIDTH + 1:]
+                     for line in lines)
 
 
 def _children_note(children: Sequence[_Child]) -> str:
@@ -262,6 +292,8 @@ class ProgressView:
         table = Table.grid(padding=(0, 2))
         for line in snap.running:
             table.add_row(*_running_row(line, now))
+            if line.emitted:
+                table.add_row("", Text(line.emitted, "dim italic"), "", "")
         shown = sum(1 for line in snap.running if line.depth == 0)
         if snap.running_count > shown:
             table.add_row("", Text(f"... and {snap.running_count - shown} more", "dim"),

@@ -30,7 +30,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..core.jsoncheck import clean_text
 from ..core.mapping import item_step, split_item_id
@@ -44,8 +44,10 @@ from ..steps.builtin import declared_keys
 from ..steps.context import AttemptLogs
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, InboxOutcome, Lease, Store, WriteBatch, late_result_note
+from ..store.capabilities import Notifies
 from .completions import Completions
 from .engine import Engine, run_secrets
+from .notify import OUTCOME
 from .runner import AttemptRunner, error_info
 from .runview import RunView
 from .untrusted import refusal
@@ -54,6 +56,7 @@ from .worksource import Reported
 _log = logging.getLogger("plait.worker")
 
 VIEWS_KEPT = 64  # runs whose view a worker keeps for their next attempts (_view)
+EMITS_EVERY_S = 0.2  # the emits of a running attempt are stored at most this often
 
 
 async def wait_woken(event: asyncio.Event, seconds: float) -> None:
@@ -244,6 +247,10 @@ class Executor:
         self.completions = Completions(self.store, self.name, self.lease)
         self._abandoned: dict[str, str] = {}  # token -> "lost" | "drained"
         self._journals: dict[str, AttemptLogs] = {}  # token -> where its attempt logs
+        self._running: dict[str, Lease] = {}  # token -> its lease, while it runs
+        self._emits_stored: dict[str, float] = {}  # token -> when its emits last were
+        self._emits = asyncio.Event()  # an attempt running here emitted (emit_loop)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
         self._views: OrderedDict[tuple[str, int], tuple[RunView, RunState]] = OrderedDict()
         self._functions: dict[tuple[str, int, int, bool], StepFunction] = {}
@@ -308,6 +315,61 @@ class Executor:
 
     async def complete_loop(self) -> None:
         await self.completions.complete_loop()
+
+    async def emit_loop(self) -> None:
+        """Store what the attempts running here emit (``ctx.emit``, a streamed model
+        answer) while they run: an attempt's first emit at once, then at most every
+        ``EMITS_EVERY_S`` for that attempt.  The notes are written on their own (no
+        owner, as a late result's), then ``plait_outcome`` wakes who follows the run.
+        What an attempt emits after the last write travels with its outcome, as its
+        other notes do."""
+        self._loop = loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
+        while True:
+            await self._emits.wait()
+            self._emits.clear()
+            later = await self._store_emits(time.monotonic())
+            # attempts whose next write is not due yet: one timer, for the first of them
+            now = loop.time()
+            if later is not None and (timer is None or not now < timer.when() <= now + later):
+                if timer is not None:
+                    timer.cancel()
+                timer = loop.call_later(later, self._emits.set)
+
+    def _emitted(self) -> None:
+        """An attempt running here emitted (from any thread)."""
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._emits.set)
+
+    async def _store_emits(self, now: float) -> float | None:
+        """Write the emits of the attempts due; in how long the next one is due."""
+        by_run: dict[str, list[tuple[str | None, JSONDict]]] = {}
+        later: float | None = None
+        for token, lease in list(self._running.items()):
+            journal = self._journals.get(token)
+            if journal is None:
+                continue
+            wait = self._emits_stored.get(token, -EMITS_EVERY_S) + EMITS_EVERY_S - now
+            if wait > 0:
+                later = wait if later is None else min(later, wait)
+                continue
+            notes = journal.take_emits(lease.step_id, lease.attempt)
+            if notes:
+                self._emits_stored[token] = now
+                by_run.setdefault(lease.run_id, []).extend(
+                    (lease.step_id, note) for note in notes)
+        for run_id, emits in by_run.items():
+            if not emits:
+                continue
+            try:
+                await self.store.write(WriteBatch(run_id, notes=emits))
+                if self.store.capabilities.notify:
+                    await cast(Notifies, self.store).notify(OUTCOME, run_id)
+            except StoreError as exc:
+                _log.warning("worker %s: storing the emits of run %s failed (%s)",
+                             self.name, run_id, exc, extra={"run_id": run_id})
+        return later
 
     def _observe_dispatch(self, leases: list[Lease]) -> None:
         on_dispatch = self._worker.on_dispatch
@@ -380,6 +442,8 @@ class Executor:
         self._finish(lease, outcome)
 
     def _finish(self, lease: Lease, outcome: InboxOutcome) -> None:
+        self._running.pop(lease.token, None)
+        self._emits_stored.pop(lease.token, None)
         journal = self._journals.pop(lease.token, None)
         if journal is not None:  # its notes go with it (to the history)
             notes = journal.take(lease.step_id, lease.attempt)
@@ -407,6 +471,8 @@ class Executor:
         journal = call.run.step_log
         if isinstance(journal, AttemptLogs):
             self._journals[lease.token] = journal
+            self._running[lease.token] = lease
+            journal.on_emit = self._emitted
             # the approval the driver holds for a step in ctx.wait_for_approval
             decision = lease.payload.get("decision")
             journal.begin(lease.step_id, lease.attempt,

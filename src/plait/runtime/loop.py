@@ -163,11 +163,20 @@ class RunLoop:
                                        self.tasks, source.start)
         self._decisions_due = False
         self._detached = False
+        self._emitted = False  # a wake-up to store a step's partial output is due
         self._spawn: Spawn  # a task the run owns (its TaskGroup's)
 
     # ------------------------------------------------------------- driving
 
     async def run(self) -> None:
+        step_log, loop = self.view.step_log, asyncio.get_running_loop()
+
+        def emitted() -> None:  # from any thread: a partial output is stored promptly
+            if not self._emitted:
+                self._emitted = True
+                loop.call_soon_threadsafe(self._store_emits)
+
+        step_log.on_emit = emitted
         try:
             async with asyncio.TaskGroup() as tg:
                 self._spawn = tg.create_task
@@ -186,6 +195,14 @@ class RunLoop:
             if not self._detached:
                 await self._abort("cancelled (interrupted)")
             raise
+        finally:
+            step_log.on_emit = None  # no reference back to the loop once it ended
+
+    def _store_emits(self) -> None:
+        """A step emitted (``ctx.emit``, a streamed model answer): the loop's task
+        wakes, and its next commit stores the emits."""
+        self._emitted = False
+        self._wake.signal()
 
     def detach(self) -> None:
         """The next cancellation of the loop's task stops driving the run without

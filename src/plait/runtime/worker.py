@@ -203,7 +203,8 @@ class Worker:
         """The worker's loops, by name (as its log names them)."""
         found: list[tuple[str, Loop]] = [
             ("claim", self.executor.claim_loop), ("heartbeat", self.executor.heartbeat_loop),
-            ("completion", self.executor.complete_loop), ("drive", self.driver.loop)]
+            ("completion", self.executor.complete_loop), ("drive", self.driver.loop),
+            ("emit", self.executor.emit_loop)]
         if self._notifications is not None:
             self._notifications.on_work = self.executor.wake
             self._notifications.on_run = self.driver.wake

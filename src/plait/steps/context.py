@@ -53,6 +53,9 @@ class StepLog:
         self.decisions: dict[str, JSONDict] = {}
         self._records: collections.deque[tuple[str | None, JSONDict]] = collections.deque()
         self._dropped = 0
+        # called (from any thread) when an ``emit`` note is added: whoever stores the
+        # notes stores it soon, not only with the attempt's end (the run loop, a worker)
+        self.on_emit: Callable[[], None] | None = None
 
     @property
     def pending(self) -> bool:
@@ -71,6 +74,8 @@ class StepLog:
             self._dropped += 1
             return
         self._records.append((step_id, note_data(data, self.redact)))
+        if "emit" in data and self.on_emit is not None:
+            self.on_emit()
 
     def redact_json(self, value: JSON) -> JSON:
         """``value`` with every secret redacted from its text (keys and strings); the
@@ -170,6 +175,19 @@ class AttemptLogs(StepLog):
         attempt = self._current.get(step_id)
         if attempt is not None:
             self._keep((step_id, attempt), note_data(data, self.redact))
+            if "emit" in data and self.on_emit is not None:
+                self.on_emit()
+
+    def take_emits(self, step_id: str, attempt: int) -> list[JSONDict]:
+        """The attempt's ``emit`` notes so far, forgotten here (stored while the
+        attempt runs: ``Executor.emit_loop``); its other notes stay."""
+        notes = self._by_attempt.get((step_id, attempt))
+        if not notes:
+            return []
+        emits = [note for note in notes if "emit" in note]
+        if emits:
+            notes[:] = [note for note in notes if "emit" not in note]
+        return emits
 
     def drain(self) -> list[tuple[str | None, JSONDict]]:
         return []
@@ -510,7 +528,8 @@ class StepContext:
         """The ``llm`` step type's request as a journaled call named ``name``
         (docs/python-api.md): ``base_url``, ``model``, ``api_key_env``, ``messages`` or
         ``prompt``, and optionally ``tools``, ``response_format``, ``temperature``,
-        ``max_tokens``.  Returns the step's output (with ``tools``, plus
+        ``max_tokens``, ``stream`` (the text so far emitted while it arrives).
+        Returns the step's output (with ``tools``, plus
         ``"tool_calls": [{"id", "name", "arguments"}]``); a later attempt gets it back
         without sending anything."""
         calls = self._model_calls()

@@ -15,6 +15,9 @@ Fields (every value but ``api_key_env`` may contain templates)::
     tools            optional: the functions the model may call, in OpenAI's shape
                      [{type: function, function: {name, description, parameters}}]
                      (checked by ``steps.llmtools``)
+    stream           optional boolean: read the answer as it is generated, emitting
+                     the text so far while it arrives (``steps.llmstream``); the
+                     output is the same
 
 One attempt POSTs ``{base_url}/chat/completions`` with ``{"model", "messages", ...}`` and
 ``Authorization: Bearer <key>``, the key read from the named environment variable when
@@ -92,6 +95,7 @@ from .http import (
     quoted_url,
     retry_after_seconds,
 )
+from .llmstream import Emitter, emitted_value, read_stream, stream_body
 from .llmtools import has_template, tool_calls, tools_problem
 from .netclient import guarded_client
 from .registry import Services, StepCall
@@ -116,6 +120,7 @@ class _Request:
     body: JSONDict
     json_mode: bool
     schema: JSONDict | None
+    stream: bool = False  # read the answer as it is generated (steps.llmstream)
 
 
 def _prepare(call: StepCall) -> _Request:
@@ -166,8 +171,11 @@ def build_request(values: Mapping[str, JSON], step: str, who: str) -> _Request:
         if fmt["type"] == "json_schema":
             spec = cast(JSONDict, fmt["json_schema"])
             schema = cast(JSONDict, spec["schema"])
+    stream = values.get("stream", False)
+    if not isinstance(stream, bool):
+        raise fatal(f"`stream` must be true or false, got {shown(stream)}")
     return _Request(url=httpx.URL(base + "/chat/completions"), body=body,
-                    json_mode=json_mode, schema=schema)
+                    json_mode=json_mode, schema=schema, stream=stream)
 
 
 def _messages_of(values: Mapping[str, JSON], fatal: Callable[[str], FatalError]) -> JSON:
@@ -325,11 +333,17 @@ async def _send(sender: Sender, request: _Request, key_env: str) -> JSONDict:
     sender.note("llm_request", request_note(sender, request))
     where = f"POST {_shown(request.url)}"
     client = guarded_client(sender.services.http_policy, step=step)
-    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    headers = {"Authorization": f"Bearer {key}",
+               "Accept": "text/event-stream" if request.stream else "application/json"}
+    sent = stream_body(request.body) if request.stream else request.body
     try:
         async with client, client.stream("POST", request.url, headers=headers,
-                                         json=request.body) as response:
-            body, truncated = await _read_bounded(response)
+                                         json=sent) as response:
+            if request.stream and _is_stream(response):
+                body, truncated = await _read_streamed(sender, request, response,
+                                                       where), False
+            else:
+                body, truncated = await _read_bounded(response)
     except _RETRYABLE_TRANSPORT as exc:
         raise StepError(f"{who}: {type(exc).__name__}: {exc} during {where}",
                         step=step) from exc
@@ -347,6 +361,32 @@ async def _send(sender: Sender, request: _Request, key_env: str) -> JSONDict:
         raise StepError(f"{who}: the response of {where} is larger than "
                         f"{len(body)} bytes", step=step)
     return _completion(sender, request, body, where)
+
+
+def _is_stream(response: httpx.Response) -> bool:
+    return 200 <= response.status_code < 300 and response.headers.get(
+        "content-type", "").startswith("text/event-stream")
+
+
+async def _read_streamed(sender: Sender, request: _Request, response: httpx.Response,
+                         where: str) -> bytes:
+    """The streamed answer as a chat completion's body, the text so far emitted as it
+    grows (``steps.llmstream``)."""
+
+    def emit(text: str) -> None:
+        sender.step_log.note(sender.step, {"emit": {
+            "value": emitted_value(text, sender.name), "attempt": sender.attempt,
+            "at": time.time()}})
+
+    emitter = Emitter(emit)
+    whole = False
+    try:
+        body = await read_stream(response, who=sender.who, step=sender.step, where=where,
+                                 model=request.body["model"], on_text=emitter.update)
+        whole = True
+        return body
+    finally:
+        emitter.close(flush=whole)
 
 
 def request_note(sender: Sender, request: _Request) -> JSONDict:
@@ -541,6 +581,9 @@ def check_llm(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
         found = tools_problem(tools, templates=True)
         if found is not None:
             out.append((f".tools{found[0]}", found[1]))
+    stream = config.get("stream")
+    if "stream" in config and not _templated(stream) and not isinstance(stream, bool):
+        out.append((".stream", f"expected true or false, got {shown(stream)}"))
     fmt = config.get("response_format")
     if "response_format" in config and not _templated(fmt) and not has_template(fmt):
         problem = _format_problem(fmt)

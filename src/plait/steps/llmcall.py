@@ -7,7 +7,7 @@ imports it only when a call is made, so that ``import plait`` stays free of http
 
 The fields are the ``llm`` step's (``base_url``, ``model``, ``api_key_env``, exactly one
 of ``messages`` and ``prompt``, and optionally ``tools``, ``response_format``,
-``temperature``, ``max_tokens``), checked as the step checks them, before the journal
+``temperature``, ``max_tokens``, ``stream``), checked as the step checks them, before the journal
 is read: a bad field fails the step at once, naming the call and the field.  The
 request is sent as the step sends it (``llm.send``: the same key handling, network
 policy, retryable errors, ``llm_request`` and ``usage`` history notes, marked with the

@@ -11,5 +11,5 @@ HTTP_FIELDS = frozenset({"method", "url", "headers", "params", "json", "body", "
 
 # the llm fields that make its request (api_key_env only names the key): ctx.llm's too
 LLM_REQUEST_FIELDS = ("base_url", "model", "messages", "prompt", "response_format",
-                      "temperature", "max_tokens", "tools")
+                      "temperature", "max_tokens", "tools", "stream")
 LLM_FIELDS = frozenset({*LLM_REQUEST_FIELDS, "api_key_env"})

@@ -107,3 +107,32 @@ def test_runs_that_are_not_children_of_the_run_are_not_counted():
     snap = rec.batch("someone-else", started("x"), ended("x"))
     assert (snap.total, snap.done) == (5, 0)
     assert [r.label for r in snap.running] == ["sub"]
+
+
+def test_a_running_steps_latest_partial_output_is_shown_until_it_ends():
+    from plait.cli.progress import EMIT_WIDTH, ProgressView
+
+    rec = Recorder()
+    rec.batch(TOP, started("topics"))
+
+    def emit(value: object, run_id: str = TOP) -> Snapshot:
+        rec.model.apply(WriteBatch(run_id=run_id, notes=[
+            ("topics", {"emit": {"value": value, "attempt": 1, "at": 1.0}})]))
+        return rec.model.snapshot()
+
+    assert emit({"content": "Hello", "call": None}).running[0].emitted == "Hello"
+    snap = emit({"content": "Hello, world\nline two\nthree\nfour " + "x" * 200})
+    lines = snap.running[0].emitted.splitlines()
+    assert lines[:2] == ["line two", "three"]  # the last lines, the longest cut
+    assert lines[2].startswith("…") and len(lines[2]) == EMIT_WIDTH
+    assert emit({"done": 1}).running[0].emitted == '{"done":1}'  # ctx.emit values too
+    assert emit("other run", run_id="another").running[0].emitted == '{"done":1}'
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(ProgressView("run", rec.model))
+    assert '{"done":1}' in console.export_text()
+    snap = rec.batch(TOP, ended("topics"))
+    assert snap.running == ()
+    rec.batch(TOP, [change("topics", S.COMPLETED, S.RUNNING, attempts=2)])
+    assert rec.model.snapshot().running[0].emitted == ""  # a new attempt starts bare

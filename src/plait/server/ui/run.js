@@ -378,8 +378,22 @@ export async function runPage(root, params, { go, onLeave, runId }) {
     if (st?.error) side.append(h("h3", {}, "Error"), h("div", { class: "errbox" }, typeof st.error === "string" ? st.error : JSON.stringify(st.error, null, 2)));
     const partial = emits.get(selected);
     if (partial && partial.length) {
-      side.append(h("h3", {}, `Partial outputs (${partial.length})`),
-        h("div", { class: "emits", "data-testid": "emits" }, partial.slice(-50).map((v) => jsonView(v))));
+      // a streamed model answer emits its text so far ({content, call}): the latest
+      // text of each call is shown, growing; other partial outputs are listed
+      const streamed = new Map();
+      const others = [];
+      for (const v of partial) {
+        if (v && typeof v === "object" && typeof v.content === "string" && "call" in v) streamed.set(v.call ?? "", v);
+        else others.push(v);
+      }
+      for (const [call, v] of streamed) {
+        side.append(h("h3", {}, call ? `Streamed answer (ctx.llm ${call})` : "Streamed answer"),
+          h("div", { class: "streamed", "data-testid": "streamed" }, v.cut ? `… ${v.content}` : v.content));
+      }
+      if (others.length) {
+        side.append(h("h3", {}, `Partial outputs (${others.length})`),
+          h("div", { class: "emits", "data-testid": "emits" }, others.slice(-50).map((v) => jsonView(v))));
+      }
     }
     // ctx.run calls whose results are stored: a later attempt gets them back, uncalled
     const journal = Array.isArray(st?.journal) ? st.journal : [];
