@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from plait import Workflow
+from plait.core.states import RunStatus
 from plait.definitions import check_definition
 from plait.errors import InputError
 from plait.runtime.engine import Engine
@@ -97,6 +98,13 @@ async def test_workers_never_run_more_than_the_bound_of_a_key(
     assert _peak(bodies) == 2, f"runs of key acme: at most 2 at once, saw {_peak(bodies)}"
 
 
+async def _first_running(store: Any, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await store.list_runs(RunFilter(status=RunStatus.RUNNING)):
+        assert asyncio.get_running_loop().time() < deadline, "the first run never started"
+        await asyncio.sleep(0.02)
+
+
 async def test_a_local_run_queued_behind_its_key_can_be_cancelled(
         tmp_path: Path, steps_module: str) -> None:  # noqa: F811
     checked = check_definition(_keyed(steps_module, 1, seconds=3.0))
@@ -105,6 +113,7 @@ async def test_a_local_run_queued_behind_its_key_can_be_cancelled(
     try:
         engine = Engine(store)
         first = asyncio.create_task(engine.run(checked, {"customer": "acme"}))
+        await _first_running(store)  # it holds the key before the second is stored
         queued = await engine.submit(checked, {"customer": "acme"})
         waiting = asyncio.create_task(engine.execute(checked, queued))
         await asyncio.sleep(0.6)  # a few polls: still pending, no step started
