@@ -26,7 +26,14 @@ from ..core.child_ids import child_run_id
 from ..core.mapping import split_item_id
 from ..core.model import JSON, JSONDict, Limits
 from ..core.sizes import parse_size
-from ..core.trust import DEFINITION, MODULES_SETTING, module_allowed, sites, untrusted_problems
+from ..core.trust import (
+    DEFINITION,
+    MODULES_SETTING,
+    TrustPolicy,
+    module_allowed,
+    sites,
+    untrusted_problems,
+)
 from ..errors import DefinitionError, DefinitionRejected, FatalError, Problem, RunNotFound
 from .binding import compile_plan, import_call, import_untrusted_call, invoke
 
@@ -58,8 +65,6 @@ async def planned_child(call: StepCall,
     """The child the step runs (and its stored version when known): the stored
     definition of the child run it started already, else the definition it writes
     now, checked."""
-    from ..definitions import check_definition
-
     store = call.services.store
     if store is not None:
         try:  # a loop's iterations all run its first child's definition
@@ -69,19 +74,37 @@ async def planned_child(call: StepCall,
         else:
             return await children.stored(call, run.workflow, run.version)
     value = await _produce(call)
+    services = call.services
+    return written_definition(
+        value, name=planned_name(call), step=call.step.id,
+        limits=services.limits(call.run.checked.spec.limits),
+        allowed_modules=_allowed_modules(call.step.config.get("allowed_modules")),
+        trust=services.trust, depth=await children.depth(call.run_id)), None
+
+
+def written_definition(value: object, *, name: str, step: str, limits: Limits,
+                       allowed_modules: tuple[str, ...] = (),
+                       trust: TrustPolicy | None = None,
+                       depth: int = 0) -> CheckedWorkflow:
+    """``value`` checked as the definition step ``step`` wrote, named ``name``: every
+    check loading does and the step's rules (``planned_problems``); DefinitionRejected
+    listing every problem.  ``depth``: how many parents the step's run has."""
+    from ..definitions import check_definition
+
     problems = shape_problems(value)
     if problems:
-        raise DefinitionRejected(problems, step=call.step.id)
+        raise DefinitionRejected(problems, step=step)
     data = {key: item for key, item in cast(JSONDict, value).items() if key != "version"}
-    data["name"] = planned_name(call)
-    problems = planned_problems(data, call, await children.depth(call.run_id))
+    data["name"] = name
+    problems = planned_problems(data, limits=limits, allowed_modules=allowed_modules,
+                                trust=trust, depth=depth)
     try:
         checked = check_definition(data, source=None)
     except DefinitionError as exc:
-        raise DefinitionRejected([*exc.problems, *problems], step=call.step.id) from exc
+        raise DefinitionRejected([*exc.problems, *problems], step=step) from exc
     if problems:
-        raise DefinitionRejected(problems, step=call.step.id)
-    return checked, None
+        raise DefinitionRejected(problems, step=step)
+    return checked
 
 
 async def _produce(call: StepCall) -> JSON:
@@ -131,20 +154,18 @@ def shape_problems(value: object) -> list[Problem]:
 # ---------------------------------------------------------------- the step's rules
 
 
-def planned_problems(data: JSONDict, call: StepCall, depth: int) -> list[Problem]:
+def planned_problems(data: JSONDict, *, limits: Limits, allowed_modules: tuple[str, ...],
+                     trust: TrustPolicy | None, depth: int) -> list[Problem]:
     """What the step's rules refuse in ``data`` (the raw definition): the parent's
-    limits, the modules it may call, schedules, and an untrusted engine's rules."""
-    services = call.services
-    limits = services.limits(call.run.checked.spec.limits)
-    config = call.step.config
-    allowed = _allowed_modules(config.get("allowed_modules"))
+    ``limits``, the modules it may call, schedules, and an untrusted engine's rules
+    (``trust``)."""
     problems = _limit_problems(data, limits, depth)
     if data.get("schedules"):
         problems.append(Problem(location="schedules", message=(
             "a definition written at run time cannot have schedules")))
-    problems += _module_problems(data, allowed, services.trust is not None)
-    if services.trust is not None:
-        problems += untrusted_problems(data, services.trust)
+    problems += _module_problems(data, allowed_modules, trust is not None)
+    if trust is not None:
+        problems += untrusted_problems(data, trust)
     return problems
 
 
