@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from plait.core.model import Limits
+from plait.definitions import check_definition
 from plait.steps.planned import written_definition
 from plait.store import open_store
 
@@ -62,7 +63,7 @@ async def measure(db: str, sizes: list[int], repeats: int) -> dict[str, Any]:
                 value = generated(size, r)
                 started = time.perf_counter()
                 checked = written_definition(value, name="bench.execute", step="execute",
-                                             limits=limits)
+                                             limits=limits, check=check_definition)
                 await store.save_workflow(checked.spec.name, checked.definition_json,
                                           checked.fingerprint, None)
                 elapsed = (time.perf_counter() - started) * 1000

@@ -19,8 +19,8 @@ even when the producer would now give another graph.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ..core.child_ids import child_run_id
 from ..core.mapping import split_item_id
@@ -35,12 +35,26 @@ from ..core.trust import (
     untrusted_problems,
 )
 from ..errors import DefinitionError, DefinitionRejected, FatalError, Problem, RunNotFound
-from .binding import compile_plan, import_call, import_untrusted_call, invoke
+from .binding import compile_plan, declared_keys, import_call, import_untrusted_call, invoke
 
 if TYPE_CHECKING:
     from ..core.validate import CheckedWorkflow
     from .registry import StepCall
-    from .subworkflow import ChildRuns
+
+# a definition checked as loading checks it (``plait.definitions.check_definition``,
+# lent by the engine: steps do not import what loads definitions): DefinitionError
+Check = Callable[[JSONDict], "CheckedWorkflow"]
+
+
+class Children(Protocol):
+    """What these steps use of the engine's child runs (``runtime.children``)."""
+
+    def check(self, data: JSONDict) -> CheckedWorkflow: ...
+
+    async def stored(self, call: StepCall, name: str,
+                     version: int | None) -> tuple[CheckedWorkflow, int]: ...
+
+    async def depth(self, run_id: str) -> int: ...
 
 MAX_DEFINITION_BYTES = 1 << 20  # a definition written at run time: at most 1 MiB of JSON
 _LIMIT_KEYS = ("max_steps", "max_depth", "max_map_items", "max_subworkflow_depth",
@@ -61,7 +75,7 @@ def planned_name(call: StepCall) -> str:
 
 
 async def planned_child(call: StepCall,
-                        children: ChildRuns) -> tuple[CheckedWorkflow, int | None]:
+                        children: Children) -> tuple[CheckedWorkflow, int | None]:
     """The child the step runs (and its stored version when known): the stored
     definition of the child run it started already, else the definition it writes
     now, checked."""
@@ -79,18 +93,18 @@ async def planned_child(call: StepCall,
         value, name=planned_name(call), step=call.step.id,
         limits=services.limits(call.run.checked.spec.limits),
         allowed_modules=_allowed_modules(call.step.config.get("allowed_modules")),
-        trust=services.trust, depth=await children.depth(call.run_id)), None
+        trust=services.trust, depth=await children.depth(call.run_id),
+        check=children.check), None
 
 
 def written_definition(value: object, *, name: str, step: str, limits: Limits,
-                       allowed_modules: tuple[str, ...] = (),
+                       check: Check, allowed_modules: tuple[str, ...] = (),
                        trust: TrustPolicy | None = None,
                        depth: int = 0) -> CheckedWorkflow:
     """``value`` checked as the definition step ``step`` wrote, named ``name``: every
-    check loading does and the step's rules (``planned_problems``); DefinitionRejected
-    listing every problem.  ``depth``: how many parents the step's run has."""
-    from ..definitions import check_definition
-
+    check loading does (``check``) and the step's rules (``planned_problems``);
+    DefinitionRejected listing every problem.  ``depth``: how many parents the step's
+    run has."""
     problems = shape_problems(value)
     if problems:
         raise DefinitionRejected(problems, step=step)
@@ -99,7 +113,7 @@ def written_definition(value: object, *, name: str, step: str, limits: Limits,
     problems = planned_problems(data, limits=limits, allowed_modules=allowed_modules,
                                 trust=trust, depth=depth)
     try:
-        checked = check_definition(data, source=None)
+        checked = check(data)
     except DefinitionError as exc:
         raise DefinitionRejected([*exc.problems, *problems], step=step) from exc
     if problems:
@@ -123,8 +137,6 @@ async def _produce(call: StepCall) -> JSON:
                 else import_call(name)
         except ImportError as exc:
             raise FatalError(f"step {call.step.id!r}: {exc}", step=call.step.id) from exc
-    from .builtin import declared_keys
-
     checked = call.run.checked
     plan = compile_plan(fn, step_id=call.step.id, steps=checked.graph.index,
                         declared=declared_keys(checked))

@@ -46,6 +46,8 @@ class ChildRuns(Protocol):
 
     async def depth(self, run_id: str) -> int: ...
 
+    def check(self, data: JSONDict) -> CheckedWorkflow: ...
+
 ON_MAX_ITERATIONS = ("fail", "complete")
 _NAME_VERSION = re.compile(r"^(?P<name>[^@]+)@(?P<version>\d+)$")
 MAX_ITERATIONS_CAP = 10_000
