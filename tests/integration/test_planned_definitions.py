@@ -94,6 +94,17 @@ async def test_a_value_that_is_no_mapping_fails_naming_what_it_is(value: Any,
     assert expected in await _error(value)
 
 
+async def test_a_large_definition_is_checked_and_runs() -> None:
+    """Past 500 steps the check runs in a worker thread: the same result."""
+    plan = {"name": "wide", "steps": [{"id": f"s{i}", "type": "transform", "value": i}
+                                      for i in range(700)]}
+    result = await _run(_parent(plan, limits={"max_steps": 1000}))
+    assert result.status == "completed", result.error
+    assert result.steps["execute"].output == {f"s{i}": i for i in range(700)}
+    error = await _error(plan, limits={"max_steps": 600})
+    assert "700 steps, over the parent's limits.max_steps (600)" in error
+
+
 def big_plan() -> dict[str, Any]:
     return {**PLAN, "description": "x" * (1 << 20)}
 

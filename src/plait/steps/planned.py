@@ -18,6 +18,8 @@ even when the producer would now give another graph.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol, cast
@@ -57,6 +59,9 @@ class Children(Protocol):
     async def depth(self, run_id: str) -> int: ...
 
 MAX_DEFINITION_BYTES = 1 << 20  # a definition written at run time: at most 1 MiB of JSON
+# a definition with more steps is checked in a worker thread (about 10 ms per 500
+# steps): the run loop goes on committing and heartbeating meanwhile
+OFF_LOOP_STEPS = 500
 _LIMIT_KEYS = ("max_steps", "max_depth", "max_map_items", "max_subworkflow_depth",
                "max_output_bytes")
 
@@ -89,12 +94,16 @@ async def planned_child(call: StepCall,
             return await children.stored(call, run.workflow, run.version)
     value = await _produce(call)
     services = call.services
-    return written_definition(
-        value, name=planned_name(call), step=call.step.id,
+    check = functools.partial(
+        written_definition, value, name=planned_name(call), step=call.step.id,
         limits=services.limits(call.run.checked.spec.limits),
         allowed_modules=_allowed_modules(call.step.config.get("allowed_modules")),
         trust=services.trust, depth=await children.depth(call.run_id),
-        check=children.check), None
+        check=children.check)
+    steps = value.get("steps") if isinstance(value, dict) else None
+    if isinstance(steps, list) and len(steps) > OFF_LOOP_STEPS:
+        return await asyncio.to_thread(check), None  # the run loop goes on meanwhile
+    return check(), None
 
 
 def written_definition(value: object, *, name: str, step: str, limits: Limits,
