@@ -27,6 +27,7 @@
         ├── FatalError           raised by user code: fail now, never retry
         │   ├── UntrustedRefused a definition breaks the rules for untrusted ones (carries them)
         │   └── TokenBudgetSpent a run's limits.max_llm_tokens is spent: the model call is not sent
+        ├── DefinitionRejected   a definition written at run time is invalid (carries every Problem)
         ├── TemplateError        a template failed to render (never retried)
         ├── OutputError          a step returned something that is not JSON (never retried)
         ├── StepTimeout          the attempt ran past the step's timeout
@@ -326,6 +327,20 @@ class UntrustedRefused(FatalError):
         super().__init__(f"{where}refused: the definition breaks the rules for "
                          f"definitions registered over the API: {listed}",
                          step=step or None)
+
+
+class DefinitionRejected(StepError):
+    """The definition a ``workflow`` step wrote at run time (a template's value, a
+    function's result) is invalid or breaks the step's rules: ``problems`` lists every
+    one.  A failed attempt like any other: retries and fallbacks apply."""
+
+    def __init__(self, problems: Sequence[Problem], *, step: str) -> None:
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"step {step!r}: the definition written at run time is invalid "
+                         f"({count} {noun}):\n{lines}", step=step)
 
 
 class TemplateError(StepError):

@@ -237,14 +237,32 @@ class Workflow:
             ids.append(found[0])
         return tuple(ids)
 
-    def subworkflow(self, id: str, *, workflow: str | Workflow, input: JSON = None,
-                    depends_on: Sequence[str] = (), **options: Any) -> Workflow:
+    def subworkflow(self, id: str, *, workflow: str | Workflow | None = None,
+                    definition: JSONDict | str | Callable[..., object] | None = None,
+                    input: JSON = None, depends_on: Sequence[str] = (),
+                    **options: Any) -> Workflow:
         """Add a ``workflow`` step (docs/subworkflows.md): a child run of ``workflow``, a stored
         workflow's ``name`` / ``name@version`` or a ``Workflow`` (its definition is kept
         in the step, and stored when the child runs; its python steps must be
-        importable by name), given only ``input`` (templates allowed)."""
+        importable by name), given only ``input`` (templates allowed).
+
+        Or a child written at run time: ``definition`` a template string yielding the
+        definition (``"{{ steps.plan.output.json }}"``), or a function returning it,
+        called when the step runs with its parameters bound by name as a python step's
+        are (``ctx``, ``input``, a step id for that step's output...; a step it names
+        is an implied dependency).  A dict is the child's definition inline.  Its
+        python steps may call only the modules listed in ``allowed_modules=[...]``."""
+        if callable(definition):
+            self.add_step(id, type="workflow", depends_on=depends_on,
+                          call=call_name(definition), input=input or {}, **options)
+            self._pending[-1].func = definition
+            return self
+        fields: dict[str, Any] = {"definition": definition} if definition is not None \
+            else {}
+        if workflow is not None:
+            fields["workflow"] = workflow
         return self.add_step(id, type="workflow", depends_on=depends_on,
-                             workflow=workflow, input=input or {}, **options)
+                             input=input or {}, **fields, **options)
 
     def loop(self, id: str, *, workflow: str | Workflow, until: str,
              max_iterations: int, input: JSON = None, on_max_iterations: str = "fail",

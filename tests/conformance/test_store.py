@@ -201,6 +201,20 @@ async def test_list_workflows_lists_every_version(store: Store, uid: UID) -> Non
     assert mine == [(a, 1, "a" * 12), (a, 2, "b" * 12), (b, 1, "c" * 12)]
 
 
+async def test_a_dotted_name_of_a_definition_written_at_run_time_is_stored(
+        store: Store, uid: UID) -> None:
+    """``PARENT.STEP`` (and deeper: ``a.b.c``) is a workflow name every store keeps,
+    versions and runs of it included."""
+    name = f"{uid('wf')}.execute.Inner_2"
+    first = await store.save_workflow(name, DEFINITION, "a" * 12, None)
+    second = await store.save_workflow(name, DEFINITION, "b" * 12, None)
+    assert (first.version, second.version) == (1, 2)
+    assert (await store.get_workflow(name, 1)).fingerprint == "a" * 12
+    run_id = new_run_id()
+    await store.create_run(run_record(run_id, name, version=2), ["a"])
+    assert (await store.get_run(run_id)).workflow == name
+
+
 async def test_workflow_records_are_copies(store: Store, uid: UID) -> None:
     name = uid("wf")
     definition = {"name": "x", "steps": [{"id": "a", "type": "transform", "value": [1]}]}

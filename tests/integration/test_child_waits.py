@@ -164,3 +164,26 @@ async def test_a_parent_that_fails_while_its_step_waits_for_a_child_cancels_the_
     finally:
         worker.stop()
         await asyncio.wait_for(task, 15)
+
+
+async def test_one_worker_with_one_slot_runs_a_map_of_definitions_written_at_run_time(
+        store: Store, pg_database: str) -> None:
+    """Each item's child is the definition its item holds, stored as `fan.each` (one
+    version per distinct graph); the items wait for their children holding no slot."""
+    engine = Engine(store)
+    graphs = [{"name": "any", "steps": [
+        {"id": "one", "type": "transform", "value": n},
+        {"id": "two", "type": "transform", "value": "{{ steps.one.output * 10 }}",
+         "depends_on": ["one"]}]} for n in range(6)]
+    parent = {"name": "fan", "steps": [
+        {"id": "each", "type": "map", "over": "{{ input.graphs }}",
+         "step": {"type": "workflow", "definition": "{{ item }}"}}],
+        "output": "{{ steps.each.output }}"}
+    run = await engine.submit(check_definition(parent), {"graphs": graphs})
+    status = await _finish(store, pg_database, run.run_id, timeout=100)
+    done = await store.get_run(run.run_id)
+    assert status is RunStatus.COMPLETED, done.error
+    assert done.output == [{"two": 10 * n} for n in range(6)]
+    assert (await store.get_workflow("fan.each")).version == 6
+    child = await store.get_run(child_run_id(run.run_id, "each[2]", "0"))
+    assert (child.workflow, child.parent_run_id) == ("fan.each", run.run_id)

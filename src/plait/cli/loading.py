@@ -10,7 +10,8 @@ from ..errors import DefinitionError, Problem, WorkflowNotFound
 from ..store.base import Store
 from ..workflow import Workflow
 
-_STORED = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]{0,63})(?:@(?P<version>[0-9]+))?$")
+_STORED = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]{0,63}"
+                     r"(?:\.[A-Za-z_][A-Za-z0-9_]{0,63})*)(?:@(?P<version>[0-9]+))?$")
 
 
 def add_import_paths(definition: Path | None) -> None:

@@ -42,7 +42,9 @@ from .step_defaults import StepDefaults, merge, parse_defaults, type_config
 from .steptypes import known_types, type_info
 from .suggest import did_you_mean
 
-WORKFLOW_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# a name plait gives a definition written at run time adds `.STEP` per level
+# (`planner.execute`, docs/subworkflows.md)
+WORKFLOW_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}(?:\.[A-Za-z_][A-Za-z0-9_]{0,63})*$")
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 TOP_FIELDS = ("name", "version", "description", "input", "concurrency", "on_failure",

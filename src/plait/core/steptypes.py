@@ -27,6 +27,9 @@ class StepTypeInfo:
     check: FieldChecker | None = None
     # fields whose strings are not templates (e.g. python `call`)
     literal_fields: frozenset[str] = frozenset()
+    # literal fields that hold a template when they are a string (a workflow step's
+    # `definition`: an inline mapping, or a template written at run time)
+    template_strings: frozenset[str] = frozenset()
     # traits (see the module docstring); the built-in types that have each in brackets
     # its `then`/`else` lists choose which of its children run (condition)
     branches: bool = False

@@ -242,7 +242,9 @@ def _secret_problems(body: Mapping[str, JSON], where: str, policy: TrustPolicy, 
         frozenset()
     problems: list[Problem] = []
     for key, value in body.items():
-        if key in skip or key.startswith("x-"):  # an `x-` key is ignored (not used)
+        # an `x-` key is ignored (not used); a nested place is judged as a place of its
+        # own, unless it is a template (a `definition` written at run time)
+        if (key in skip and not isinstance(value, str)) or key.startswith("x-"):
             continue
         for path, text in expressions.templates_in(value):
             problems += _template_problems(text, f"{_at(where, key)}{path}",

@@ -375,8 +375,9 @@ def _templates(step: StepSpec) -> list[tuple[str, str]]:
         found.append(("when", step.when))
     info = type_info(step.type)
     literal = info.literal_fields if info else frozenset()
+    strings = info.template_strings if info else frozenset()
     for key, value in step.config.items():
-        if key not in literal:
+        if key not in literal or (key in strings and isinstance(value, str)):
             found.extend((f"{key}{path}", text)
                          for path, text in expressions.templates_in(value))
     if step.fallback is not None and step.fallback.call is None:
@@ -395,6 +396,10 @@ def _steps_with_templates(spec: WorkflowSpec, types: _Types) -> list[int] | rang
         group = steps if isinstance(where, range) else [steps[i] for i in where]
         info = type_info(name)
         literal = info.literal_fields if info else frozenset()
+        strings = info.template_strings if info else frozenset()
+        if strings:  # a string in one of these fields is a template
+            flagged.update(i for i, step in zip(where, group, strict=True)
+                           if any(isinstance(step.config.get(key), str) for key in strings))
         if not literal.issuperset(set().union(*map(_CONFIG, group))):  # all field names
             if isinstance(where, range) and not literal:
                 return where  # every step has a field to look into

@@ -92,6 +92,11 @@ class ChildRuns:
             raise FatalError(f"step {call.step.id!r}: child workflow: {exc}",
                              step=call.step.id) from exc
 
+    def check(self, data: JSONDict) -> CheckedWorkflow:
+        """A definition written at run time, checked as loading checks it
+        (DefinitionError listing every problem)."""
+        return check_definition(data, source=None)
+
     async def stored(self, call: StepCall, name: str,
                      version: int | None) -> tuple[CheckedWorkflow, int]:
         """The stored workflow ``name`` (``version``, or the latest) and its version;

@@ -39,8 +39,7 @@ from ..core.runstate import RunState, StepRuntime
 from ..core.states import StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import StoreError
-from ..steps.binding import import_step_call
-from ..steps.builtin import declared_keys
+from ..steps.binding import declared_keys, import_step_call
 from ..steps.context import AttemptLogs
 from ..steps.registry import RunAccess, StepCall, StepFunction, get_step_type
 from ..store.base import AttemptKey, InboxOutcome, Lease, Store, WriteBatch, late_result_note

@@ -19,8 +19,7 @@ from ..core.model import JSON, CircuitBreakerSpec
 from ..core.retry import ErrorInfo, finite_seconds
 from ..core.validate import CheckedWorkflow
 from ..errors import CircuitOpenError, StepError, StepTimeout
-from ..steps.binding import compile_plan, import_call, import_untrusted_call, invoke
-from ..steps.builtin import declared_keys
+from ..steps.binding import compile_plan, declared_keys, import_call, import_untrusted_call, invoke
 from ..steps.registry import StepCall, StepFunction, get_step_type
 from . import stepcache
 from .breakers import breakers_for, holder_of

@@ -19,11 +19,14 @@ import importlib
 import inspect
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..core.model import JSON, StepSpec
 from ..core.trust import name_problem
 from ..errors import FatalError
+
+if TYPE_CHECKING:
+    from ..core.validate import CheckedWorkflow
 
 _MISSING = object()
 
@@ -214,6 +217,12 @@ def compile_plan(fn: Callable[..., object], *, step_id: str, steps: Mapping[str,
         (key for key in given if key not in taken), None)
     return ParamPlan(fn=fn, step_id=step_id, is_async=sig.is_async, params=tuple(params),
                      not_taken=not_taken)
+
+
+def declared_keys(checked: CheckedWorkflow) -> frozenset[str]:
+    """Every declared output key of the workflow (computed once per checked workflow)."""
+    return checked.derive("declared_keys", lambda: frozenset(
+        key for step in checked.spec.steps for key in step.outputs))
 
 
 def run_in_thread(fn: Callable[..., object], kwargs: dict[str, object],

@@ -17,6 +17,7 @@ from ..errors import FatalError, SleepRequested
 from .binding import (
     ParamPlan,
     compile_plan,
+    declared_keys,
     import_call,
     import_untrusted_call,
     invoke,
@@ -95,12 +96,6 @@ def _compile(step: StepSpec, checked: CheckedWorkflow, *,
     return compile_plan(fn, step_id=step.id, steps=checked.graph.index,
                         declared=declared_keys(checked),
                         given=given if isinstance(given, dict) else ())
-
-
-def declared_keys(checked: CheckedWorkflow) -> frozenset[str]:
-    """Every declared output key of the workflow (computed once per checked workflow)."""
-    return checked.derive("declared_keys", lambda: frozenset(
-        key for step in checked.spec.steps for key in step.outputs))
 
 
 def _start(plan: ParamPlan, kwargs: dict[str, object], call: StepCall) -> Awaitable[JSON]:

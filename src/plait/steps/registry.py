@@ -200,6 +200,7 @@ class StepType:
     required: frozenset[str] = frozenset()
     check: FieldChecker | None = None
     literal_fields: frozenset[str] = frozenset()
+    template_strings: frozenset[str] = frozenset()  # (see core.steptypes)
     # a cheap synchronous form, run on the loop without a task (transform, condition)
     inline: Callable[[StepCall], JSON] | None = None
     # the step waits for something outside the run (a person): the loop parks it in
@@ -229,7 +230,8 @@ def register_step_type(step_type: StepType) -> None:
     register_type_info(StepTypeInfo(
         name=step_type.name, fields=step_type.fields, required=step_type.required,
         check=step_type.check, literal_fields=step_type.literal_fields,
-        branches=step_type.branches, expands=step_type.expands,
+        template_strings=step_type.template_strings, branches=step_type.branches,
+        expands=step_type.expands,
         imports_call=step_type.imports_call, child_runs=step_type.child_runs,
         only_waits=step_type.only_waits))
 

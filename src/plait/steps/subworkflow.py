@@ -5,7 +5,8 @@ read from the run's store when the step runs; a path is resolved against the par
 definition file when the parent is loaded (``include_child_files``): the child is
 validated with the parent and its definition kept in the step's ``definition`` field,
 so the parent's stored definition (and fingerprint) holds it and a resumed parent
-needs no file.  ``definition`` may also be given inline.
+needs no file.  ``definition`` may also be given inline, or be written at run time: a
+template string, or a ``call`` returning it (``steps.planned``).
 
 The child run gets only ``input`` (rendered with the parent's templates), is recorded
 with ``parent_run_id`` and its id is derived from the parent, the step and the
@@ -23,6 +24,7 @@ from ..core.mapping import split_item_id
 from ..core.model import JSON, JSONDict
 from ..errors import FatalError, TemplateError
 from .child_files import is_path
+from .planned import is_planned, planned_child
 from .registry import StepCall, StepType, register_step_type
 
 if TYPE_CHECKING:
@@ -41,6 +43,10 @@ class ChildRuns(Protocol):
 
     async def run(self, call: StepCall, child: CheckedWorkflow, input: JSON,
                   key: str, version: int | None = None) -> JSON: ...
+
+    async def depth(self, run_id: str) -> int: ...
+
+    def check(self, data: JSONDict) -> CheckedWorkflow: ...
 
 ON_MAX_ITERATIONS = ("fail", "complete")
 _NAME_VERSION = re.compile(r"^(?P<name>[^@]+)@(?P<version>\d+)$")
@@ -61,7 +67,11 @@ def split_ref(ref: str) -> tuple[str, int | None]:
 def _check_ref(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     ref = config.get("workflow")
-    if "workflow" in config:  # a missing one is reported once, as a missing field
+    definition = config.get("definition")
+    if not any(key in config for key in ("workflow", "definition", "call")):
+        out.append((".workflow", "missing field 'workflow' (a stored workflow's name or a "
+                                 "file path), or give the child as `definition:`"))
+    elif "workflow" in config and not is_planned(config):
         if not isinstance(ref, str) or not ref.strip():
             out.append((".workflow", "expected a workflow name, name@version or a relative "
                                      "file path such as ./review.yaml"))
@@ -79,9 +89,32 @@ def _check_ref(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     if given is not None and not isinstance(given, dict) and not (
             isinstance(given, str) and "{{" in given):
         out.append((".input", "expected a mapping (the child run's input)"))
-    definition = config.get("definition")
-    if definition is not None and not isinstance(definition, dict):
-        out.append((".definition", "expected a workflow definition (a mapping)"))
+    if definition is not None and not isinstance(definition, dict) and not (
+            isinstance(definition, str) and "{{" in definition):
+        out.append((".definition", "expected a workflow definition (a mapping), or a "
+                                   "template yielding one at run time such as "
+                                   "\"{{ steps.plan.output.json }}\""))
+    return out + _check_planned(config)
+
+
+def _check_planned(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
+    """The fields of a definition written at run time (``steps.planned``)."""
+    out: list[tuple[str, str]] = []
+    target = config.get("call")
+    if "call" in config and "definition" in config:
+        out.append((".call", "give either `call` (a function returning the definition) "
+                             "or `definition`, not both"))
+    elif target is not None and (not isinstance(target, str) or ":" not in target
+                                 or target.startswith(":") or target.endswith(":")):
+        out.append((".call", f"expected 'module:function', got {target!r}"))
+    allowed = config.get("allowed_modules")
+    if allowed is not None and (not isinstance(allowed, list) or not all(
+            isinstance(m, str) and m.strip() for m in allowed)):
+        out.append((".allowed_modules", "expected a list of module names (prefixes such "
+                                        "as tools or tools.search)"))
+    elif allowed and not is_planned(config):
+        out.append((".allowed_modules", "applies only to a definition written at run "
+                                        "time (a `definition:` template or a `call`)"))
     return out
 
 
@@ -118,6 +151,8 @@ async def _child(call: StepCall,
     """The child's checked definition, and its stored version when named by name."""
     config = call.step.config
     definition = config.get("definition")
+    if is_planned(config):
+        return await planned_child(call, children)
     if isinstance(definition, dict):
         source = f"{config.get('workflow')}"
         item = split_item_id(call.step.id)  # a map's items share their map's child
@@ -171,17 +206,20 @@ async def run_loop(call: StepCall) -> JSON:
 
 
 def register_subworkflows() -> None:
-    common = frozenset({"workflow", "input", "definition"})
+    common = frozenset({"workflow", "input", "definition", "call", "allowed_modules"})
+    literal = frozenset({"workflow", "definition", "call", "allowed_modules"})
+    strings = frozenset({"definition"})  # a template yielding the child at run time
     register_step_type(StepType(name="workflow", run=run_workflow, fields=common,
-                                required=frozenset({"workflow"}), check=_check_ref,
-                                literal_fields=frozenset({"workflow", "definition"}),
-                                child_runs=lambda config: 1, only_waits=True))
+                                check=_check_ref, literal_fields=literal,
+                                template_strings=strings, imports_call=True,
+                                child_runs=lambda config: 1,
+                                only_waits=True))
     register_step_type(StepType(
         name="loop", run=run_loop,
         fields=common | {"until", "max_iterations", "on_max_iterations"},
-        required=frozenset({"workflow", "until", "max_iterations"}), check=_check_loop,
-        literal_fields=frozenset({"workflow", "definition", "max_iterations",
-                                  "on_max_iterations"}),
+        required=frozenset({"until", "max_iterations"}), check=_check_loop,
+        literal_fields=literal | {"max_iterations", "on_max_iterations"},
+        template_strings=strings, imports_call=True,
         child_runs=loop_iterations, only_waits=True))
 
 

@@ -103,7 +103,7 @@ from .records import TokenUsage
 from .sql import queries
 from .sql import rows as rows
 from .sql.postgres_rows import optional_text, run_params, shift, text, write_params
-from .sql.rows import check_id, valid_id
+from .sql.rows import check_id, check_name, valid_id, valid_name
 
 _Q = queries("postgres")
 RUN_NOT_FOUND = "PL001"  # the SQLSTATEs of plait's functions (migrations)
@@ -113,7 +113,7 @@ SAVE_ATTEMPTS = 8  # stores of a new version that met another process's, before 
 
 def _check_new_run(run: RunRecord, step_ids: Sequence[str]) -> None:
     check_id("run id", run.run_id)
-    check_id("workflow name", run.workflow)
+    check_name(run.workflow)
     check_id("run id (retry_of)", run.retry_of)
     check_id("run id (parent_run_id)", run.parent_run_id)
     for step_id in step_ids:
@@ -158,7 +158,7 @@ class PostgresStore:
 
     async def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                             version: int | None) -> WorkflowRecord:
-        check_id("workflow name", name)
+        check_name(name)
         encoded: str | None = None
         for _ in range(SAVE_ATTEMPTS):
             # the definition is stored already: the common case, one read
@@ -194,7 +194,7 @@ class PostgresStore:
                                        {"name": name, "fingerprint": fingerprint})
 
     async def get_workflow(self, name: str, version: int | None = None) -> WorkflowRecord:
-        if not valid_id(name):
+        if not valid_name(name):
             raise WorkflowNotFound(name, version)
         row = None
         if version is None or -INT32_MAX <= version <= INT32_MAX:  # a column's integer

@@ -45,7 +45,7 @@ from .base import (
 from .group_commit import WriteJob
 from .sql import queries, rows, sqlite_rows
 from .sql.rows import check_id as _check_id
-from .sql.rows import valid_id
+from .sql.rows import check_name, valid_id, valid_name
 from .sql.sqlite_schema import (
     check_plait_file,
     check_version,
@@ -413,7 +413,7 @@ class SqliteDatabase:
                         version: int | None) -> WorkflowRecord | None:
         """What ``save_workflow`` returns when it has nothing to store (the definition
         is stored already), read without the write lock; None when it would store."""
-        if not valid_id(name):
+        if not valid_name(name):
             return None
         if version is None:
             row = self.conn.execute(_Q["workflow_by_fingerprint"], (name, fingerprint))
@@ -426,7 +426,7 @@ class SqliteDatabase:
     def save_workflow(self, name: str, definition: JSONDict | str, fingerprint: str,
                       version: int | None) -> WorkflowRecord:
         """Inside a write transaction (a group commit's job)."""
-        _check_id("workflow name", name)
+        check_name(name)
         conn = self.conn
         if version is None:
             same = self.stored_workflow(name, fingerprint, None)
@@ -449,12 +449,12 @@ class SqliteDatabase:
 
     def get_workflow(self, name: str, version: int | None) -> WorkflowRecord:
         row = None
-        if valid_id(name):
+        if valid_name(name):
             row = (self.conn.execute(_Q["latest_workflow"], (name,)) if version is None
                    else self.conn.execute(_Q["workflow_version"], (name, int64(version, -1)))
                    ).fetchone()
         if row is None:
-            versions = [] if version is None or not valid_id(name) else \
+            versions = [] if version is None or not valid_name(name) else \
                 [r[0] for r in self.conn.execute(_Q["workflow_versions"], (name,))]
             raise WorkflowNotFound(name, version, versions)
         return rows.workflow_record(row)
@@ -467,7 +467,7 @@ class SqliteDatabase:
     def create_run(self, run: RunRecord, step_ids: Sequence[str]) -> int:
         """Inside a write transaction (a group commit's job).  Returns the run's key."""
         _check_id("run id", run.run_id)
-        _check_id("workflow name", run.workflow)
+        check_name(run.workflow)
         _check_id("run id (retry_of)", run.retry_of)
         _check_id("run id (parent_run_id)", run.parent_run_id)
         for step_id in step_ids:

@@ -61,6 +61,15 @@ def test_duplicate_ids_name_the_first_occurrence() -> None:
     assert "steps[0]" in problem.message
 
 
+def test_a_name_may_add_dotted_step_ids_as_plait_names_written_definitions() -> None:
+    step = [{"id": "a", "type": "transform", "value": 1}]
+    for name in ("planner.research", "p.Step_2.inner"):
+        assert load({"name": name, "steps": step}).spec.name == name
+    for name in ("planner.", ".research", "planner..x", "Planner.x", "p.2x", "p.a-b"):
+        assert "invalid workflow name" in find(problems_of(
+            {"name": name, "steps": step}), "name").message, name
+
+
 def test_malformed_ids_and_names() -> None:
     problems = problems_of({"name": "Bad Name", "steps": [
         {"id": "has-dash", "type": "transform", "value": 1},

@@ -28,3 +28,13 @@ def test_a_secret_in_an_x_key_is_not_judged_where_it_is_not_used() -> None:
             "steps": [{"id": "a", "type": "transform", "value": 1,
                        "x-note": "{{ secrets.OK }}"}]}
     assert untrusted_problems(data, TrustPolicy(allowed_secrets=("OK",))) == []
+
+
+def test_a_definition_template_may_not_read_a_secret_into_the_graph_it_writes() -> None:
+    """A `definition:` written at run time is a template of the step, not a place of
+    its own: a secret read there would be written into a stored definition."""
+    data = {"name": "w", "steps": [
+        {"id": "a", "type": "workflow", "definition": "{{ {'k': secrets.OK} }}"}]}
+    [problem] = untrusted_problems(data, TrustPolicy(allowed_secrets=("OK",)))
+    assert problem.location == "steps[0].definition"
+    assert "only in fields that leave the process" in problem.message

@@ -41,6 +41,8 @@ STEP_STATUS = {s.value: s for s in StepStatus}
 RUN_STATUS = {s.value: s for s in RunStatus}
 FINAL_RUN = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # hyphenated UUIDs (36 characters) included
+# a workflow name: an id, then `.STEP` per level for a definition written at run time
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}(?:\.[A-Za-z0-9_-]{1,64}){0,64}")
 
 
 class Refused(Exception):
@@ -54,6 +56,18 @@ class Refused(Exception):
 def valid_id(value: object) -> bool:
     """Run ids, workflow names and step ids: 1-64 of ``[A-Za-z0-9_-]`` (UUIDs too)."""
     return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def valid_name(value: object) -> bool:
+    """Workflow names: an id, or ids joined by '.' (``planner.execute``: the name a
+    definition written at run time is stored under)."""
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
+
+
+def check_name(value: str) -> None:
+    if not valid_name(value):
+        raise StoreError(f"invalid workflow name {value!r}: 1 to 64 letters, digits, '_' "
+                         f"or '-', or such names joined by '.'")
 
 
 def check_id(kind: str, value: str | None) -> None:
