@@ -26,6 +26,9 @@ def add_import_paths(definition: Path | None) -> None:
         sys.path.insert(0, entry)
 
 
+_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def path_exists(target: str | Path) -> bool:
     """``Path(target).exists()``, False for a name the system refuses (too long, a NUL)
     instead of an OSError."""
@@ -37,8 +40,10 @@ def path_exists(target: str | Path) -> bool:
 
 def stored_reference(target: str) -> tuple[str, int | None] | None:
     """``(name, version)`` when ``target`` is not an existing file and reads as
-    ``NAME`` or ``NAME@VERSION``; None otherwise."""
-    if path_exists(target):
+    ``NAME`` or ``NAME@VERSION``; None otherwise.  A target ending as a definition file
+    does (``.yaml``, ``.yml``, ``.json``) is a file even when it is missing, so its
+    error says the file cannot be read."""
+    if path_exists(target) or target.lower().endswith(_FILE_SUFFIXES):
         return None
     match = _STORED.match(target)
     if match is None:
