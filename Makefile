@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents clean
+.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents bench-plans clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -94,6 +94,17 @@ bench-agents: setup
 	bash benchmarks/peers/run.sh --make-venv
 	$(BIN)/python benchmarks/agent_loop.py --out benchmarks/agents.json \
 		--md benchmarks/AGENTS.md --note "$(BENCH_NOTE)"
+	$(BIN)/python benchmarks/quote_readme.py
+
+# definitions written at run time (benchmarks/PLANS.md) and streamed model output, on
+# SQLite and, with PLAIT_TEST_DATABASE_URL, on PostgreSQL with the step on a worker
+# (benchmarks/STREAM.md)
+bench-plans: setup
+	$(BIN)/python benchmarks/written_definition.py --out benchmarks/plans.json \
+		--md benchmarks/PLANS.md
+	$(BIN)/python benchmarks/stream_latency.py --out benchmarks/stream.json \
+		--md benchmarks/STREAM.md --db sqlite \
+		$(if $(PLAIT_TEST_DATABASE_URL),--db postgresql,)
 	$(BIN)/python benchmarks/quote_readme.py
 
 # the run page with a 10,000-step run in chromium (benchmarks/UI.md)

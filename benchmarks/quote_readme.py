@@ -5,7 +5,9 @@ benchmarks/CLUSTER.md (``make bench-cluster``) between ``<!-- cluster:start -->`
 ``<!-- cluster:end -->``, and benchmarks/SERVER.md (``make bench-server``) between
 ``<!-- server:start -->`` and ``<!-- server:end -->``, and benchmarks/JOURNAL.md and benchmarks/AGENTS.md (``make
 bench-agents``) between ``<!-- journal:start -->`` / ``<!-- journal:end -->`` and
-``<!-- agents:start -->`` / ``<!-- agents:end -->``.
+``<!-- agents:start -->`` / ``<!-- agents:end -->``, and benchmarks/PLANS.md and
+benchmarks/STREAM.md (``make bench-plans``) between ``<!-- plans:... -->`` and
+``<!-- stream:... -->``.
 
     python benchmarks/quote_readme.py
 """
@@ -23,6 +25,8 @@ CLUSTER_START, CLUSTER_END = "<!-- cluster:start -->", "<!-- cluster:end -->"
 SERVER_START, SERVER_END = "<!-- server:start -->", "<!-- server:end -->"
 JOURNAL_START, JOURNAL_END = "<!-- journal:start -->", "<!-- journal:end -->"
 AGENTS_START, AGENTS_END = "<!-- agents:start -->", "<!-- agents:end -->"
+PLANS_START, PLANS_END = "<!-- plans:start -->", "<!-- plans:end -->"
+STREAM_START, STREAM_END = "<!-- stream:start -->", "<!-- stream:end -->"
 PEER_SECTIONS = ("chain-1000", "fanout-1-1000-1", "random-500-in-10-layers",
                  "unbalanced-sleeps", "parallel-200-sleeps")
 
@@ -109,7 +113,9 @@ def main() -> int:
     for name, start, end in (("CLUSTER.md", CLUSTER_START, CLUSTER_END),
                              ("SERVER.md", SERVER_START, SERVER_END),
                              ("JOURNAL.md", JOURNAL_START, JOURNAL_END),
-                             ("AGENTS.md", AGENTS_START, AGENTS_END)):
+                             ("AGENTS.md", AGENTS_START, AGENTS_END),
+                             ("PLANS.md", PLANS_START, PLANS_END),
+                             ("STREAM.md", STREAM_START, STREAM_END)):
         text = quote_report(text, HERE / name, start, end)
     README.write_text(text)
     print("README.md: benchmark tables updated")
