@@ -3,7 +3,9 @@ would (forked from a warm process that has plait imported: see tests/plaitproc.p
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import textwrap
 import time
@@ -81,6 +83,26 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., plaitproc.Process]]:
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+@contextlib.contextmanager
+def plait_worker(db: str, cwd: Path, *imports: str) -> Iterator[plaitproc.Process]:
+    """A ``plait worker`` on ``db`` (PostgreSQL), importing ``imports`` from ``cwd``,
+    with a short lease and poll; stopped with SIGTERM (then SIGKILL) at the end."""
+    args = ["worker", "--db", db, *(a for name in imports for a in ("--import", name)),
+            "--lease", "2s", "--poll", "200ms", "--grace", "1s"]
+    worker = plaitproc.popen(args, cwd=cwd,
+                             env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield worker
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 20.0,

@@ -5,9 +5,7 @@ exit codes); ``--detach`` returns at once; killing the approver interrupts nothi
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import pgutil
-import plaitproc
+from conftest import plait_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -57,19 +55,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, pg_database: str) -> Itera
     cwd = tmp_path_factory.mktemp("approvepg")
     (cwd / "apg_steps.py").write_text(STEPS)
     (cwd / "flow.yaml").write_text(textwrap.dedent(FLOW).lstrip())
-    worker = plaitproc.popen(["worker", "--db", pg_database, "--import",
-         "apg_steps", "--lease", "2s", "--poll", "200ms", "--grace", "1s"], cwd=cwd,
-        env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
-    try:
+    with plait_worker(pg_database, cwd, "apg_steps") as worker:
         yield Cluster(cwd, pg_database, worker.pid)
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
 
 
 def _waiting(plait, cluster: Cluster, marker: Path, seconds: float) -> str:

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 import pgutil
-import plaitproc
+from conftest import plait_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -131,18 +131,8 @@ def cli(tmp_path_factory: pytest.TempPathFactory, plait_in: Run,
     (cwd / "pg_steps.py").write_text(STEPS)
     for name, text in FLOWS.items():
         (cwd / name).write_text(textwrap.dedent(text).lstrip())
-    worker = plaitproc.popen(["worker", "--db", pg_database, "--import",
-         "pg_steps", "--lease", "2s", "--poll", "200ms", "--grace", "1s"],
-        cwd=cwd, env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
-    try:
+    with plait_worker(pg_database, cwd, "pg_steps"):
         yield Cli(plait_in, pg_database, cwd)
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
 
 
 @dataclass

@@ -6,14 +6,11 @@ step waits for an event reaches it on the workers."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import textwrap
 
 import pytest
 
-import plaitproc
+from conftest import plait_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -28,11 +25,7 @@ steps:
 def test_a_signal_continues_the_run_on_the_workers(plait, tmp_path, pg_database):
     (tmp_path / "flow.yaml").write_text(textwrap.dedent(FLOW).lstrip())
     env = {"PLAIT_DB": pg_database}
-    worker = plaitproc.popen(["worker", "--db", pg_database, "--lease", "2s",
-         "--poll", "200ms", "--grace", "1s"], cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
-    try:
+    with plait_worker(pg_database, tmp_path):
         first = plait("run", "flow.yaml", "--json", env=env)
         assert first.returncode == 3, first.stderr
         run_id = json.loads(first.stdout)["run_id"]
@@ -43,13 +36,6 @@ def test_a_signal_continues_the_run_on_the_workers(plait, tmp_path, pg_database)
         assert done["steps"]["receipt"]["output"] == {"amount": 3}
         again = plait("signal", run_id, "paid", env=env)
         assert again.returncode == 2 and "is completed" in again.stderr
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
 
 
 MIXED = """
@@ -71,11 +57,7 @@ def test_a_decision_given_while_the_step_waits_for_an_event_reaches_it_on_the_wo
     (tmp_path / "flow.yaml").write_text(textwrap.dedent(MIXED).lstrip())
     (tmp_path / "mixed_pg_steps.py").write_text(textwrap.dedent(MIXED_STEPS).lstrip())
     env = {"PLAIT_DB": pg_database}
-    worker = plaitproc.popen(["worker", "--db", pg_database, "--lease", "2s",
-         "--poll", "200ms", "--grace", "1s"], cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
-    try:
+    with plait_worker(pg_database, tmp_path):
         first = plait("run", "flow.yaml", "--json", env=env)
         assert first.returncode == 3, first.stderr
         run_id = json.loads(first.stdout)["run_id"]
@@ -87,10 +69,3 @@ def test_a_decision_given_while_the_step_waits_for_an_event_reaches_it_on_the_wo
         done = json.loads(sent.stdout)
         assert done["status"] == "completed"
         assert done["steps"]["ship"]["output"] == {"go": 1, "data": "early"}
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()

@@ -5,9 +5,6 @@ worker, and ``plait run`` follows it until a worker continues it at that time.""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import pgutil
-import plaitproc
+from conftest import plait_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -30,20 +27,8 @@ steps:
 @pytest.fixture
 def cwd(tmp_path: Path, pg_database: str) -> Iterator[Path]:
     (tmp_path / "flow.yaml").write_text(textwrap.dedent(FLOW).lstrip())
-    worker = plaitproc.popen(["worker", "--db", pg_database, "--lease", "2s", "--poll",
-                              "200ms", "--grace", "1s"], cwd=tmp_path,
-                             env={k: v for k, v in os.environ.items() if k != "PLAIT_DB"},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             text=False)
-    try:
+    with plait_worker(pg_database, tmp_path):
         yield tmp_path
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
 
 
 def test_plait_run_follows_a_sleeping_run_until_a_worker_wakes_it(
