@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 import plaitproc
+from plait.store.base import RunFilter, RunRecord
+from plait.store.url import open_store
 
 TIMEOUT_S = 30
 
@@ -103,6 +105,29 @@ def plait_worker(db: str, cwd: Path, *imports: str) -> Iterator[plaitproc.Proces
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait()
+
+
+async def stored_runs(db: str) -> list[RunRecord]:
+    """Every run stored in ``db`` (up to 100), read through the Store protocol."""
+    store = open_store(db)
+    await store.open()
+    try:
+        return await store.list_runs(RunFilter(limit=100))
+    finally:
+        await store.close()
+
+
+def wait_line(log: Path, line: str, proc: plaitproc.Process, timeout: float = 30) -> None:
+    """Wait until ``log`` holds ``line`` (a line of its own); fail when ``proc`` ends
+    first or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and line in log.read_text().splitlines():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before {line!r}: {log.read_text()}")
+        time.sleep(0.02)
+    raise AssertionError(f"never saw {line!r}")
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 20.0,

@@ -11,14 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import plaitproc
-from conftest import Run, cli_env
-from plait.store import RunFilter, open_store
+from conftest import Run, cli_env, stored_runs, wait_line
 
 STEPS = '''
 import os
@@ -79,26 +77,6 @@ steps:
 """
 
 
-async def _runs(db: str) -> list[Any]:
-    store = open_store(db)
-    await store.open()
-    try:
-        return await store.list_runs(RunFilter(limit=100))
-    finally:
-        await store.close()
-
-
-def _wait_line(log: Path, line: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if log.exists() and line in log.read_text().splitlines():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"the run ended before {line!r}: {log.read_text()}")
-        time.sleep(0.02)
-    raise AssertionError(f"never saw {line!r}")
-
-
 def _kill_in_child_then_resume(tmp_path: Path, flow: str, plait: Run) -> tuple[
         str, Counter[str], str]:
     (tmp_path / "steps.py").write_text(STEPS)
@@ -109,11 +87,11 @@ def _kill_in_child_then_resume(tmp_path: Path, flow: str, plait: Run) -> tuple[
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            text=False)
     try:
-        _wait_line(log, "start b", proc)  # the child's second step is running
+        wait_line(log, "start b", proc)  # the child's second step is running
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(10)
-    [parent] = [r for r in asyncio.run(_runs(db)) if r.parent_run_id is None]
+    [parent] = [r for r in asyncio.run(stored_runs(db)) if r.parent_run_id is None]
     resumed = plait("resume", parent.run_id, "--db", db, "--json",
                     env={"SUB_LOG": str(log), "PYTHONPATH": str(tmp_path)})
     assert resumed.returncode == 0, resumed.stderr
@@ -121,7 +99,7 @@ def _kill_in_child_then_resume(tmp_path: Path, flow: str, plait: Run) -> tuple[
 
 
 def _one_child(db: str, parent_id: str) -> Any:
-    children = [r for r in asyncio.run(_runs(db)) if r.parent_run_id == parent_id]
+    children = [r for r in asyncio.run(stored_runs(db)) if r.parent_run_id == parent_id]
     assert len(children) == 1, children
     return children[0]
 

@@ -10,14 +10,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import plaitproc
-from conftest import Run, cli_env
-from plait.store import RunFilter, open_store
+from conftest import Run, cli_env, stored_runs, wait_line
 
 STEPS = '''
 import os
@@ -45,26 +42,6 @@ output: "{{ steps.a.output }}"
 """
 
 
-async def _runs(db: str) -> list[Any]:
-    store = open_store(db)
-    await store.open()
-    try:
-        return await store.list_runs(RunFilter(limit=100))
-    finally:
-        await store.close()
-
-
-def _wait_line(log: Path, line: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if log.exists() and line in log.read_text().splitlines():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"the run ended before {line!r}: {log.read_text()}")
-        time.sleep(0.02)
-    raise AssertionError(f"never saw {line!r}")
-
-
 def _kill_then_resume(tmp_path: Path, flow: str, kill_at: str, plait: Run) -> tuple[
         str, list[str], str]:
     (tmp_path / "steps.py").write_text(STEPS)
@@ -75,11 +52,11 @@ def _kill_then_resume(tmp_path: Path, flow: str, kill_at: str, plait: Run) -> tu
                              "--quiet"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=False)
     try:
-        _wait_line(log, kill_at, proc)
+        wait_line(log, kill_at, proc)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(10)
-    [parent] = [r for r in asyncio.run(_runs(db)) if r.parent_run_id is None]
+    [parent] = [r for r in asyncio.run(stored_runs(db)) if r.parent_run_id is None]
     resumed = plait("resume", parent.run_id, "--db", db, "--json",
                     env={"SUB_LOG": str(log), "PYTHONPATH": str(tmp_path)})
     assert resumed.returncode == 0, resumed.stderr
@@ -99,7 +76,7 @@ steps:
     counts = Counter(lines)
     assert counts["done xa"] == 1  # the child's completed step did not run again
     assert counts["done xb"] == 1
-    runs = asyncio.run(_runs(db))
+    runs = asyncio.run(stored_runs(db))
     children = [r for r in runs if r.parent_run_id == parent_id]
     assert len(children) == 1 and str(children[0].status) == "completed"
     shown = json.loads(plait("show", parent_id, "--db", db, "--json").stdout)
@@ -130,7 +107,7 @@ steps:
     assert counts["done i0b"] == 1  # iteration 0's child was resumed, not started again
     assert counts["done i0a"] == 1 and counts["done i1a"] == 1 and counts["done i2a"] == 1
     assert counts["start i3a"] == 0
-    children = [r for r in asyncio.run(_runs(db)) if r.parent_run_id == parent_id]
+    children = [r for r in asyncio.run(stored_runs(db)) if r.parent_run_id == parent_id]
     assert len(children) == 3
     shown = json.loads(plait("show", parent_id, "--db", db, "--json").stdout)
     assert shown["steps"]["again"]["output"]["iterations"] == 3
