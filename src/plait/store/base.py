@@ -71,12 +71,14 @@ from .records import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Heartbeat,
     InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
     OutcomeKind,
     RunChange,
+    RunDocument,
     RunFilter,
     RunRecord,
     Signal,
@@ -93,10 +95,10 @@ from .records import (
 )
 
 __all__ = [
-    "AttemptKey", "AttemptRecord", "CachedResult", "EventRecord", "InboxOutcome",
-    "JournalEntry", "Journaled", "Lease", "OutcomeKind", "RunChange", "RunFilter",
-    "RunRecord", "Signal", "StepRecord", "Store", "Ticket", "TicketRecord", "TokenUsage",
-    "WorkflowRecord",
+    "AttemptKey", "AttemptRecord", "CachedResult", "EventRecord", "Heartbeat",
+    "InboxOutcome", "JournalEntry", "Journaled", "Lease", "OutcomeKind", "RunChange",
+    "RunDocument", "RunFilter", "RunRecord", "Signal", "StepRecord", "Store", "Ticket",
+    "TicketRecord", "TokenUsage", "WorkflowRecord",
     "WriteBatch", "cache_key_hash", "late_result_note", "owner_refusal", "reaped_error",
 ]
 
@@ -143,6 +145,14 @@ class Store(Protocol):
 
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         """Newest first."""
+        ...
+
+    async def read_run(self, run_id: str) -> RunDocument:
+        """The run with its steps, attempts, history and journal, as ``get_run``,
+        ``get_steps``, ``get_attempts``, ``get_events`` and ``journal`` give them, and
+        its workflow version as ``get_workflow`` gives it (None when not stored), read
+        at once: one statement on PostgreSQL, one read transaction on SQLite (a
+        consistent snapshot either way).  RunNotFound when absent."""
         ...
 
     async def get_steps(self, run_id: str) -> list[StepRecord]:
@@ -205,8 +215,10 @@ class Store(Protocol):
         atomic step: concurrent claimers never both take a key's last slot."""
         ...
 
-    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        """Refresh ownership; False when ``owner`` no longer holds the run."""
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
+        """Refresh ownership, when ``owner`` still holds the run (``held``), and say in
+        the same statement who holds it and whether a cancel was requested: the one
+        store call a driver makes per poll.  RunNotFound for an unknown run."""
         ...
 
     async def release_run(self, run_id: str, owner: str) -> None:

@@ -30,11 +30,13 @@ from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Heartbeat,
     InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
     RunChange,
+    RunDocument,
     RunFilter,
     RunRecord,
     Signal,
@@ -233,6 +235,18 @@ class MemoryStore:
             raise RunNotFound(run_id)
         return _copy_run(run)
 
+    async def read_run(self, run_id: str) -> RunDocument:
+        run = await self.get_run(run_id)
+        try:
+            workflow: WorkflowRecord | None = await self.get_workflow(run.workflow,
+                                                                      run.version)
+        except WorkflowNotFound:
+            workflow = None
+        return RunDocument(run=run, steps=await self.get_steps(run_id),
+                           attempts=await self.get_attempts(run_id),
+                           events=await self.get_events(run_id),
+                           journal=await self.journal(run_id), workflow=workflow)
+
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         runs = [r for r in self._runs.values()
                 if (filter.workflow is None or r.workflow == filter.workflow)
@@ -364,14 +378,14 @@ class MemoryStore:
                 r.heartbeat_at is None or r.heartbeat_at >= stale_before))))
         return taken < (run.max_runs_per_key or 1)
 
-    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
         run = self._runs.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
-        if run.owner != owner:
-            return False
-        run.heartbeat_at = now
-        return True
+        held = run.owner == owner
+        if held:
+            run.heartbeat_at = now
+        return Heartbeat(held=held, owner=run.owner, cancel_requested=run.cancel_requested)
 
     async def release_run(self, run_id: str, owner: str) -> None:
         run = self._runs.get(run_id)

@@ -137,6 +137,32 @@ class JournalEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    """What ``Store.heartbeat`` found, in the one statement that refreshed the lease:
+    whether the caller still held the run (its lease refreshed only then), who holds
+    it now (None: nobody), and whether a cancel was requested."""
+
+    held: bool
+    owner: str | None
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunDocument:
+    """A run with everything stored under it that its document shows, read at once
+    (``Store.read_run``): the run, its steps (definition order), attempts (start
+    order), history (in order), journal (in the order stored) and the workflow version
+    it runs (None when that version is not stored)."""
+
+    run: RunRecord
+    steps: list[StepRecord]
+    attempts: list[AttemptRecord]
+    events: list[EventRecord]
+    journal: list[JournalEntry]
+    workflow: WorkflowRecord | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Signal:
     """An event sent to a run by name (``Store.event_put``): what waits for that name
     gets ``data``; ``at``: when it was stored (epoch seconds)."""

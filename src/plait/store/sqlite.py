@@ -81,17 +81,19 @@ from queue import SimpleQueue
 from typing import Any
 
 from ..core.model import JSON, JSONDict
-from ..errors import StoreError
+from ..errors import StoreError, WorkflowNotFound
 from . import sqlite_cache, sqlite_claims, sqlite_journal, sqlite_tokens
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Heartbeat,
     InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
+    RunDocument,
     RunFilter,
     RunRecord,
     Signal,
@@ -346,6 +348,9 @@ class SqliteStore:
         found = self._read_here(SqliteDatabase.get_run, run_id)  # one row: read here
         return found if found is not None else await self._run(self._db.get_run, run_id)
 
+    async def read_run(self, run_id: str) -> RunDocument:
+        return await self._run(_read_run, self._db, run_id)
+
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         return await self._run(self._db.list_runs, filter)
 
@@ -372,7 +377,7 @@ class SqliteStore:
         return await self._write(SqliteDatabase.claim_run, run_id, owner, now, lease,
                                  dead_owner)
 
-    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
         return await self._write(SqliteDatabase.heartbeat, run_id, owner, now)
 
     async def release_run(self, run_id: str, owner: str) -> None:
@@ -508,3 +513,27 @@ def _snapshot(db: SqliteDatabase, bounds: list[float]) -> MetricsSnapshot:
 
 def _claim_notification(db: SqliteDatabase, key: NotificationKey, at: float) -> bool:
     return sqlite_claim_notification(db.conn, key, at)
+
+
+def _read_run(db: SqliteDatabase, run_id: str) -> RunDocument:
+    """``Store.read_run``: six statements in one read transaction (one snapshot of
+    the file, on the store's thread: one hop)."""
+    conn = db.conn
+    conn.execute("BEGIN")
+    try:
+        run = db.get_run(run_id)
+        return RunDocument(run=run, steps=db.get_steps(run_id),
+                           attempts=db.get_attempts(run_id),
+                           events=db.get_events(run_id, 0),
+                           journal=sqlite_journal.journal(db, run_id),
+                           workflow=_workflow_of(db, run))
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def _workflow_of(db: SqliteDatabase, run: RunRecord) -> WorkflowRecord | None:
+    try:
+        return db.get_workflow(run.workflow, run.version)
+    except WorkflowNotFound:
+        return None
