@@ -2,7 +2,7 @@
 and latency.
 
     PLAIT_TEST_DATABASE_URL=postgresql://... python benchmarks/run_reads.py [--steps 100]
-        [--requests 200]
+        [--requests 200] [--db postgresql|sqlite]
 
 On a fresh database at PLAIT_TEST_DATABASE_URL's server, in this process: a server
 with a worker (``create_app``, driven by FastAPI's TestClient) runs a workflow of
@@ -12,7 +12,8 @@ times.  Reported: the SQL statements one request sends (every statement goes thr
 ``psycopg.AsyncCursor.execute``, counted while the request runs), the latency of the
 request (p50, p95, as the client sees it, TestClient included), and the statements one
 poll of a driven run sends (``runtime.waiting.Watch.poll`` on a claimed run: the lease
-renewed, the cancel flag read).
+renewed, the cancel flag read).  ``--db sqlite``: the same on a SQLite file in a
+temporary directory, latency only (its statements are not counted).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import asyncio
 import json
 import os
 import statistics
+import tempfile
 import time
 import uuid
 import warnings
@@ -110,14 +112,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--db", choices=("postgresql", "sqlite"), default="postgresql")
     args = parser.parse_args()
-    base = os.environ.get("PLAIT_TEST_DATABASE_URL")
-    if not base:
-        raise SystemExit("set PLAIT_TEST_DATABASE_URL (a PostgreSQL server)")
-    db = fresh_pg(base)
-    run_id = run_to_completion(db, args.steps)
-    report = {"steps": args.steps, "get_run": read_document(db, run_id, args.requests),
-              "poll_statements": asyncio.run(poll_statements(db, run_id))}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.db == "sqlite":
+            db = f"sqlite:///{tmp}/reads.db"
+        else:
+            base = os.environ.get("PLAIT_TEST_DATABASE_URL")
+            if not base:
+                raise SystemExit("set PLAIT_TEST_DATABASE_URL (a PostgreSQL server)")
+            db = fresh_pg(base)
+        run_id = run_to_completion(db, args.steps)
+        report: dict[str, Any] = {"db": args.db, "steps": args.steps,
+                                  "get_run": read_document(db, run_id, args.requests)}
+        if args.db == "postgresql":
+            report["poll_statements"] = asyncio.run(poll_statements(db, run_id))
+        else:
+            del report["get_run"]["statements"]
     print(json.dumps(report, indent=2))
     return 0
 
