@@ -237,11 +237,8 @@ class MemoryStore:
 
     async def read_run(self, run_id: str) -> RunDocument:
         run = await self.get_run(run_id)
-        try:
-            workflow: WorkflowRecord | None = await self.get_workflow(run.workflow,
-                                                                      run.version)
-        except WorkflowNotFound:
-            workflow = None
+        workflow = next((_copy_workflow(w) for w in self._workflows.get(run.workflow, ())
+                         if w.version == run.version), None)
         return RunDocument(run=run, steps=await self.get_steps(run_id),
                            attempts=await self.get_attempts(run_id),
                            events=await self.get_events(run_id),
