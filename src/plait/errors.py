@@ -34,6 +34,7 @@
         ├── CircuitOpenError     the step's circuit breaker is open
         ├── HTTPStatusError      an http step got a status it did not expect
         ├── InterruptedAttempt   the process running the attempt stopped (a failed attempt)
+        ├── ProcessStepFailed    a call run with executor: process raised (carries its names)
         ├── ApprovalRequested    ctx.wait_for_approval parks the step (not a failure)
         ├── WaitRequested        ctx.wait_for_event / ctx.sleep park the step (not a failure)
         │   ├── EventRequested   the event is not there yet

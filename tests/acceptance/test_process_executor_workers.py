@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ DEADLINE_S = 60.0
 _STEPS = '''
 import os
 import re
+import time
 
 
 def hold_gil(marks):
@@ -38,6 +40,12 @@ def hold_gil(marks):
     # C code that never releases the GIL for some seconds here: longer than the lease
     re.match(r"(a+)+$", "a" * 25 + "b")
     return {"pid": os.getpid()}
+
+
+def sleep_long(marks):
+    with open(marks, "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    time.sleep(120)
 '''
 
 
@@ -49,17 +57,19 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @contextlib.contextmanager
-def workers(db: str, cwd: Path, module: str) -> Iterator[list[plaitproc.Process]]:
-    """Two ``plait worker`` processes on ``db`` with a one-second lease."""
+def workers(db: str, cwd: Path, module: str,
+            count: int = 2) -> Iterator[list[plaitproc.Process]]:
+    """``count`` ``plait worker`` processes on ``db`` with a one-second lease."""
     args = ["worker", "--db", db, "--import", module, "--lease", "1s", "--poll", "100ms",
             "--grace", "1s"]
     started = [plaitproc.popen(args, cwd=cwd, env=cli_env(), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL) for _ in range(2)]
+                               stderr=subprocess.DEVNULL) for _ in range(count)]
     try:
         yield started
     finally:
         for proc in started:
-            proc.send_signal(signal.SIGTERM)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
         for proc in started:
             try:
                 proc.wait(timeout=15)
@@ -109,3 +119,40 @@ def test_a_process_step_holding_the_gil_runs_once_on_two_workers(
             time.sleep(0.1)
     assert run.status is RunStatus.COMPLETED, run.error
     assert len(marks.read_text().split()) == 1  # one body: never started again meanwhile
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the child dies with its "
+                    "worker on Linux (PR_SET_PDEATHSIG)")
+def test_a_worker_killed_mid_call_takes_its_child_process_along(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'plait.db'}"
+    module = f"gil_steps_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(_STEPS)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        marks = tmp_path / "marks"
+        submit(db, {"name": "sleeper", "steps": [{
+            "id": "s", "type": "python", "call": f"{module}:sleep_long",
+            "executor": "process", "with": {"marks": str(marks)}}]})
+    finally:
+        sys.path.remove(str(tmp_path))
+    with workers(db, tmp_path, module, count=1) as [worker]:
+        deadline = time.monotonic() + DEADLINE_S
+        while not (marks.exists() and marks.read_text().split()):
+            assert time.monotonic() < deadline, "the step's child never started"
+            assert worker.poll() is None, "the worker ended"
+            time.sleep(0.05)
+        child = int(marks.read_text().split()[0])
+        worker.kill()
+        worker.wait()
+        while _alive(child):
+            assert time.monotonic() < deadline, f"the child {child} outlived its worker"
+            time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"

@@ -52,6 +52,14 @@ def flaky_then_ok(marks, fails):
     return {"calls": calls}
 
 
+def fatal(marks):
+    from plait.errors import FatalError
+
+    with open(marks, "a") as f:
+        f.write("x\\n")
+    raise FatalError("give up")
+
+
 def wrong_kind(marks):
     with open(marks, "a") as f:
         f.write("x\\n")
@@ -147,7 +155,7 @@ async def test_cancelling_the_run_kills_the_child_process(write_steps_module: St
 async def test_the_child_exception_reaches_retry_on(write_steps_module: StepsModule,
                                                     tmp_path: Path) -> None:
     module = write_steps_module(_STEPS)
-    retry = {"max_retries": 2, "initial_delay": "0s", "retry_on": ["Flaky"]}
+    retry = {"max_retries": 2, "initial_delay": "0s", "retry_on": ["Flaky", "FatalError"]}
     flaky, wrong = tmp_path / "flaky", tmp_path / "wrong"
     engine = Engine(MemoryStore())
     try:
@@ -156,6 +164,8 @@ async def test_the_child_exception_reaches_retry_on(write_steps_module: StepsMod
             check_imports=True), {}), 30)
         failed = await asyncio.wait_for(engine.run(check_definition(_definition(
             module, "wrong_kind", wrong, retry=retry), check_imports=True), {}), 30)
+        fatal = await asyncio.wait_for(engine.run(check_definition(_definition(
+            module, "fatal", tmp_path / "fatal", retry=retry), check_imports=True), {}), 30)
     finally:
         engine.close()
     assert (ok.status, ok.steps["s"].attempts, ok.steps["s"].output) == (
@@ -165,3 +175,6 @@ async def test_the_child_exception_reaches_retry_on(write_steps_module: StepsMod
         "failed", 1, 1)
     assert "ValueError" in str(failed.steps["s"].error)
     assert "not the kind retry_on names" in str(failed.steps["s"].error)
+    # a FatalError raised in the child is never retried
+    assert (fatal.status, fatal.steps["s"].attempts) == ("failed", 1)
+    assert "FatalError: give up" in str(fatal.steps["s"].error)

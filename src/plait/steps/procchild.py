@@ -3,15 +3,16 @@ fresh interpreter (``python -c``), it imports nothing of plait, so it starts fas
 runs none of the worker's ``__main__``.
 
 It reads one JSON request on stdin (``call``: ``module:function``; ``kwargs``;
-``path``: the worker's ``sys.path``), calls the function and writes one JSON answer on
-the stdout it was given: ``{"ok": value}`` or ``{"error": {names, message, retryable,
-retry_after, traceback}}``.  What the function prints goes to stderr, never into the
-answer.
+``path``: the worker's ``sys.path``; ``worker``: its pid), calls the function and
+writes one JSON answer on the stdout it was given: ``{"ok": value}`` or ``{"error":
+{names, message, retryable, retry_after, traceback}}``.  What the function prints goes
+to stderr, never into the answer.  On Linux it dies with the worker.
 """
 
 import importlib
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -43,10 +44,26 @@ def _described(exc: BaseException) -> dict[str, object]:
             "traceback": "".join(traceback.format_exception(exc, limit=-8))[-4000:]}
 
 
-def main() -> None:
+def _die_with_the_worker(worker: int) -> None:
+    """On Linux, be killed when the worker that started this process dies (a worker
+    killed with SIGKILL leaves no child running on): prctl(PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no libc to ask: the child outlives a killed worker
+        return
+    if os.getppid() != worker:  # it died before the request took hold
+        os._exit(1)
+
+
+def answer_one_call() -> None:
     answer_to = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the function's prints go to stderr
     request = json.loads(sys.stdin.read())
+    _die_with_the_worker(request["worker"])
     sys.path[:] = request["path"]
     try:
         result = _function(request["call"])(**request["kwargs"])
@@ -61,4 +78,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    answer_one_call()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -54,7 +55,9 @@ def process_problem(fn: Callable[..., object], call: str | None) -> str | None:
     try:
         found = import_call(call)
     except ImportError as exc:
-        return f"executor: process imports the function by {call!r} in a new process: {exc}"
+        return (f"executor: process imports the function by {call!r} in a new process, "
+                f"and it does not import: {exc} (a lambda or a nested function cannot run "
+                f"in a process)")
     if found is not fn:
         return (f"executor: process imports the function by {call!r} in a new process, "
                 f"which names another object (a lambda, a nested function or a function "
@@ -76,7 +79,8 @@ async def run_in_process(call: str, kwargs: Mapping[str, object], step_id: str) 
     """``call``'s function with ``kwargs`` in a child process: its JSON value, or
     ``ProcessStepFailed`` carrying the child's exception."""
     try:
-        request = json.dumps({"call": call, "kwargs": kwargs, "path": sys.path})
+        request = json.dumps({"call": call, "kwargs": kwargs, "path": sys.path,
+                              "worker": os.getpid()})
     except (TypeError, ValueError) as exc:
         raise ProcessStepFailed(("TypeError",), f"step {step_id!r}: executor: process "
                                 f"passes JSON arguments only: {exc}", retryable=False) from None
