@@ -22,7 +22,7 @@ from .binding import (
     import_untrusted_call,
     invoke,
 )
-from .procexec import EXECUTORS, plan_problem, process_problem, run_in_process
+from .procexec import EXECUTORS, process_problem, run_in_process
 from .registry import StepCall, StepType, register_step_type
 from .types import HTTP_FIELDS, LLM_FIELDS
 from .waits import note_wait
@@ -107,7 +107,7 @@ def _compile(step: StepSpec, checked: CheckedWorkflow, *,
                         declared=declared_keys(checked),
                         given=given if isinstance(given, dict) else ())
     if step.config.get("executor") == "process":
-        problem = plan_problem(plan) or process_problem(fn, cast(str, step.config["call"]))
+        problem = process_problem(fn, cast(str, step.config["call"]))
         if problem is not None:
             raise FatalError(f"step {step.id!r}: {problem}", step=step.id)
     return plan

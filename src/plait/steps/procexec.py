@@ -27,7 +27,7 @@ from importlib import resources
 
 from ..core.model import JSON
 from ..errors import ProcessStepFailed, StepError
-from .binding import FROM_CTX, ParamPlan, import_call, signature_of
+from .binding import import_call, signature_of
 
 EXECUTORS = ("thread", "process")
 
@@ -62,16 +62,6 @@ def process_problem(fn: Callable[..., object], call: str | None) -> str | None:
         return (f"executor: process imports the function by {call!r} in a new process, "
                 f"which names another object (a lambda, a nested function or a function "
                 f"defined in __main__ cannot run in a process)")
-    return None
-
-
-def plan_problem(plan: ParamPlan) -> str | None:
-    """``process_problem`` of a compiled plan (its ``ctx`` parameters included)."""
-    if plan.is_async:
-        return process_problem(plan.fn, None)
-    if any(source == FROM_CTX for _, source, _ in plan.params):
-        return process_problem(plan.fn, None) or (
-            "executor: process cannot pass the step context (ctx)")
     return None
 
 
