@@ -292,11 +292,11 @@ def reaped_error(holder: str | None, step_id: str, attempt: int) -> JSONDict:
     """The ``error`` of the ``interrupted`` outcome that ``reap_expired`` stores for an
     expired lease (every backend stores this, so a driver reads one shape)."""
     return {"type": "LeaseExpired",
-            "message": f"the worker {holder} stopped heartbeating: its lease on attempt "
-                       f"{attempt} of step {step_id!r} expired before it stored the "
-                       f"attempt's outcome (it stopped, stalled, or could not store the "
-                       f"outcome); the attempt counts as failed and retries under the "
-                       f"step's retry policy",
+            "message": f"the worker {holder} stopped heartbeating for longer than its "
+                       f"lease on attempt {attempt} of step {step_id!r}, before it stored "
+                       f"the attempt's outcome (the process was killed, paused, or a step "
+                       f"held the GIL: see executor: process); the attempt counts as "
+                       f"failed and retries under the step's retry policy",
             "retryable": True}
 
 
