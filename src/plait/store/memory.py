@@ -47,6 +47,7 @@ from .base import (
 )
 from .capabilities import StoreCapabilities
 from .json_copy import copy_json, owned_json, owned_output
+from . import memory_prune
 from .memory_claims import MemoryClaims
 from .memory_journal import MemoryJournal
 from .memory_tokens import MemoryTokens
@@ -57,6 +58,7 @@ from .observations import (
     NotificationKey,
     fold_step,
 )
+from .prune import BATCH, PruneCounts, final_statuses
 from .records import TokenUsage
 
 _PENDING = StepStatus.PENDING
@@ -403,6 +405,12 @@ class MemoryStore:
         times = [t for t in (self._last_fire.get(key), self._sightings.get(key))
                  if t is not None]
         return max(times) if times else None
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        del batch  # one atomic step: nothing waits on the memory store meanwhile
+        return memory_prune.prune(self, cutoff, final_statuses(statuses), workflow, dry_run)
 
     # ------------------------------------------------------------------ claims
     # (memory_claims.py; no await in any of them: each is one transaction)

@@ -77,6 +77,7 @@ from . import (
     postgres_cache,
     postgres_claims,
     postgres_journal,
+    postgres_prune,
     postgres_tokens,
 )
 from .base import (
@@ -97,6 +98,7 @@ from .base import (
     owner_refusal,
 )
 from .capabilities import StoreCapabilities
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
 from .records import TokenUsage
@@ -493,6 +495,19 @@ class PostgresStore:
 
     async def llm_tokens(self, run_id: str) -> int:
         return await postgres_tokens.tokens_get(self._db, run_id)
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        chosen = final_statuses(statuses)
+
+        async def one(after: Cursor) -> tuple[PruneCounts, Cursor | None]:
+            return await postgres_prune.prune_batch(self._db, cutoff, chosen, workflow,
+                                                    after, batch, dry_run)
+
+        return await in_batches(one)
 
     # ------------------------------------------------------------------ webhook deliveries
 
