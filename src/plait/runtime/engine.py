@@ -35,6 +35,7 @@ from ..errors import (
     RunError,
     RunFinished,
     RunLeftUnfinished,
+    RunNotFound,
     StaleWriteError,
     StepNotFound,
     StepNotWaiting,
@@ -316,7 +317,10 @@ class Engine:
                 break
         if not isinstance(counts, dict):
             return
-        old = {s.step_id: s for s in await self.store.get_steps(run.retry_of)}
+        try:
+            old = {s.step_id: s for s in await self.store.get_steps(run.retry_of)}
+        except RunNotFound:  # pruned meanwhile (docs/retention.md): the items run again
+            return
         for i in unexpanded:
             mid = state.ids[i]
             count = counts.get(mid)

@@ -26,6 +26,7 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
+from . import memory_prune
 from .base import (
     AttemptRecord,
     CachedResult,
@@ -47,7 +48,6 @@ from .base import (
 )
 from .capabilities import StoreCapabilities
 from .json_copy import copy_json, owned_json, owned_output
-from . import memory_prune
 from .memory_claims import MemoryClaims
 from .memory_journal import MemoryJournal
 from .memory_tokens import MemoryTokens

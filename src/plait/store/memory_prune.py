@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def prune(store: MemoryStore, cutoff: float, statuses: Sequence[str],
           workflow: str | None, dry_run: bool) -> PruneCounts:
-    runs = store._runs  # noqa: SLF001 - this module is the memory store's own
+    runs = store._runs
     roots = [r for r in runs.values()
              if r.parent_run_id is None and r.status in statuses
              and r.finished_at is not None and r.finished_at < cutoff

@@ -98,9 +98,9 @@ from .base import (
     owner_refusal,
 )
 from .capabilities import StoreCapabilities
-from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .records import TokenUsage
 from .sql import queries
 from .sql import rows as rows

@@ -101,7 +101,6 @@ from .base import (
     WriteBatch,
 )
 from .capabilities import StoreCapabilities
-from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .group_commit import GroupCommit, WriteJob
 from .observations import (
     MetricsSnapshot,
@@ -109,6 +108,7 @@ from .observations import (
     sqlite_claim_notification,
     sqlite_snapshot,
 )
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .records import TokenUsage
 from .sqlite_database import (
     BUSY_CODES,

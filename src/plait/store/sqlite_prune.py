@@ -13,28 +13,34 @@ from collections.abc import Sequence
 from .prune import FINAL, RUN_TABLES, Cursor, PruneCounts, prunable
 from .sqlite_database import SqliteDatabase
 
-_IN = "IN (SELECT value FROM json_each(?))"
-_ROOTS = f"""
+_ROOTS = """
 SELECT id, finished_at FROM runs
-WHERE parent_run_id IS NULL AND finished_at < ? AND status {_IN}
+WHERE parent_run_id IS NULL AND finished_at < ? AND status IN (SELECT value FROM json_each(?))
   AND (? IS NULL OR workflow = ?) AND (finished_at > ? OR (finished_at = ? AND id > ?))
 ORDER BY finished_at, id LIMIT ?"""
-_TREE = f"""
+_TREE = """
 WITH RECURSIVE tree (root, id, run_id, status) AS (
-    SELECT id, id, run_id, status FROM runs WHERE id {_IN}
+    SELECT id, id, run_id, status FROM runs WHERE id IN (SELECT value FROM json_each(?))
     UNION ALL
     SELECT tree.root, r.id, r.run_id, r.status
     FROM tree JOIN runs AS r ON r.parent_run_id = tree.run_id
 )
 SELECT root, id, run_id, status FROM tree"""
-_RETRIED = f"SELECT retry_of FROM runs WHERE retry_of {_IN} AND status NOT {_IN}"
-_SIGHTINGS = f"""
+_RETRIED = ("SELECT retry_of FROM runs WHERE retry_of IN (SELECT value FROM json_each(?))"
+            " AND status NOT IN (SELECT value FROM json_each(?))")
+_SIGHTINGS = """
 INSERT INTO schedule_sightings (workflow, schedule, first_seen)
-SELECT workflow, schedule, max(fire_time) FROM schedule_fires WHERE run {_IN}
+SELECT workflow, schedule, max(fire_time) FROM schedule_fires
+WHERE run IN (SELECT value FROM json_each(?))
 GROUP BY workflow, schedule
 ON CONFLICT (workflow, schedule) DO UPDATE
 SET first_seen = max(first_seen, excluded.first_seen)"""
 _TABLES = (*RUN_TABLES, ("schedule_fires", "run"), ("runs", "id"))
+# per table: its rows of the runs, counted and deleted (names from the constants above)
+_WHERE = {t: f"FROM {t} WHERE {c} IN (SELECT value FROM json_each(?))"  # noqa: S608
+          for t, c in _TABLES}
+_COUNT = {t: f"SELECT count(*) {w}" for t, w in _WHERE.items()}
+_DELETE = {t: f"DELETE {w}" for t, w in _WHERE.items()}
 
 
 
@@ -59,18 +65,18 @@ def prune_batch(db: SqliteDatabase, cutoff: float, statuses: Sequence[str],
     return counts, (cursor if len(roots) == limit else None)
 
 
-def _delete(conn: sqlite3.Connection, ids: list[int], names: list[str], dry_run: bool) -> PruneCounts:
+def _delete(conn: sqlite3.Connection, ids: list[int], names: list[str],
+            dry_run: bool) -> PruneCounts:
     execute = conn.execute
     by = {"run": json.dumps(ids), "id": json.dumps(ids), "run_id": json.dumps(names)}
     if not dry_run:
         execute(_SIGHTINGS, (by["run"],))
     rows: dict[str, int] = {}
     for table, column in _TABLES:
-        where = f"FROM {table} WHERE {column} {_IN}"  # names from the constant list
         if dry_run:
-            rows[table] = int(execute(f"SELECT count(*) {where}", (by[column],)).fetchone()[0])
+            rows[table] = int(execute(_COUNT[table], (by[column],)).fetchone()[0])
         else:
-            rows[table] = int(execute(f"DELETE {where}", (by[column],)).rowcount)
+            rows[table] = int(execute(_DELETE[table], (by[column],)).rowcount)
     runs = rows.pop("runs")
     return PruneCounts(runs, {t: n for t, n in rows.items() if n})
 
