@@ -72,10 +72,10 @@ def _forget(store: MemoryStore, run_id: str) -> None:
         del store._signals[key]
     for key in [k for k in store._tokens._steps if k[0] == run_id]:
         del store._tokens._steps[key]
-    for key in [k for k in store._notifications if k.run_id == run_id]:
-        del store._notifications[key]
-    for key in [k for k, c in store._cache.items() if c.run_id == run_id]:
-        del store._cache[key]
+    for note in [k for k in store._notifications if k.run_id == run_id]:
+        del store._notifications[note]
+    for cached in [k for k, c in store._cache.items() if c.run_id == run_id]:
+        del store._cache[cached]
     for fires in store._fires.values():
         for at in [t for t, r in fires.items() if r == run_id]:
             del fires[at]

@@ -479,7 +479,7 @@ class SqliteStore:
 
         counts = await in_batches(one)
         if counts.runs and not dry_run:
-            await self._write(sqlite_prune.reclaim)
+            await self._run(self._db.call_writing, sqlite_prune.reclaim, self._db)
         return counts
 
     # ------------------------------------------------------------------ webhook deliveries

@@ -82,6 +82,8 @@ def _delete(conn: sqlite3.Connection, ids: list[int], names: list[str],
 
 
 def reclaim(db: SqliteDatabase) -> None:
-    """A write job: give the pages freed by deletes back to the file system (a no-op on
-    a database without ``auto_vacuum=INCREMENTAL``)."""
-    db.conn.execute("PRAGMA incremental_vacuum").fetchall()
+    """Give the pages freed by deletes back to the file system (a no-op on a database
+    without ``auto_vacuum=INCREMENTAL``): its own transaction, outside any group commit
+    (``executescript``: the pragma frees one page per step, and only a script steps it
+    to the end)."""
+    db.conn.executescript("PRAGMA incremental_vacuum;")
