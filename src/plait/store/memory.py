@@ -410,7 +410,7 @@ class MemoryStore:
                          workflow: str | None = None, *, batch: int = BATCH,
                          dry_run: bool = False) -> PruneCounts:
         del batch  # one atomic step: nothing waits on the memory store meanwhile
-        return memory_prune.prune(self, cutoff, final_statuses(statuses), workflow, dry_run)
+        return memory_prune.prune_memory(self, cutoff, final_statuses(statuses), workflow, dry_run)
 
     # ------------------------------------------------------------------ claims
     # (memory_claims.py; no await in any of them: each is one transaction)

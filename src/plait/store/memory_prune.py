@@ -4,15 +4,33 @@ one call, no await inside, so the whole prune is one atomic step."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from .memory_claims import MemoryClaims
+from .memory_journal import MemoryJournal
+from .memory_tokens import MemoryTokens
+from .observations import NotificationKey
 from .prune import FINAL, PruneCounts, prunable
-
-if TYPE_CHECKING:
-    from .memory import MemoryStore
+from .records import CachedResult, RunRecord
 
 
-def prune(store: MemoryStore, cutoff: float, statuses: Sequence[str],
+class MemoryState(Protocol):
+    """What of the memory store a prune reads and deletes from (``MemoryStore``)."""
+
+    _runs: dict[str, RunRecord]
+    _rows: dict[str, Any]
+    _outputs: dict[str, Any]
+    _events: dict[str, Any]
+    _fires: dict[tuple[str, str], dict[float, str]]
+    _claims_made: MemoryClaims | None
+    _cache: dict[tuple[str, str, str], CachedResult]
+    _notifications: dict[NotificationKey, float]
+    _journal: MemoryJournal
+    _tokens: MemoryTokens
+    _signals: dict[tuple[str, str], Any]
+
+
+def prune_memory(store: MemoryState, cutoff: float, statuses: Sequence[str],
           workflow: str | None, dry_run: bool) -> PruneCounts:
     runs = store._runs
     roots = [r for r in runs.values()
@@ -43,7 +61,7 @@ def prune(store: MemoryStore, cutoff: float, statuses: Sequence[str],
     return PruneCounts(len(doomed), {t: n for t, n in rows.items() if n})
 
 
-def _count(store: MemoryStore, doomed: list[str]) -> dict[str, int]:
+def _count(store: MemoryState, doomed: list[str]) -> dict[str, int]:
     gone = set(doomed)
     return {
         "steps": sum(len(store._rows[r]) for r in doomed),
@@ -59,7 +77,7 @@ def _count(store: MemoryStore, doomed: list[str]) -> dict[str, int]:
     }
 
 
-def _forget(store: MemoryStore, run_id: str) -> None:
+def _forget(store: MemoryState, run_id: str) -> None:
     """Everything of one run (its schedule's latest fire time stays: ``last_fire``)."""
     for by_run in (store._runs, store._rows, store._outputs, store._events,
                    store._journal._runs, store._tokens._runs):

@@ -504,7 +504,7 @@ class PostgresStore:
         chosen = final_statuses(statuses)
 
         async def one(after: Cursor) -> tuple[PruneCounts, Cursor | None]:
-            return await postgres_prune.prune_batch(self._db, cutoff, chosen, workflow,
+            return await postgres_prune.postgres_batch(self._db, cutoff, chosen, workflow,
                                                     after, batch, dry_run)
 
         return await in_batches(one)

@@ -42,7 +42,7 @@ _TABLES = (*RUN_TABLES, ("schedule_fires", "run_id"), ("runs", "id"))
 _TYPES = {"run": "bigint", "id": "bigint", "run_id": "text"}
 
 
-async def prune_batch(db: PostgresDatabase, cutoff: float, statuses: Sequence[str],
+async def postgres_batch(db: PostgresDatabase, cutoff: float, statuses: Sequence[str],
                       workflow: str | None, after: Cursor, limit: int,
                       dry_run: bool) -> tuple[PruneCounts, Cursor | None]:
     """One transaction: prune the trees of up to ``limit`` root runs after ``after``;

@@ -474,8 +474,8 @@ class SqliteStore:
         async def one(after: Cursor) -> tuple[PruneCounts, Cursor | None]:
             args = (cutoff, chosen, workflow, after, batch, dry_run)
             if dry_run:
-                return await self._run(sqlite_prune.prune_batch, self._db, *args)
-            return await self._write(sqlite_prune.prune_batch, *args)
+                return await self._run(sqlite_prune.sqlite_batch, self._db, *args)
+            return await self._write(sqlite_prune.sqlite_batch, *args)
 
         counts = await in_batches(one)
         if counts.runs and not dry_run:

@@ -44,7 +44,7 @@ _DELETE = {t: f"DELETE {w}" for t, w in _WHERE.items()}
 
 
 
-def prune_batch(db: SqliteDatabase, cutoff: float, statuses: Sequence[str],
+def sqlite_batch(db: SqliteDatabase, cutoff: float, statuses: Sequence[str],
                 workflow: str | None, after: Cursor, limit: int,
                 dry_run: bool) -> tuple[PruneCounts, Cursor | None]:
     """A write job (a read when ``dry_run``): prune the trees of up to ``limit`` root
