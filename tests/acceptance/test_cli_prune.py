@@ -116,8 +116,32 @@ def test_a_worker_prunes_with_plait_retention(plait, write, tmp_path: Path):
     assert "retention: pruned 3 run(s)" in err
 
 
+def test_the_server_prunes_with_plait_retention(plait, write, spawn, tmp_path: Path):
+    write("done.yaml", DONE)
+    db = f"sqlite:///{tmp_path / 'plait.db'}"
+    assert plait("run", "done.yaml", "--db", db).returncode == 0
+    server = spawn("serve", "--db", db, "--port", "0",
+                   env={"PLAIT_RETENTION": "1ms", "PLAIT_RETENTION_EVERY": "0.2s"})
+
+    def pruned() -> bool:
+        assert server.poll() is None, server.communicate()
+        listed = plait("runs", "--db", db, "--json")
+        return listed.returncode == 0 and json.loads(listed.stdout)["runs"] == []
+
+    wait_for(pruned, timeout=20)
+    server.terminate()
+    assert server.wait(timeout=30) == 0
+
+
 def test_a_bad_retention_setting_stops_the_worker(plait, tmp_path: Path):
     proc = plait("worker", "--db", f"sqlite:///{tmp_path / 'w.db'}",
                  env={"PLAIT_RETENTION": "a month"})
     assert proc.returncode == 2
     assert "PLAIT_RETENTION" in proc.stderr
+
+
+def test_a_bad_retention_setting_stops_the_server(plait, tmp_path: Path):
+    proc = plait("serve", "--db", f"sqlite:///{tmp_path / 's.db'}", "--port", "0",
+                 env={"PLAIT_RETENTION_EVERY": "never", "PLAIT_RETENTION": "30d"})
+    assert proc.returncode == 2
+    assert "PLAIT_RETENTION_EVERY" in proc.stderr
