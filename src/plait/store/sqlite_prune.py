@@ -16,7 +16,7 @@ from .sqlite_database import SqliteDatabase
 _ROOTS = """
 SELECT id, finished_at FROM runs
 WHERE parent_run_id IS NULL AND finished_at < ? AND status IN (SELECT value FROM json_each(?))
-  AND (? IS NULL OR workflow = ?) AND (finished_at > ? OR (finished_at = ? AND id > ?))
+  AND (? IS NULL OR workflow = ?) AND (finished_at, id) > (?, ?)
 ORDER BY finished_at, id LIMIT ?"""
 _TREE = """
 WITH RECURSIVE tree (root, id, run_id, status) AS (
@@ -51,7 +51,7 @@ def sqlite_batch(db: SqliteDatabase, cutoff: float, statuses: Sequence[str],
     runs after ``after``; the counts and where the next batch starts (None: done)."""
     conn = db.conn
     roots = conn.execute(_ROOTS, (cutoff, json.dumps(list(statuses)), workflow, workflow,
-                                  after[0], after[0], after[1], limit)).fetchall()
+                                  after[0], after[1], limit)).fetchall()
     if not roots:
         return PruneCounts(), None
     tree = conn.execute(_TREE, (json.dumps([r[0] for r in roots]),)).fetchall()
