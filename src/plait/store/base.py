@@ -64,6 +64,7 @@ from typing import Protocol
 from ..core.model import JSON, JSONDict
 from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot, NotificationKey
+from .prune import BATCH, PruneCounts
 
 # the records are part of this contract: importable from here as from records
 from .records import (
@@ -466,3 +467,19 @@ class Store(Protocol):
         concurrent calls for one key exactly one returns True."""
         ...
 
+    # ------------------------------------------------------------------ retention
+    # (docs/retention.md; the rules are store.prune's)
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        """Delete the finished runs with no parent that finished before ``cutoff``
+        (seconds since the epoch) with a status of ``statuses`` (None: every final
+        one) and, given, of ``workflow``, each with everything that belongs to it and
+        with its child runs.  A tree of runs goes whole or stays: it stays while any
+        run in it is unfinished or has an unfinished retry (``retry_of``).  At most
+        ``batch`` root runs per transaction, so writers wait for one batch at most,
+        never for the whole prune.  ``dry_run``: delete nothing, count what would go.
+        The counts: runs deleted and rows per table.  StoreError, deleting nothing,
+        for a status that is not final."""
+        ...

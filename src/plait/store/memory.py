@@ -26,6 +26,7 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
+from . import memory_prune
 from .base import (
     AttemptRecord,
     CachedResult,
@@ -59,6 +60,7 @@ from .observations import (
     NotificationKey,
     fold_step,
 )
+from .prune import BATCH, PruneCounts, final_statuses
 from .records import TokenUsage
 
 _PENDING = StepStatus.PENDING
@@ -414,6 +416,12 @@ class MemoryStore:
         times = [t for t in (self._last_fire.get(key), self._sightings.get(key))
                  if t is not None]
         return max(times) if times else None
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        del batch  # one atomic step: nothing waits on the memory store meanwhile
+        return memory_prune.prune_memory(self, cutoff, final_statuses(statuses), workflow, dry_run)
 
     # ------------------------------------------------------------------ claims
     # (memory_claims.py; no await in any of them: each is one transaction)

@@ -77,6 +77,7 @@ from . import (
     postgres_cache,
     postgres_claims,
     postgres_journal,
+    postgres_prune,
     postgres_tokens,
 )
 from .base import (
@@ -101,6 +102,7 @@ from .base import (
 from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot, NotificationKey
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .records import TokenUsage
 from .sql import queries
 from .sql import rows as rows
@@ -507,6 +509,19 @@ class PostgresStore:
 
     async def llm_tokens(self, run_id: str) -> int:
         return await postgres_tokens.tokens_get(self._db, run_id)
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        chosen = final_statuses(statuses)
+
+        async def one(after: Cursor) -> tuple[PruneCounts, Cursor | None]:
+            return await postgres_prune.postgres_batch(self._db, cutoff, chosen, workflow,
+                                                    after, batch, dry_run)
+
+        return await in_batches(one)
 
     # ------------------------------------------------------------------ webhook deliveries
 

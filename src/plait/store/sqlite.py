@@ -82,7 +82,7 @@ from typing import Any
 
 from ..core.model import JSON, JSONDict
 from ..errors import StoreError, WorkflowNotFound
-from . import sqlite_cache, sqlite_claims, sqlite_journal, sqlite_tokens
+from . import sqlite_cache, sqlite_claims, sqlite_journal, sqlite_prune, sqlite_tokens
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
@@ -110,6 +110,7 @@ from .observations import (
     sqlite_claim_notification,
     sqlite_snapshot,
 )
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .records import TokenUsage
 from .sqlite_database import (
     BUSY_CODES,
@@ -467,6 +468,24 @@ class SqliteStore:
 
     async def llm_tokens(self, run_id: str) -> int:
         return await self._run(sqlite_tokens.tokens_get, self._db, run_id)
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        chosen = final_statuses(statuses)
+
+        async def one(after: Cursor) -> tuple[PruneCounts, Cursor | None]:
+            args = (cutoff, chosen, workflow, after, batch, dry_run)
+            if dry_run:
+                return await self._run(sqlite_prune.sqlite_batch, self._db, *args)
+            return await self._write(sqlite_prune.sqlite_batch, *args)
+
+        counts = await in_batches(one)
+        if counts.runs and not dry_run:
+            await self._run(self._db.call_writing, sqlite_prune.reclaim, self._db)
+        return counts
 
     # ------------------------------------------------------------------ webhook deliveries
 

@@ -238,6 +238,9 @@ class SqliteDatabase:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000):d}")
             self._check_file(conn)
+            # freed pages go back to the file system (sqlite_prune.reclaim): takes
+            # effect on a new file only; an older one needs one VACUUM (docs/retention.md)
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"database {self.where}: cannot use WAL journaling "
