@@ -16,7 +16,7 @@ import pytest
 
 from plait import Retry, Workflow
 from plait.errors import DefinitionError
-from plait.observe import notify
+from plait.observe import notify, notify_outbox
 from plait.observe.alerts import evaluate, parse_rules
 from plait.observe.metrics import collect
 from plait.runtime.engine import Engine
@@ -39,6 +39,7 @@ class Receiver:
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.keys: list[str | None] = []  # each request's Idempotency-Key header
         self.statuses: list[int] = []
         owner = self
 
@@ -46,6 +47,7 @@ class Receiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 owner.bodies.append(json.loads(self.rfile.read(length)))
+                owner.keys.append(self.headers.get("Idempotency-Key"))
                 status = owner.statuses.pop(0) if owner.statuses else 200
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
@@ -76,7 +78,7 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(notify, "RETRY_DELAY_S", 0.05)
+    monkeypatch.setattr(notify_outbox, "RETRY_DELAY_S", 0.05)
     monkeypatch.delenv(notify.ENV, raising=False)
     CALLS.clear()
 
@@ -118,9 +120,11 @@ async def test_a_failed_run_posts_one_payload(receiver: Receiver) -> None:
     assert "step load: " in body["text"] and "warehouse is on fire" in body["text"]
     assert "\n" not in body["text"]
     assert body["at"].endswith("Z")
+    assert body["id"].startswith("ntf-") and receiver.keys == [body["id"]]
     (note,) = await _notes(store, result.run_id)
     assert note == {"event": "run_failed", "target": "http://127.0.0.1/...", "attempt": 1,
-                    "ok": True, "status_code": 200}  # the URL's secret path is not shown
+                    "ok": True, "status_code": 200,  # the URL's secret path is not shown
+                    "id": body["id"]}
 
 
 async def test_a_completed_run_notifies_nobody(receiver: Receiver) -> None:
@@ -137,6 +141,7 @@ async def test_a_failing_receiver_is_retried_until_it_answers(receiver: Receiver
     result = await run_with(Engine(store), _failing(
         "retried", [{"on": ["run_failed"], "url": receiver.url}]))
     assert [b["event"] for b in receiver.bodies] == ["run_failed", "run_failed"]
+    assert receiver.keys[0] == receiver.keys[1] == receiver.bodies[0]["id"]  # one key
     notes = await _notes(store, result.run_id)
     assert [(n["attempt"], n["ok"], n["status_code"]) for n in notes] == [
         (1, False, 500), (2, True, 200)]

@@ -57,6 +57,7 @@ from .observations import (
     NotificationKey,
     fold_step,
 )
+from .outbox import MemoryOutbox, OutboxRow
 from .records import TokenUsage
 
 _PENDING = StepStatus.PENDING
@@ -89,6 +90,7 @@ class MemoryStore:
         self._cache: dict[tuple[str, str, str], CachedResult] = {}
         self._keyed: dict[str, list[RunRecord]] = {}  # concurrency key -> unfinished runs
         self._notifications: dict[NotificationKey, float] = {}  # claimed: when
+        self._outbox = MemoryOutbox()  # notifications to send (store.outbox)
         self._deliveries: dict[tuple[str, str], tuple[str, float]] = {}  # run id, at
         self._journal = MemoryJournal()  # ctx.run results
         self._tokens = MemoryTokens()  # what model calls spent
@@ -224,6 +226,8 @@ class MemoryStore:
                                     error=rc.error))  # history keeps no output
         for step_id, data in batch.notes:
             events.append(_Note(step_id, copy_json(data), time.time()))
+        if batch.outbox:
+            self._outbox.enqueue(batch.outbox)
         if plan is not None:
             self._claims.apply(plan)
 
@@ -484,6 +488,25 @@ class MemoryStore:
             return False
         self._notifications[key] = at
         return True
+
+    async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
+        return self._outbox.enqueue(rows)
+
+    async def claim_notifications(self, sender: str, now: float, lease: float,
+                                  limit: int = 20) -> list[OutboxRow]:
+        return self._outbox.claim(sender, now, lease, limit)
+
+    async def settle_notification(self, row_id: str, sender: str, *, state: str,
+                                  attempts: int, next_at: float,
+                                  error: str | None = None) -> bool:
+        return self._outbox.settle(row_id, sender, state, attempts, next_at, error)
+
+    async def release_notifications(self, sender: str) -> int:
+        return self._outbox.release(sender)
+
+    async def list_notifications(self, state: str | None = None,
+                                 limit: int = 100) -> list[OutboxRow]:
+        return self._outbox.listed(state, limit)
 
     # ------------------------------------------------------------------ breakers
     # (no await: each call is one transaction)

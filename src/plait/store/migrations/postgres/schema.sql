@@ -231,6 +231,24 @@ CREATE TABLE step_tokens (
     CONSTRAINT step_tokens_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
 );
 
+CREATE TABLE notification_outbox (
+    id text NOT NULL,
+    run_id text,
+    event text NOT NULL,
+    step text NOT NULL,
+    target text NOT NULL,
+    shown text NOT NULL,
+    body text NOT NULL,
+    state text NOT NULL,
+    attempts integer NOT NULL,
+    next_at double precision NOT NULL,
+    created_at double precision NOT NULL,
+    error text,
+    claimed_by text,
+    claimed_until double precision,
+    CONSTRAINT notification_outbox_pkey PRIMARY KEY (id)
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -254,6 +272,8 @@ CREATE INDEX runs_waiting_since ON public.runs USING btree (created_at, id) WHER
 CREATE INDEX runs_children ON public.runs USING btree (parent_run_id, status) WHERE (parent_run_id IS NOT NULL);
 
 CREATE INDEX runs_unfinished ON public.runs USING btree (created_at, id) WHERE ((status = ANY (ARRAY['pending'::text, 'running'::text])) OR ((status = 'waiting'::text) AND (wake_at IS NOT NULL)));
+
+CREATE INDEX notification_outbox_due ON public.notification_outbox USING btree (state, next_at);
 
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
@@ -838,3 +858,4 @@ INSERT INTO plait_migrations (version, name) VALUES (13, '0013_run_events.sql');
 INSERT INTO plait_migrations (version, name) VALUES (14, '0014_child_waits.sql');
 INSERT INTO plait_migrations (version, name) VALUES (15, '0015_run_wake_at.sql');
 INSERT INTO plait_migrations (version, name) VALUES (16, '0016_run_tokens.sql');
+INSERT INTO plait_migrations (version, name) VALUES (17, '0017_notification_outbox.sql');

@@ -193,6 +193,23 @@ CREATE TABLE step_tokens (
     PRIMARY KEY (run, step_id)
 );
 
+CREATE TABLE notification_outbox (
+    id            TEXT    NOT NULL PRIMARY KEY,
+    run_id        TEXT,
+    event         TEXT    NOT NULL,
+    step          TEXT    NOT NULL,
+    target        TEXT    NOT NULL,
+    shown         TEXT    NOT NULL,
+    body          TEXT    NOT NULL,
+    state         TEXT    NOT NULL,
+    attempts      INTEGER NOT NULL,
+    next_at       REAL    NOT NULL,
+    created_at    REAL    NOT NULL,
+    error         TEXT,
+    claimed_by    TEXT,
+    claimed_until REAL
+) WITHOUT ROWID;
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -221,4 +238,6 @@ CREATE INDEX runs_unfinished ON runs (created_at)
     WHERE status = 'pending' OR status = 'running'
           OR (status = 'waiting' AND wake_at IS NOT NULL);
 
-PRAGMA user_version = 14;
+CREATE INDEX notification_outbox_due ON notification_outbox (state, next_at);
+
+PRAGMA user_version = 15;
