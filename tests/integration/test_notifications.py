@@ -394,3 +394,48 @@ async def test_a_run_failing_on_a_cluster_of_workers_notifies_once(
     (body,) = receiver.bodies
     assert body["run_id"] == run.run_id and body["step"] == "boom"
     assert [n["ok"] for n in notes] == [True]
+
+
+# ---------------------------------------------------------------- the outbox
+
+
+async def test_a_notification_is_stored_with_the_failure_and_sent_by_a_later_sender(
+        receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process that stored the failure dies before sending (its sender never
+    runs): the notification is in the outbox, and any later sender sends it."""
+    async def dies(self: notify_outbox.OutboxSender, ids: object) -> None:
+        return None
+
+    store = MemoryStore()
+    with monkeypatch.context() as patched:
+        patched.setattr(notify_outbox.OutboxSender, "send_until_settled", dies)
+        result = await run_with(Engine(store), _failing(
+            "crashed", [{"on": ["run_failed"], "url": receiver.url}]))
+    assert receiver.bodies == []
+    (row,) = await store.list_notifications("pending")
+    assert (row.run_id, row.event, row.attempts) == (result.run_id, "run_failed", 0)
+    assert await notify_outbox.OutboxSender(store).pump() == 1
+    (body,) = receiver.bodies
+    assert body["id"] == row.id and receiver.keys == [row.id]
+    assert [r.state for r in await store.list_notifications()] == ["sent"]
+
+
+def test_plait_notifications_lists_what_was_given_up(receiver: Receiver,
+                                                     tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from plait.cli.main import cli
+
+    receiver.statuses = [503] * notify.ATTEMPTS
+    url = f"sqlite:///{tmp_path / 'plait.db'}"
+    run = _failing("unheard", [{"on": ["run_failed"], "url": receiver.url}]).run(db=url)
+    assert len(receiver.bodies) == notify.ATTEMPTS
+    listed = CliRunner().invoke(cli, ["notifications", "--db", url, "--state", "given_up",
+                                      "--json", "--check"])
+    assert listed.exit_code == 1, listed.output
+    (row,) = json.loads(listed.output)["notifications"]
+    assert (row["run_id"], row["event"], row["state"], row["attempts"], row["error"]) == (
+        run.run_id, "run_failed", "given_up", notify.ATTEMPTS, "HTTP 503")
+    assert row["target"] == "http://127.0.0.1/..."  # the URL's secret path is not shown
+    text = CliRunner().invoke(cli, ["notifications", "--db", url])
+    assert text.exit_code == 0 and "given_up" in text.output and row["id"] in text.output

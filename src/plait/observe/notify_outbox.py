@@ -32,7 +32,7 @@ from ..errors import NetworkRefused, StoreError
 from ..steps.netpolicy import NetworkPolicy
 from ..store.base import OutboxRow, Store, WriteBatch
 
-__all__ = ["ATTEMPTS", "LEASE_S", "RETRY_DELAY_S", "OutboxSender", "retry_delay"]
+__all__ = ["ATTEMPTS", "LEASE_S", "RETRY_DELAY_S", "OutboxSender", "next_try_in"]
 
 ATTEMPTS = 3
 RETRY_DELAY_S = 0.5  # then 1 s: a notification gives up within about 1.5 s plus requests
@@ -45,7 +45,7 @@ HEADER = "Idempotency-Key"
 _log = logging.getLogger("plait.notify")
 
 
-def retry_delay(attempt: int) -> float:
+def next_try_in(attempt: int) -> float:
     """Seconds from failed attempt ``attempt`` (1, 2, ...) to the next."""
     return float(RETRY_DELAY_S * 2.0 ** (attempt - 1))
 
@@ -138,7 +138,7 @@ class OutboxSender:
         elif detail.get("final") or attempt >= ATTEMPTS:
             state, next_at = "given_up", now
         else:
-            state, next_at = "pending", now + retry_delay(attempt)
+            state, next_at = "pending", now + next_try_in(attempt)
         note: JSONDict = {"event": row.event, "target": row.shown, "attempt": attempt,
                           "ok": ok, "id": row.id,
                           **{k: v for k, v in detail.items() if k != "final"}}
