@@ -439,3 +439,22 @@ def test_plait_notifications_lists_what_was_given_up(receiver: Receiver,
     assert row["target"] == "http://127.0.0.1/..."  # the URL's secret path is not shown
     text = CliRunner().invoke(cli, ["notifications", "--db", url])
     assert text.exit_code == 0 and "given_up" in text.output and row["id"] in text.output
+
+
+async def test_a_run_sends_its_notification_behind_older_due_ones(
+        receiver: Receiver) -> None:
+    """More rows than a sender claims at once are due before the run's: the process
+    that drove the run still sends its notification (and the older ones) before it
+    stops driving it."""
+    from plait.store.base import OutboxRow
+
+    store = MemoryStore()
+    older = [OutboxRow(id=f"older-{i}", event="alert", target={"call": f"{__name__}:record_call"},
+                       shown="call", body={"event": "alert", "id": f"older-{i}"},
+                       next_at=float(i), created_at=float(i))
+             for i in range(2 * notify_outbox.BATCH + 5)]
+    assert await store.enqueue_notifications(older) == len(older)
+    result = await run_with(Engine(store), _failing(
+        "behind", [{"on": ["run_failed"], "url": receiver.url}]))
+    assert [b["run_id"] for b in receiver.bodies] == [result.run_id]
+    assert sorted(c["id"] for c in CALLS) == sorted(r.id for r in older)

@@ -114,7 +114,9 @@ class OutboxSender:
         wanted = set(ids)
         try:
             while wanted:
-                await self.pump()
+                # other rows may be due first: claim until these are, or none is left
+                while await self.pump() == BATCH and not wanted <= self.settled.keys():
+                    pass
                 wanted = {i for i in wanted
                           if self.settled.get(i, ("", 0.0))[0] not in ("sent", "given_up")}
                 retries = [self.settled[i][1] for i in wanted if i in self.settled]
