@@ -14,6 +14,7 @@ from plait.core.states import RunStatus, StepStatus
 from plait.errors import StaleWriteError, StoreError
 from plait.store.base import OutboxRow, RunChange, Store, WriteBatch
 
+from .test_claims import _sharing
 from .test_store import change, new_run
 
 UID = Callable[[str], str]
@@ -94,6 +95,23 @@ async def test_concurrent_claims_give_each_row_to_one_sender(store: Store,
     ids = {uid(f"n{i}") for i in range(6)}
     await store.enqueue_notifications([outbox_row(i) for i in ids])
     found = await asyncio.gather(*(claimed(store, f"s{i}", ids) for i in range(4)))
+    got = [r.id for rows in found for r in rows]
+    assert sorted(got) == sorted(ids)
+
+
+async def test_senders_of_several_processes_share_rows_without_overlap(
+        store: Store, uid: UID) -> None:
+    """Several processes (separate connections where the backend has them) race."""
+    run = await new_run(store, uid)
+    ids = {uid(f"n{i}") for i in range(12)}
+    await store.enqueue_notifications([outbox_row(i, run) for i in ids])
+    stores = [store, *await _sharing(store, 3, run)]
+    try:
+        found = await asyncio.gather(*(claimed(s, f"s{n}-{k}", ids)
+                                       for n, s in enumerate(stores) for k in range(2)))
+    finally:
+        for extra in stores[1:]:
+            await extra.close()
     got = [r.id for rows in found for r in rows]
     assert sorted(got) == sorted(ids)
 

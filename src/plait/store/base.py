@@ -63,7 +63,7 @@ from typing import Protocol
 
 from ..core.model import JSON, JSONDict
 from .capabilities import StoreCapabilities
-from .observations import MetricsSnapshot, NotificationKey
+from .observations import MetricsSnapshot
 from .outbox import OutboxRow
 
 # the records are part of this contract: importable from here as from records
@@ -447,12 +447,6 @@ class Store(Protocol):
         tickets queued and claimed, lease reclaims (attempts whose error starts with
         ``LeaseExpired``) and token usage summed from step outputs.  Computed by the
         database (aggregates only cross the wire), one read."""
-        ...
-
-    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
-        """Record that ``key`` is being delivered, once: True when this call stored it
-        (the caller delivers), False when any process, at any time, did already.  Of
-        concurrent calls for one key exactly one returns True."""
         ...
 
     # ------------------------------------------------------------------ notification outbox

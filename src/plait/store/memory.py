@@ -54,7 +54,6 @@ from .observations import (
     LEASE_EXPIRED,
     DurationBuckets,
     MetricsSnapshot,
-    NotificationKey,
     fold_step,
 )
 from .outbox import MemoryOutbox, OutboxRow
@@ -89,7 +88,6 @@ class MemoryStore:
         # (workflow, step_id, key hash): the newest cached result
         self._cache: dict[tuple[str, str, str], CachedResult] = {}
         self._keyed: dict[str, list[RunRecord]] = {}  # concurrency key -> unfinished runs
-        self._notifications: dict[NotificationKey, float] = {}  # claimed: when
         self._outbox = MemoryOutbox()  # notifications to send (store.outbox)
         self._deliveries: dict[tuple[str, str], tuple[str, float]] = {}  # run id, at
         self._journal = MemoryJournal()  # ctx.run results
@@ -482,12 +480,6 @@ class MemoryStore:
         if claims is not None:
             out.tickets_queued, out.tickets_claimed = claims.ticket_counts()
         return out
-
-    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
-        if key in self._notifications:
-            return False
-        self._notifications[key] = at
-        return True
 
     async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
         return self._outbox.enqueue(rows)

@@ -98,7 +98,7 @@ from .base import (
     owner_refusal,
 )
 from .capabilities import StoreCapabilities
-from .observations import MetricsSnapshot, NotificationKey
+from .observations import MetricsSnapshot
 from .outbox import OutboxRow
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
 from .records import TokenUsage
@@ -545,13 +545,6 @@ class PostgresStore:
             return out
 
         return await self._db.run(job)
-
-    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
-        row = await self._db.fetchone(
-            observations.POSTGRES["claim_notification"],
-            {"run_id": key.run_id, "event": key.event, "step": key.step,
-             "target": key.target, "at": at}, idempotent=False)
-        return row is not None
 
     async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
         if not rows:

@@ -104,8 +104,6 @@ from .capabilities import StoreCapabilities
 from .group_commit import GroupCommit, WriteJob
 from .observations import (
     MetricsSnapshot,
-    NotificationKey,
-    sqlite_claim_notification,
     sqlite_snapshot,
 )
 from .outbox import OutboxRow
@@ -491,9 +489,6 @@ class SqliteStore:
     async def metrics_snapshot(self, bounds: Sequence[float]) -> MetricsSnapshot:
         return await self._run(_snapshot, self._db, list(bounds))
 
-    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
-        return await self._write(_claim_notification, key, at)
-
     async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
         return await self._write(_outbox_job(outbox.sqlite_enqueue), list(rows))
 
@@ -525,10 +520,6 @@ class SqliteStore:
 
 def _snapshot(db: SqliteDatabase, bounds: list[float]) -> MetricsSnapshot:
     return sqlite_snapshot(db.conn, bounds)
-
-
-def _claim_notification(db: SqliteDatabase, key: NotificationKey, at: float) -> bool:
-    return sqlite_claim_notification(db.conn, key, at)
 
 
 def _outbox_job(apply: Callable[..., T]) -> Callable[..., T]:

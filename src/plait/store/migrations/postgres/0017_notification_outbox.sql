@@ -21,3 +21,6 @@ CREATE TABLE notification_outbox (
     claimed_until double precision
 );
 CREATE INDEX notification_outbox_due ON notification_outbox (state, next_at);
+
+-- The once-only claims of 0007_notifications are replaced by the outbox's ids.
+DROP TABLE notifications;

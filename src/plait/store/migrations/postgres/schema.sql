@@ -165,15 +165,6 @@ CREATE TABLE breakers (
     CONSTRAINT breakers_pkey PRIMARY KEY (key)
 );
 
-CREATE TABLE notifications (
-    run_id text NOT NULL,
-    event text NOT NULL,
-    step text NOT NULL,
-    target text NOT NULL,
-    claimed_at double precision NOT NULL,
-    CONSTRAINT notifications_pkey PRIMARY KEY (run_id, event, step, target)
-);
-
 CREATE TABLE step_cache (
     workflow text NOT NULL,
     step_id text NOT NULL,

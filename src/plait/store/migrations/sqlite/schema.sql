@@ -134,15 +134,6 @@ CREATE TABLE breakers (
     version INTEGER NOT NULL
 ) WITHOUT ROWID;
 
-CREATE TABLE notifications (
-    run_id     TEXT NOT NULL,
-    event      TEXT NOT NULL,
-    step       TEXT NOT NULL,
-    target     TEXT NOT NULL,
-    claimed_at REAL NOT NULL,
-    PRIMARY KEY (run_id, event, step, target)
-) WITHOUT ROWID;
-
 CREATE TABLE step_cache (
     workflow   TEXT NOT NULL,
     step_id    TEXT NOT NULL,
