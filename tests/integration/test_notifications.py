@@ -5,6 +5,7 @@ on failure, refused by the network policy, recorded in the run's history."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -458,3 +459,23 @@ async def test_a_run_sends_its_notification_behind_older_due_ones(
         "behind", [{"on": ["run_failed"], "url": receiver.url}]))
     assert [b["run_id"] for b in receiver.bodies] == [result.run_id]
     assert sorted(c["id"] for c in CALLS) == sorted(r.id for r in older)
+
+
+async def test_a_servers_notification_keeps_the_untrusted_policy_whoever_sends_it(
+        receiver: Receiver) -> None:
+    """Stored by a process judging runs by the untrusted rules (``plait serve``), a
+    notification to a loopback URL is refused even by a sender whose own policy allows
+    loopback (a plain worker sharing the store)."""
+    from plait.core.trust import TrustPolicy
+
+    store = MemoryStore()
+    engine = Engine(store, trust=TrustPolicy())
+    wf = _failing("served", [{"on": ["run_failed"], "url": receiver.url}])
+    result = await run_with(engine, wf)
+    assert receiver.bodies == []
+    (note,) = await _notes(store, result.run_id)
+    assert note["error"].startswith("NetworkRefused")
+    (row,) = await store.list_notifications("given_up")
+    await store.enqueue_notifications([dataclasses.replace(row, id="again")])
+    assert await notify_outbox.OutboxSender(store).pump() == 1  # a default policy
+    assert receiver.bodies == []

@@ -181,7 +181,8 @@ class Notifier:
         body = payload(event, run, at=now, step=step, step_error=step_error,
                        waiting=waiting)
         keyed = None if event == "run_failed" else step  # a run fails once
-        return [outbox_row(target, body, run.run_id, event, keyed or "", now)
+        return [outbox_row(target, body, run.run_id, event, keyed or "", now,
+                           untrusted=self.trust is not None)
                 for target in wanted]
 
     async def notify(self, event: str, run: RunRecord, targets: Sequence[Target], *,
@@ -223,11 +224,17 @@ def notification_id(run_id: str, event: str, step: str, target: Target) -> str:
 
 
 def outbox_row(target: Target, body: JSONDict, run_id: str, event: str, step: str,
-               now: float, *, has_run: bool = True) -> OutboxRow:
+               now: float, *, has_run: bool = True, untrusted: bool = False) -> OutboxRow:
+    """A notification of ``body`` to ``target``.  ``untrusted``: stored by a process
+    judging runs by the untrusted rules (``plait serve``): a URL is sent under the
+    untrusted network policy, whichever process sends it."""
     key = notification_id(run_id, event, step, target)
+    sent_to: JSONDict = {"url": target.url} if target.url is not None \
+        else {"call": str(target.call)}
+    if untrusted and target.url is not None:
+        sent_to["policy"] = "untrusted"
     return OutboxRow(id=key, run_id=run_id if has_run else None, event=event, step=step,
-                     target={"url": target.url} if target.url is not None
-                     else {"call": str(target.call)},
+                     target=sent_to,
                      shown=target.shown, body={**body, "id": key}, next_at=now,
                      created_at=now)
 

@@ -169,21 +169,31 @@ class OutboxSender:
         try:
             url, call = row.target.get("url"), row.target.get("call")
             if isinstance(url, str):
-                return await self._post(url, row.body, row.id)
+                policy = self._untrusted() if row.target.get("policy") == "untrusted" \
+                    else self.policy
+                return await self._post(url, row.body, row.id, policy)
             return await self._call(str(call), row.body)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed delivery is data, not a crash
             return False, {"error": f"{type(exc).__name__}: {exc}"}
 
-    async def _post(self, url: str, body: JSONDict, key: str) -> tuple[bool, JSONDict]:
+    def _untrusted(self) -> NetworkPolicy:
+        """The policy of a URL stored by a server: the untrusted one (plus the
+        environment), whatever this sender's own."""
+        from ..steps.netpolicy import UNTRUSTED
+
+        return NetworkPolicy.from_environment(base=UNTRUSTED)
+
+    async def _post(self, url: str, body: JSONDict, key: str,
+                    policy: NetworkPolicy) -> tuple[bool, JSONDict]:
         import httpx  # only when a URL is notified (docs/startup.md)
 
         from ..steps.netclient import guarded_client
 
         timeout = httpx.Timeout(TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
         try:
-            async with guarded_client(self.policy, timeout=timeout) as client:
+            async with guarded_client(policy, timeout=timeout) as client:
                 response = await client.post(url, json=body, headers={HEADER: key})
         except NetworkRefused as exc:
             return False, {"error": f"NetworkRefused: {exc}", "final": True}
