@@ -42,6 +42,7 @@ LEASE_ENV = "PLAIT_NOTIFY_LEASE"
 POLL_S = 2.0  # how often a worker's sender looks for due rows
 BATCH = 20  # rows claimed at a time
 HEADER = "Idempotency-Key"
+REMEMBERED = 10_000  # outcomes a sender keeps for the callers waiting for them
 _log = logging.getLogger("plait.notify")
 
 
@@ -84,6 +85,7 @@ class OutboxSender:
                     _log.warning("notifications: could not claim due ones (%s); trying "
                                  "again in %gs", exc, poll)
                     sent = 0
+                self.settled.clear()  # nobody waits for what this loop settles
                 if sent < BATCH:
                     await asyncio.sleep(poll)
         finally:
@@ -111,7 +113,7 @@ class OutboxSender:
         """Send due rows, waiting out retries, until each of ``ids`` is sent or given
         up by this sender, or held by another (which sends it).  Releases what it
         holds if cancelled."""
-        wanted = set(ids)
+        asked = wanted = set(ids)
         try:
             while wanted:
                 # other rows may be due first: claim until these are, or none is left
@@ -129,6 +131,11 @@ class OutboxSender:
         except asyncio.CancelledError:
             await self.release()
             raise
+        finally:  # what this sender remembers stays small however long it lives
+            for i in asked:
+                self.settled.pop(i, None)
+            if len(self.settled) > REMEMBERED:
+                self.settled.clear()
 
     async def _attempt(self, row: OutboxRow) -> None:
         ok, detail = await self._send(row)
