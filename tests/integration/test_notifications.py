@@ -148,15 +148,23 @@ async def test_a_failing_receiver_is_retried_until_it_answers(receiver: Receiver
         (1, False, 500), (2, True, 200)]
 
 
-async def test_a_receiver_that_keeps_failing_is_given_up_on(receiver: Receiver) -> None:
+async def test_a_receiver_that_keeps_failing_is_given_up_on(
+        receiver: Receiver, caplog: pytest.LogCaptureFixture) -> None:
     receiver.statuses = [503] * 10
     store = MemoryStore()
-    result = await run_with(Engine(store), _failing(
-        "given-up", [{"on": ["run_failed"], "url": receiver.url}]))
+    with caplog.at_level("WARNING", logger="plait.notify"):
+        result = await run_with(Engine(store), _failing(
+            "given-up", [{"on": ["run_failed"], "url": receiver.url}]))
     assert len(receiver.bodies) == notify.ATTEMPTS
     notes = await _notes(store, result.run_id)
     assert [n["ok"] for n in notes] == [False] * notify.ATTEMPTS
     assert notes[-1]["error"] == "HTTP 503"
+    # kept, and said: the outbox lists it given up, the log names it
+    (row,) = await store.list_notifications("given_up")
+    assert (row.run_id, row.attempts, row.error) == (result.run_id, notify.ATTEMPTS,
+                                                      "HTTP 503")
+    (record,) = [r for r in caplog.records if "given up" in r.getMessage()]
+    assert getattr(record, "notification", None) == row.id
 
 
 async def test_a_denied_address_is_recorded_and_never_connected() -> None:
