@@ -56,7 +56,7 @@ from .observations import (
     MetricsSnapshot,
     fold_step,
 )
-from .outbox import MemoryOutbox, OutboxRow
+from .outbox import MemoryOutbox, MemoryOutboxMethods
 from .records import TokenUsage
 
 _PENDING = StepStatus.PENDING
@@ -65,7 +65,7 @@ _GATED = frozenset({RunStatus.PENDING, RunStatus.WAITING})  # held back by a ful
 _UNFINISHED = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 
 
-class MemoryStore:
+class MemoryStore(MemoryOutboxMethods):
     # this process's own: nobody else sees it or takes a run over; no I/O
     capabilities = StoreCapabilities(shared=False, in_process=True, notify=False)
 
@@ -480,25 +480,6 @@ class MemoryStore:
         if claims is not None:
             out.tickets_queued, out.tickets_claimed = claims.ticket_counts()
         return out
-
-    async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
-        return self._outbox.enqueue(rows)
-
-    async def claim_notifications(self, sender: str, now: float, lease: float,
-                                  limit: int = 20) -> list[OutboxRow]:
-        return self._outbox.claim(sender, now, lease, limit)
-
-    async def settle_notification(self, row_id: str, sender: str, *, state: str,
-                                  attempts: int, next_at: float,
-                                  error: str | None = None) -> bool:
-        return self._outbox.settle(row_id, sender, state, attempts, next_at, error)
-
-    async def release_notifications(self, sender: str) -> int:
-        return self._outbox.release(sender)
-
-    async def list_notifications(self, state: str | None = None,
-                                 limit: int = 100) -> list[OutboxRow]:
-        return self._outbox.listed(state, limit)
 
     # ------------------------------------------------------------------ breakers
     # (no await: each call is one transaction)

@@ -22,7 +22,7 @@ from typing import Any
 from ..core.model import JSONDict
 from ..errors import StoreError
 
-__all__ = ["OUTBOX_STATES", "MemoryOutbox", "OutboxRow"]
+__all__ = ["OUTBOX_STATES", "MemoryOutbox", "MemoryOutboxMethods", "OutboxRow"]
 
 OUTBOX_STATES = ("pending", "sent", "given_up")
 
@@ -104,6 +104,31 @@ class MemoryOutbox:
         found = [r for r in self._rows.values() if state is None or r.state == state]
         found.sort(key=lambda r: (-r.created_at, r.id))
         return found[:limit]
+
+
+class MemoryOutboxMethods:
+    """The outbox's ``Store`` methods of the memory store (a base of ``MemoryStore``)."""
+
+    _outbox: MemoryOutbox
+
+    async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
+        return self._outbox.enqueue(rows)
+
+    async def claim_notifications(self, sender: str, now: float, lease: float,
+                                  limit: int = 20) -> list[OutboxRow]:
+        return self._outbox.claim(sender, now, lease, limit)
+
+    async def settle_notification(self, row_id: str, sender: str, *, state: str,
+                                  attempts: int, next_at: float,
+                                  error: str | None = None) -> bool:
+        return self._outbox.settle(row_id, sender, state, attempts, next_at, error)
+
+    async def release_notifications(self, sender: str) -> int:
+        return self._outbox.release(sender)
+
+    async def list_notifications(self, state: str | None = None,
+                                 limit: int = 100) -> list[OutboxRow]:
+        return self._outbox.listed(state, limit)
 
 
 # ------------------------------------------------------------------------ SQL
