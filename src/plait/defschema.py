@@ -87,6 +87,9 @@ TYPE_FIELD_SCHEMAS: dict[str, JSONDict] = {
     "call": {"type": "string", "pattern": "^[^:]+:.+$",
              "description": "module:function"},
     "with": {"type": "object"},
+    "executor": {"enum": ["thread", "process"],
+                 "description": "where a sync function runs: a worker thread (the "
+                                "default) or a child process"},
     "then": _NAMES,
     "else": _NAMES,
     "duration": _DURATION,

@@ -34,6 +34,7 @@
         ├── CircuitOpenError     the step's circuit breaker is open
         ├── HTTPStatusError      an http step got a status it did not expect
         ├── InterruptedAttempt   the process running the attempt stopped (a failed attempt)
+        ├── ProcessStepFailed    a call run with executor: process raised (carries its names)
         ├── ApprovalRequested    ctx.wait_for_approval parks the step (not a failure)
         ├── WaitRequested        ctx.wait_for_event / ctx.sleep park the step (not a failure)
         │   ├── EventRequested   the event is not there yet
@@ -401,11 +402,33 @@ class InterruptedAttempt(StepError):
         # attempt ran in the driver's process, and its lease on the run ran out)
         # the process may be alive: a store that refused its write stops its run too,
         # so the message says what is known, that the outcome was never stored
-        why = "; it no longer drives the run (it stopped, its lease on the run ran out, " \
-            "or it let the run go) and another worker took the run over" \
-            if taken_over else " (it stopped, or the store refused its write)"
-        super().__init__(f"attempt interrupted: the process running it ({worker or '?'}) "
-                         f"never stored its outcome{why}", step=step)
+        if taken_over:
+            why = (f"attempt interrupted: the process running it ({worker or '?'}) "
+                   f"stopped heartbeating for longer than its lease on the run, and "
+                   f"another worker took the run over (the process was killed, paused, "
+                   f"or a step held the GIL: see executor: process); the attempt's "
+                   f"outcome was never stored")
+        else:
+            why = (f"attempt interrupted: the process running it ({worker or '?'}) "
+                   f"never stored its outcome (it stopped, or the store refused its "
+                   f"write)")
+        super().__init__(why, step=step)
+
+
+class ProcessStepFailed(StepError):
+    """A python step's call raised in its child process (``executor: process``):
+    ``names`` are the class names of the child's exception, most derived first (what
+    ``retry_on`` rules match), the message is its message, ``child_traceback`` its
+    traceback as text."""
+
+    def __init__(self, names: tuple[str, ...], message: str, *, retryable: bool = True,
+                 retry_after: float | None = None,
+                 child_traceback: str | None = None) -> None:
+        self.names = names
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.child_traceback = child_traceback
+        super().__init__(message)
 
 
 class JournalNameReused(StepError):

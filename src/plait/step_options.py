@@ -109,7 +109,7 @@ def type_fields(step_type: str, fn: Callable[..., object] | None) -> frozenset[s
     """The fields ``add_step`` may be given for a step of ``step_type`` (None when the
     type is unknown: validation reports it)."""
     if fn is not None:
-        return frozenset({"with"})  # `call` is the function
+        return frozenset({"with", "executor"})  # `call` is the function
     info = type_info(step_type)
     return info.fields if info is not None else None
 

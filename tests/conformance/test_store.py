@@ -873,8 +873,8 @@ async def test_a_stale_owner_loses_the_run(store: Store, uid: UID) -> None:
     taken = await store.claim_run(run_id, "host:2", now=140.0, lease=30.0)
     assert taken is not None and taken.owner == "host:2"
     # the fenced owner learns it lost the run at its next heartbeat
-    assert await store.heartbeat(run_id, "host:1", now=141.0) is False
-    assert await store.heartbeat(run_id, "host:2", now=141.0) is True
+    assert (await store.heartbeat(run_id, "host:1", now=141.0)).held is False
+    assert (await store.heartbeat(run_id, "host:2", now=141.0)).held is True
 
 
 async def test_a_batch_of_a_driver_that_lost_the_run_is_refused_whole(
@@ -910,7 +910,7 @@ async def test_a_batch_of_a_driver_that_lost_the_run_is_refused_whole(
 async def test_heartbeat_extends_the_lease(store: Store, uid: UID) -> None:
     run_id = await new_run(store, uid)
     await store.claim_run(run_id, "host:1", now=100.0, lease=30.0)
-    assert await store.heartbeat(run_id, "host:1", now=125.0) is True
+    assert (await store.heartbeat(run_id, "host:1", now=125.0)).held is True
     assert (await store.get_run(run_id)).heartbeat_at == 125.0
     assert await store.claim_run(run_id, "host:2", now=140.0, lease=30.0) is None
     assert await store.claim_run(run_id, "host:2", now=160.0, lease=30.0) is not None
@@ -918,9 +918,9 @@ async def test_heartbeat_extends_the_lease(store: Store, uid: UID) -> None:
 
 async def test_heartbeat_of_a_non_owner_is_refused(store: Store, uid: UID) -> None:
     run_id = await new_run(store, uid)
-    assert await store.heartbeat(run_id, "host:1", now=1.0) is False  # nobody owns it
+    assert (await store.heartbeat(run_id, "host:1", now=1.0)).held is False  # nobody owns it
     await store.claim_run(run_id, "host:1", now=1.0, lease=30.0)
-    assert await store.heartbeat(run_id, "host:2", now=2.0) is False
+    assert (await store.heartbeat(run_id, "host:2", now=2.0)).held is False
     assert (await store.get_run(run_id)).heartbeat_at == 1.0
 
 

@@ -19,7 +19,7 @@ from plait.core.states import RunStatus, StepStatus
 from plait.definitions import check_definition
 from plait.runtime.engine import Engine
 from plait.runtime.worker import Worker
-from plait.store.base import Store, WriteBatch
+from plait.store.base import Heartbeat, Store, WriteBatch
 
 from .conftest import StepsModule
 
@@ -207,8 +207,8 @@ class _Unaware:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        return True
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
+        return Heartbeat(held=True, owner=owner, cancel_requested=False)
 
 
 async def test_a_driver_whose_run_was_taken_over_stores_nothing_and_notes_its_result(

@@ -270,6 +270,42 @@ async def test_retry_reuses_the_items_that_completed(engine: Engine) -> None:
     assert result.steps["fetch[0]"].attempts == 0  # reused, not run
 
 
+class PrunesBeforeCreating:
+    """A store on which a prune lands between a retry's read of the old run and the
+    insert of its new run (docs/retention.md: the race of plait prune and plait retry)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def create_run(self, run: Any, step_ids: Any) -> None:
+        if run.retry_of is not None:
+            assert (await self._inner.prune_runs(time.time() + 1.0)).runs >= 1
+        await self._inner.create_run(run, step_ids)
+
+
+async def test_a_retry_whose_old_run_was_pruned_meanwhile_runs_its_items_again(
+        engine: Engine) -> None:
+    CALLS.clear()
+    FAIL_ON.clear()
+    FAIL_ON.add(3)
+    first = await run(engine, counted_wf(), {"xs": [1, 2, 3]})
+    assert first.status == "failed"
+    CALLS.clear()
+    FAIL_ON.clear()
+    racing = Engine(PrunesBeforeCreating(engine.store))
+    try:
+        retried = await racing.fork(first.run_id)
+        result = await asyncio.wait_for(racing.resume(retried.run_id), RUN_TIMEOUT_S)
+    finally:
+        racing.close()
+    assert result.status == "completed" and retried.retry_of == first.run_id
+    assert result.steps["fetch"].output == [10, 20, 30]
+    assert sorted(CALLS) == [1, 2, 3]  # nothing left to reuse: every item ran again
+
+
 async def test_retry_with_a_new_input_or_from_the_map_runs_every_item(
         engine: Engine) -> None:
     CALLS.clear()

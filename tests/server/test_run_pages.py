@@ -46,12 +46,13 @@ def _unpaged(client: TestClient, run_id: str) -> bytes:
         steps = await store.get_steps(run_id)
         value = show_json(run, steps, await store.get_attempts(run_id),
                           LogRecord.from_events(events))
-        add_child_runs(value, await child_runs(store, run))
+        definition = (await store.get_workflow(run.workflow, run.version)).definition
+        add_child_runs(value, await child_runs(store, run, definition))
         value["continuation"] = None  # no decision left unapplied (runtime.continuation)
         add_waiting(value, events)
         add_journal(value, await store.journal(run_id))
         add_llm(value, events, await roll_up(store, run, events,
-                                             [s.step_id for s in steps]))
+                                             [s.step_id for s in steps], definition))
         return bytes(JSONResponse(value).body)
 
     assert client.portal is not None

@@ -78,15 +78,15 @@ async def show_command(run_id: str, *, db: str, as_json: bool,
     with ``step``, that step alone (and the conversation of its model call)."""
 
     async def body(store: Store) -> ExitCode:
-        run = await store.get_run(run_id)
-        steps = await store.get_steps(run_id)
-        attempts = await store.get_attempts(run_id)
-        events = await store.get_events(run_id)
+        read = await store.read_run(run_id)  # one statement on PostgreSQL
+        run, steps, attempts, events = read.run, read.steps, read.attempts, read.events
+        definition = None if read.workflow is None else read.workflow.definition
         logs = document.LogRecord.from_events(events)
-        children = await document.child_runs(store, run)
+        children = await document.child_runs(store, run, definition)
         stuck = continuation.stuck(run, steps, events, now=time.time())
-        rolled = await document_llm.roll_up(store, run, events, [s.step_id for s in steps])
-        journal = await store.journal(run_id)
+        rolled = await document_llm.roll_up(store, run, events, [s.step_id for s in steps],
+                                            definition)
+        journal = read.journal
         if as_json or step is not None:
             value = notes.add_history(document.show_json(run, steps, attempts, logs), events)
             document.add_child_runs(value, children)

@@ -62,7 +62,7 @@ class Commands(click.Group):
     """The ``plait`` group: the commands defined here, and those of ``LAZY`` (module
     beside this one by command name), imported when asked for (help included)."""
 
-    LAZY = {"serve": "services", "worker": "services"}
+    LAZY = {"serve": "services", "worker": "services", "prune": "prune"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.LAZY})

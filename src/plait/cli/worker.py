@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import logging
 import signal
@@ -41,6 +42,7 @@ from .session import handle_signal, opened_store
 from .settings import ExitCode
 
 if TYPE_CHECKING:
+    from ..runtime.retention import Retention
     from ..runtime.worker import Worker
 
 _log = logging.getLogger("plait.worker")
@@ -61,6 +63,7 @@ class WorkerOptions:
     max_runs: int
     listen: bool
     eager: bool = True
+    retention: Retention | None = None  # PLAIT_RETENTION (read by worker_command)
 
 
 class ImportRefused(Exception):
@@ -106,9 +109,12 @@ async def worker_command(options: WorkerOptions) -> ExitCode:
     if problem is not None:
         err.print(output.error_text(problem), end="")
         return ExitCode.USAGE
+    from ..runtime.retention import RetentionSettingError, retention_from_environment
+
     try:
         import_modules(options.imports)
-    except ImportRefused as exc:
+        options = dataclasses.replace(options, retention=retention_from_environment())
+    except (ImportRefused, RetentionSettingError) as exc:
         err.print(output.error_text(str(exc)), end="")
         return ExitCode.USAGE
     configure_logging()
@@ -169,7 +175,8 @@ async def _serve(store: Store, options: WorkerOptions) -> ExitCode:
         notifications = PgNotifications(options.db)
     worker = Worker(store, concurrency=options.concurrency, lease=options.lease,
                     poll=options.poll, grace=options.grace, max_runs=options.max_runs,
-                    notifications=notifications, eager=options.eager)
+                    notifications=notifications, eager=options.eager,
+                    retention=options.retention)
     wakeups = "LISTEN/NOTIFY and polling" if notifications is not None else "polling only"
     _log.info("plait worker %s started: db %s, concurrency %d, lease %gs, poll %gs, "
               "grace %gs, %s%s", worker.name, shown_url(options.db), options.concurrency,

@@ -39,7 +39,7 @@ from .reducers import reducer_hint, unknown_reducer
 from .schedule_check import parse_schedules
 from .sizes import parse_size
 from .step_defaults import StepDefaults, merge, parse_defaults, type_config
-from .steptypes import known_types, type_info
+from .steptypes import known_types, type_info, types_with_field
 from .suggest import did_you_mean
 
 # a name plait gives a definition written at run time adds `.STEP` per level
@@ -142,6 +142,19 @@ def _unknown_fields(c: _Collector, where: str, data: Mapping[str, JSON],
         if key not in known and not is_extension(key):
             c.add(f"{where}.{key}" if where else key, f"unknown field for {what}",
                   did_you_mean(key, known))
+
+
+def _unknown_step_fields(c: _Collector, where: str, data: Mapping[str, JSON],
+                         known: frozenset[str], stype: str) -> None:
+    """Like ``_unknown_fields``, with a hint naming the step types that have a field
+    this type lacks (``executor`` on an http step: a field of python steps)."""
+    for key in data:
+        if key in known or is_extension(key):
+            continue
+        owners = types_with_field(key)
+        hint = did_you_mean(key, known) or (
+            f"{key!r} is a field of {', '.join(owners)} steps only" if owners else None)
+        c.add(f"{where}.{key}", f"unknown field for a {stype} step", hint)
 
 
 def parse_definition(raw: object) -> tuple[WorkflowSpec | None, list[Problem]]:
@@ -331,7 +344,7 @@ def _parse_step_at(c: _Collector, where: str, raw: JSON, defaults: StepDefaults,
     info = type_info(stype)
     type_fields = info.fields if info else frozenset()
     if info is not None:
-        _unknown_fields(c, where, raw, _allowed_fields(type_fields), f"a {stype} step")
+        _unknown_step_fields(c, where, raw, _allowed_fields(type_fields), stype)
     layer = defaults.of(stype)
     merged = merge(layer, raw)  # `raw` itself when there are no defaults
     config = type_config(raw, merged, layer, type_fields) if layer \

@@ -87,3 +87,8 @@ def traits_of(name: object) -> StepTypeInfo:
 
 def known_types() -> list[str]:
     return sorted(_TYPES)
+
+
+def types_with_field(name: str) -> list[str]:
+    """The registered step types that have a field ``name``."""
+    return sorted(t.name for t in _TYPES.values() if name in t.fields)

@@ -91,12 +91,11 @@ class RollUp:
 
 
 async def roll_up(store: Store, run: RunRecord, events: Sequence[EventRecord],
-                  step_ids: Sequence[str]) -> RollUp:
-    """The tokens of ``run`` (whose history is ``events``, whose steps ``step_ids``)
-    and of its descendants."""
+                  step_ids: Sequence[str], definition: JSON) -> RollUp:
+    """The tokens of ``run`` (whose history is ``events``, whose steps ``step_ids``,
+    whose definition ``definition``: None when not stored) and of its descendants."""
     counter = RollUp(own={}, children={})
-    rolled = await _roll_up(store, run, events, step_ids, counter, 0)
-    definition = await _definition(store, run)
+    rolled = await _roll_up(store, run, events, step_ids, counter, 0, definition)
     limits = definition.get("limits") if isinstance(definition, dict) else None
     limit = limits.get("max_llm_tokens") if isinstance(limits, dict) else None
     if isinstance(limit, int) and not isinstance(limit, bool):
@@ -105,23 +104,25 @@ async def roll_up(store: Store, run: RunRecord, events: Sequence[EventRecord],
 
 
 async def _roll_up(store: Store, run: RunRecord, events: Sequence[EventRecord],
-                   step_ids: Sequence[str], counter: RollUp, depth: int) -> RollUp:
+                   step_ids: Sequence[str], counter: RollUp, depth: int,
+                   definition: JSON) -> RollUp:
     result = RollUp(own=step_tokens(events), children={})
     if depth >= MAX_DEPTH:
         return result
-    for step_id, child in await _child_runs(store, run, step_ids, counter):
+    for step_id, child in await _child_runs(store, run, step_ids, counter, definition):
         child_events = await store.get_events(child.run_id)
         child_steps = [s.step_id for s in await store.get_steps(child.run_id)]
-        sub = await _roll_up(store, child, child_events, child_steps, counter, depth + 1)
+        sub = await _roll_up(store, child, child_events, child_steps, counter, depth + 1,
+                             await _definition(store, child))
         result.children[step_id] = result.children.get(step_id, Tokens()) + sub.total
     return result
 
 
 async def _child_runs(store: Store, run: RunRecord, step_ids: Sequence[str],
-                      counter: RollUp) -> list[tuple[str, RunRecord]]:
+                      counter: RollUp, definition: JSON) -> list[tuple[str, RunRecord]]:
     """(step, child run) of every child run the run's steps started, in order."""
     out: list[tuple[str, RunRecord]] = []
-    for step_id, most in parent_steps(await _definition(store, run), step_ids):
+    for step_id, most in parent_steps(definition, step_ids):
         for key in range(most):
             if counter.reads >= MAX_CHILD_RUNS:
                 return out

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.child_ids import child_run_id
-from ..core.model import JSONDict
+from ..core.model import JSON, JSONDict
 from ..core.timestamps import iso
-from ..errors import RunNotFound, StoreError
+from ..errors import RunNotFound
 from ..runtime.results import RunResult
 from ..steps.traits import traits
 from ..store.base import AttemptRecord, EventRecord, RunRecord, StepRecord, Store
@@ -123,14 +123,12 @@ class LogRecord:
                 "message": self.message, "at": iso(self.at)}
 
 
-async def child_runs(store: Store, run: RunRecord) -> dict[str, list[RunRecord]]:
-    """The child runs each step of ``run`` started (a type with the ``child_runs``
-    trait: ``workflow``, ``loop``), in order (their ids are derived from the run, the
-    step and the iteration)."""
-    try:
-        definition = (await store.get_workflow(run.workflow, run.version)).definition
-    except StoreError:
-        return {}
+async def child_runs(store: Store, run: RunRecord,
+                     definition: JSON) -> dict[str, list[RunRecord]]:
+    """The child runs each step of ``run`` (whose definition is ``definition``: None
+    when it is not stored) started (a type with the ``child_runs`` trait:
+    ``workflow``, ``loop``), in order (their ids are derived from the run, the step
+    and the iteration)."""
     steps = definition.get("steps") if isinstance(definition, dict) else None
     found: dict[str, list[RunRecord]] = {}
     for step in steps if isinstance(steps, list) else []:

@@ -35,6 +35,7 @@ from ..errors import (
     RunError,
     RunFinished,
     RunLeftUnfinished,
+    RunNotFound,
     StaleWriteError,
     StepNotFound,
     StepNotWaiting,
@@ -319,7 +320,10 @@ class Engine:
                 break
         if not isinstance(counts, dict):
             return
-        old = {s.step_id: s for s in await self.store.get_steps(run.retry_of)}
+        try:
+            old = {s.step_id: s for s in await self.store.get_steps(run.retry_of)}
+        except RunNotFound:  # pruned meanwhile (docs/retention.md): the items run again
+            return
         for i in unexpanded:
             mid = state.ids[i]
             count = counts.get(mid)
@@ -548,7 +552,11 @@ async def copy_journal(store: Store, old_run: str, new_run: str,
     run as they were (attempt and time kept), so its attempts get them back without
     calling again.  The number copied."""
     copied = 0
-    for entry in await store.journal(old_run):
+    try:
+        entries = await store.journal(old_run)
+    except RunNotFound:  # pruned meanwhile (docs/retention.md): the calls run again
+        return 0
+    for entry in entries:
         if entry.step not in steps and entry.step.partition("[")[0] not in steps:
             continue
         found = await store.journal_get(old_run, entry.step, entry.name)

@@ -5,11 +5,15 @@ that only the run input can supply are in it.  Kept apart from the engine so
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 from ..core.model import JSON, StepSpec, WorkflowSpec
 from ..core.steptypes import traits_of
 from ..core.validate import CheckedWorkflow
 from ..errors import DefinitionError, InputError, Problem
 from ..steps.binding import import_call, signature_of
+from ..steps.procexec import process_problem
 from ..steps.registry import get_step_type
 from .retry_names import retry_name_problems
 
@@ -83,8 +87,30 @@ def import_problems(spec: WorkflowSpec) -> list[Problem]:
             if not isinstance(target, str) or ":" not in target.strip(":"):
                 continue  # not 'module:function': validation says so
             try:
-                import_call(target)
+                fn = import_call(target)
             except ImportError as exc:
                 problems.append(Problem(location=f"steps[{i}].{field}",
                                         message=f"step {step.id!r}: {exc}"))
+                continue
+            owner = {"call": step, "step.call": inline}.get(field)  # (not a fallback)
+            problems += _executor_problems(owner, f"steps[{i}].{field[:-4]}executor", fn)
+        problems += _built_executor_problems(step, f"steps[{i}].executor")
     return problems
+
+
+def _executor_problems(step: StepSpec | None, where: str, fn: Callable[..., object],
+                       ) -> list[Problem]:
+    """A python step with ``executor: process`` whose function cannot run in a
+    process (async, takes ``ctx``, not importable by its reference)."""
+    if step is None or step.config.get("executor") != "process":
+        return []
+    problem = process_problem(fn, cast(str, step.config.get("call")))
+    return [] if problem is None else [Problem(location=where,
+                                               message=f"step {step.id!r}: {problem}")]
+
+
+def _built_executor_problems(step: StepSpec, where: str) -> list[Problem]:
+    """The same for a step built in Python (its function given, not imported)."""
+    if step.func is None or not traits_of(step.type).imports_call:
+        return []
+    return _executor_problems(step, where, step.func)

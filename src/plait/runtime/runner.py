@@ -18,7 +18,7 @@ from ..core.jsoncheck import clean_text, ensure_json
 from ..core.model import JSON, CircuitBreakerSpec
 from ..core.retry import ErrorInfo, finite_seconds
 from ..core.validate import CheckedWorkflow
-from ..errors import CircuitOpenError, StepError, StepTimeout
+from ..errors import CircuitOpenError, ProcessStepFailed, StepError, StepTimeout
 from ..steps.binding import compile_plan, declared_keys, import_call, import_untrusted_call, invoke
 from ..steps.registry import StepCall, StepFunction, get_step_type
 from . import stepcache
@@ -33,9 +33,13 @@ def error_info(exc: BaseException) -> ErrorInfo:
     ``retry_after`` that is not a finite number of seconds is dropped, a message that
     cannot be made (``__str__`` raised) is named."""
     kind = type(exc)
-    names = tuple(clean_text(c.__name__) for c in kind.__mro__
-                  if c not in (object, BaseException, Exception))
-    tb = clean_text("".join(traceback.format_exception(exc, limit=-8))[-4000:])
+    if isinstance(exc, ProcessStepFailed):  # raised in a child: its classes, its trace
+        names = tuple(map(clean_text, exc.names))
+        tb = clean_text(exc.child_traceback or "")
+    else:
+        names = tuple(clean_text(c.__name__) for c in kind.__mro__
+                      if c not in (object, BaseException, Exception))
+        tb = clean_text("".join(traceback.format_exception(exc, limit=-8))[-4000:])
     return ErrorInfo(type=names[0] if names else clean_text(kind.__name__),
                      message=clean_text(_message_of(exc)), names=names,
                      retryable=_retryable(exc),

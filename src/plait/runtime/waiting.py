@@ -6,7 +6,8 @@ rendered, a timer, a decision, a poll) and anything that gives it one signals it
 ``Watch``: a run whose store other processes share (or whose attempts run elsewhere,
 ``Turn.watched``) is reached through that store: a cancel request, an approval
 decision, and another process taking the run over once its lease ran out.  The loop
-polls the store every ``CANCEL_POLL_S`` for them, renewing the lease as it does; an
+polls the store every ``CANCEL_POLL_S`` for them, renewing the lease as it does (one
+store call, ``Store.heartbeat``: one statement on SQLite and PostgreSQL); an
 unwatched run (the memory store, local attempts) is this process's alone and is never
 polled.
 """
@@ -79,8 +80,8 @@ class Watch:
         RunTakenOver when another process holds the run (stop, never write)."""
         self._last = now
         run_id = self._run_id
-        run = await self._store.get_run(run_id)
-        if not await self._store.heartbeat(run_id, self._worker, now):
+        beat = await self._store.heartbeat(run_id, self._worker, now)  # one statement
+        if not beat.held:
             raise RunTakenOver(f"run {run_id!r} was taken over by another process "
-                               f"({run.owner}); this process stops executing it")
-        return run.cancel_requested
+                               f"({beat.owner}); this process stops executing it")
+        return beat.cancel_requested

@@ -63,6 +63,7 @@ from .claims import Subscribe
 from .driver import Driver, in_flight
 from .engine import Engine, default_worker_id
 from .executor import VIEWS_KEPT, Executor, StepLoadError
+from .retention import Retention, retention_loop
 from .scheduler import Scheduler
 
 __all__ = ["RESTARTS", "VIEWS_KEPT", "Notifications", "Restarts", "StepLoadError",
@@ -125,7 +126,8 @@ class Worker:
                  clock: Callable[[], float] = time.time, eager: bool = True,
                  http_policy: NetworkPolicy | None = None,
                  trust: TrustPolicy | None = None,
-                 restarts: Restarts | None = None) -> None:
+                 restarts: Restarts | None = None,
+                 retention: Retention | None = None) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self.store = store
@@ -136,6 +138,7 @@ class Worker:
         self.name = name or default_worker_id()
         self.max_runs = max_runs
         self.clock = clock
+        self.retention = retention  # pruned with the scheduler (runtime.retention)
         # the runs it drives run their attempts here while it has free slots (eager
         # attempts, ``ClaimSource``); False: every attempt waits for a claim
         self.eager = eager
@@ -213,6 +216,10 @@ class Worker:
         if self._schedules:
             found.append(("schedule", Scheduler(self.store, clock=self.clock).run))
             found.append(("SLA sweep", functools.partial(sla_sweep, self.engine)))
+            if self.retention is not None:
+                found.append(("retention", functools.partial(
+                    retention_loop, self.store, self.retention, clock=self.clock,
+                    name=f"worker {self.name}")))
         return found
 
     async def _supervise(self, name: str, loop: Loop) -> None:

@@ -29,9 +29,10 @@ The contract, from the loop's side:
 4. For every ``start`` the source reports exactly one ``Outcome`` naming the same step
    and attempt, later, on the loop's event loop: ``ok`` (the output, already checked to
    be JSON within the run's ``limits.max_output_bytes``), ``error`` or ``refused``
-   (with ``error``: what went wrong), ``interrupted`` (the process running it stopped),
-   or ``cancelled`` (it stopped because it was cancelled).  An attempt that ended
-   before its cancel reports how it ended.  ``report`` may do a whole turn of the
+   (with ``error``: what went wrong), ``interrupted`` (the process running it stopped,
+   or stopped heartbeating for longer than its lease), or ``cancelled`` (it stopped
+   because it was cancelled).  An attempt that ended before its cancel reports how it
+   ended.  ``report`` may do a whole turn of the
    loop before it returns, ``start`` calls included (``runtime.turns``).
 5. A source is ``remote`` when its attempts run in other processes (``ClaimSource``,
    in ``runtime.claims``).  Then ``start`` only records the attempt and is called

@@ -116,12 +116,15 @@ class ServerRuntime:
             sweep = None if self._with_worker else tg.create_task(sla_sweep(self.engine))
             sender = None if self._with_worker else tg.create_task(
                 send_notifications(self.engine))
+            prune = None if self._with_worker else self._retention(tg)
             try:
                 yield self
             finally:
                 self.closing.set()
                 if sweep is not None:
                     sweep.cancel()
+                if prune is not None:
+                    prune.cancel()
                 await self._drain()
                 if sender is not None:  # after the drain: it hands its rows over
                     sender.cancel()
@@ -133,6 +136,15 @@ class ServerRuntime:
                 self._tg = None
         self.engine.close()
 
+    def _retention(self, tg: asyncio.TaskGroup) -> asyncio.Task[None] | None:
+        """PLAIT_RETENTION's prune loop, when set (the worker runs it when there is one)."""
+        if self.settings.retention is None:
+            return None
+        from ..runtime.retention import retention_loop
+
+        return tg.create_task(retention_loop(self.store, self.settings.retention,
+                                             name="plait serve"))
+
     async def _run_worker(self) -> None:
         from ..runtime.notify import PgNotifications
         from ..runtime.worker import Worker
@@ -141,7 +153,8 @@ class ServerRuntime:
         # the runs the worker drives obey the server's (strict) network policy and
         # its rules for untrusted definitions, and their commits wake the event streams
         worker = Worker(self.store, grace=self.grace, notifications=self._notifications,
-                        http_policy=self.settings.http_policy, trust=self.settings.trust)
+                        http_policy=self.settings.http_policy, trust=self.settings.trust,
+                        retention=self.settings.retention)
         worker.engine.listeners.append(self._committed)
         if self.metrics is not None:
             self.metrics.attach(worker)

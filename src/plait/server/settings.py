@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..core.model import Limits
 from ..core.sizes import parse_size
 from ..core.trust import CAP_SETTINGS, ENGINE_LIMITS, TrustPolicy
+from ..runtime.retention import Retention, retention_from_environment
 from ..steps.netpolicy import UNTRUSTED, NetworkPolicy
 
 TOKEN_ENV = "PLAIT_API_TOKEN"  # noqa: S105 - a variable name
@@ -72,6 +73,7 @@ class ServerSettings:
     header_timeout: float = HEADER_TIMEOUT_S
     login_failures: int = LOGIN_FAILURES
     login_window: float = LOGIN_WINDOW_S
+    retention: Retention | None = None  # PLAIT_RETENTION (runtime.retention)
 
     @property
     def trust(self) -> TrustPolicy:
@@ -93,7 +95,8 @@ class ServerSettings:
                    allowed_hostnames=listed(env, ALLOWED_HOSTNAMES_ENV),
                    caps=caps_from(env),
                    http_policy=NetworkPolicy.from_environment(env, base=UNTRUSTED),
-                   header_timeout=env_seconds(env, HEADER_TIMEOUT_ENV, HEADER_TIMEOUT_S))
+                   header_timeout=env_seconds(env, HEADER_TIMEOUT_ENV, HEADER_TIMEOUT_S),
+                   retention=retention_from_environment(env))
 
 
 def caps_from(env: Mapping[str, str]) -> Limits:

@@ -22,6 +22,7 @@ from .binding import (
     import_untrusted_call,
     invoke,
 )
+from .procexec import EXECUTORS, process_problem, run_in_process
 from .registry import StepCall, StepType, register_step_type
 from .types import HTTP_FIELDS, LLM_FIELDS
 from .waits import note_wait
@@ -39,7 +40,7 @@ class PythonStep:
     step function's coroutine is returned as it is.  Errors binding the parameters
     raise at the call, which the run loop treats like errors raised on await."""
 
-    __slots__ = ("_checked", "_plan", "_step", "_with", "_with_cheap")
+    __slots__ = ("_checked", "_plan", "_process", "_step", "_with", "_with_cheap")
 
     def __init__(self, step: StepSpec, checked: CheckedWorkflow) -> None:
         self._step, self._checked = step, checked
@@ -48,6 +49,9 @@ class PythonStep:
         # a `with` whose templates are not cheap renders in a worker thread
         self._with_cheap = self._with is None or expressions.is_cheap(given)
         self._plan: ParamPlan | None = None
+        # `executor: process`: the call's module:function, run in a child process
+        self._process = cast(str, step.config.get("call")) \
+            if step.config.get("executor") == "process" else None
 
     def plan(self) -> ParamPlan:
         """The step's function and where each of its parameters comes from (an import
@@ -67,6 +71,12 @@ class PythonStep:
             kwargs = plan.arguments(call.run, call.context, _rendered_with(call))
         else:
             return self._rendered_off_loop(call, plan)
+        return self._start(plan, kwargs, call)
+
+    def _start(self, plan: ParamPlan, kwargs: dict[str, object],
+               call: StepCall) -> Awaitable[JSON]:
+        if self._process is not None:
+            return run_in_process(self._process, kwargs, call.step.id)
         return _start(plan, kwargs, call)
 
     def _untrusted(self, call: StepCall) -> Awaitable[JSON]:
@@ -75,12 +85,12 @@ class PythonStep:
         its plan is not kept (a trusted engine may share this checked workflow)."""
         plan = _compile(self._step, self._checked, untrusted=True)
         if self._with is None:
-            return _start(plan, plan.arguments(call.run, call.context), call)
+            return self._start(plan, plan.arguments(call.run, call.context), call)
         return self._rendered_off_loop(call, plan)
 
     async def _rendered_off_loop(self, call: StepCall, plan: ParamPlan) -> JSON:
         given = await call.rendered(_rendered_with)
-        return await _start(plan, plan.arguments(call.run, call.context, given), call)
+        return await self._start(plan, plan.arguments(call.run, call.context, given), call)
 
 
 def _compile(step: StepSpec, checked: CheckedWorkflow, *,
@@ -93,9 +103,14 @@ def _compile(step: StepSpec, checked: CheckedWorkflow, *,
         except ImportError as exc:
             raise FatalError(f"step {step.id!r}: {exc}", step=step.id) from exc
     given = step.config.get("with")
-    return compile_plan(fn, step_id=step.id, steps=checked.graph.index,
+    plan = compile_plan(fn, step_id=step.id, steps=checked.graph.index,
                         declared=declared_keys(checked),
                         given=given if isinstance(given, dict) else ())
+    if step.config.get("executor") == "process":
+        problem = process_problem(fn, cast(str, step.config["call"]))
+        if problem is not None:
+            raise FatalError(f"step {step.id!r}: {problem}", step=step.id)
+    return plan
 
 
 def _start(plan: ParamPlan, kwargs: dict[str, object], call: StepCall) -> Awaitable[JSON]:
@@ -129,6 +144,10 @@ def _check_python(config: Mapping[str, JSON]) -> list[tuple[str, str]]:
     given = config.get("with")
     if given is not None and not isinstance(given, dict):
         out.append((".with", "expected a mapping of keyword arguments"))
+    executor = config.get("executor")
+    if executor is not None and executor not in EXECUTORS:
+        out.append((".executor", f"expected 'thread' (the default) or 'process', got "
+                                 f"{executor!r}"))
     return out
 
 
@@ -259,9 +278,10 @@ def register_builtins() -> None:
     global _registered
     _registered = True
     register_step_type(StepType(name="python", run=run_python, prepare=PythonStep,
-                                fields=frozenset({"call", "with"}),
+                                fields=frozenset({"call", "with", "executor"}),
                                 required=frozenset({"call"}), check=_check_python,
-                                literal_fields=frozenset({"call"}), imports_call=True))
+                                literal_fields=frozenset({"call", "executor"}),
+                                imports_call=True))
     register_step_type(StepType(name="transform", run=run_transform,
                                 fields=frozenset({"value"}), required=frozenset({"value"}),
                                 inline=transform_inline))

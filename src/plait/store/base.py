@@ -65,6 +65,7 @@ from ..core.model import JSON, JSONDict
 from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot
 from .outbox import OutboxRow
+from .prune import BATCH, PruneCounts
 
 # the records are part of this contract: importable from here as from records
 from .records import (
@@ -72,12 +73,14 @@ from .records import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Heartbeat,
     InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
     OutcomeKind,
     RunChange,
+    RunDocument,
     RunFilter,
     RunRecord,
     Signal,
@@ -94,10 +97,10 @@ from .records import (
 )
 
 __all__ = [
-    "AttemptKey", "AttemptRecord", "CachedResult", "EventRecord", "InboxOutcome",
-    "JournalEntry", "Journaled", "Lease", "OutboxRow", "OutcomeKind", "RunChange", "RunFilter",
-    "RunRecord", "Signal", "StepRecord", "Store", "Ticket", "TicketRecord", "TokenUsage",
-    "WorkflowRecord",
+    "AttemptKey", "AttemptRecord", "CachedResult", "EventRecord", "Heartbeat",
+    "InboxOutcome", "JournalEntry", "Journaled", "Lease", "OutboxRow", "OutcomeKind",
+    "RunChange", "RunDocument", "RunFilter", "RunRecord", "Signal", "StepRecord", "Store",
+    "Ticket", "TicketRecord", "TokenUsage", "WorkflowRecord",
     "WriteBatch", "cache_key_hash", "late_result_note", "owner_refusal", "reaped_error",
 ]
 
@@ -144,6 +147,14 @@ class Store(Protocol):
 
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         """Newest first."""
+        ...
+
+    async def read_run(self, run_id: str) -> RunDocument:
+        """The run with its steps, attempts, history and journal, as ``get_run``,
+        ``get_steps``, ``get_attempts``, ``get_events`` and ``journal`` give them, and
+        its workflow version as ``get_workflow`` gives it (None when not stored), read
+        at once: one statement on PostgreSQL, one read transaction on SQLite (a
+        consistent snapshot either way).  RunNotFound when absent."""
         ...
 
     async def get_steps(self, run_id: str) -> list[StepRecord]:
@@ -206,8 +217,10 @@ class Store(Protocol):
         atomic step: concurrent claimers never both take a key's last slot."""
         ...
 
-    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        """Refresh ownership; False when ``owner`` no longer holds the run."""
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
+        """Refresh ownership, when ``owner`` still holds the run (``held``), and say in
+        the same statement who holds it and whether a cancel was requested: the one
+        store call a driver makes per poll.  RunNotFound for an unknown run."""
         ...
 
     async def release_run(self, run_id: str, owner: str) -> None:
@@ -484,3 +497,19 @@ class Store(Protocol):
         """The newest ``limit`` rows (of ``state`` when given), newest first."""
         ...
 
+    # ------------------------------------------------------------------ retention
+    # (docs/retention.md; the rules are store.prune's)
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        """Delete the finished runs with no parent that finished before ``cutoff``
+        (seconds since the epoch) with a status of ``statuses`` (None: every final
+        one) and, given, of ``workflow``, each with everything that belongs to it and
+        with its child runs.  A tree of runs goes whole or stays: it stays while any
+        run in it is unfinished or has an unfinished retry (``retry_of``).  At most
+        ``batch`` root runs per transaction, so writers wait for one batch at most,
+        never for the whole prune.  ``dry_run``: delete nothing, count what would go.
+        The counts: runs deleted and rows per table.  StoreError, deleting nothing,
+        for a status that is not final."""
+        ...

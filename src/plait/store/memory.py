@@ -26,15 +26,18 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
+from . import memory_prune
 from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Heartbeat,
     InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
     RunChange,
+    RunDocument,
     RunFilter,
     RunRecord,
     Signal,
@@ -57,6 +60,7 @@ from .observations import (
     fold_step,
 )
 from .outbox import MemoryOutbox, MemoryOutboxMethods
+from .prune import BATCH, PruneCounts, final_statuses
 from .records import TokenUsage
 
 _PENDING = StepStatus.PENDING
@@ -235,6 +239,15 @@ class MemoryStore(MemoryOutboxMethods):
             raise RunNotFound(run_id)
         return _copy_run(run)
 
+    async def read_run(self, run_id: str) -> RunDocument:
+        run = await self.get_run(run_id)
+        workflow = next((_copy_workflow(w) for w in self._workflows.get(run.workflow, ())
+                         if w.version == run.version), None)
+        return RunDocument(run=run, steps=await self.get_steps(run_id),
+                           attempts=await self.get_attempts(run_id),
+                           events=await self.get_events(run_id),
+                           journal=await self.journal(run_id), workflow=workflow)
+
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         runs = [r for r in self._runs.values()
                 if (filter.workflow is None or r.workflow == filter.workflow)
@@ -366,14 +379,14 @@ class MemoryStore(MemoryOutboxMethods):
                 r.heartbeat_at is None or r.heartbeat_at >= stale_before))))
         return taken < (run.max_runs_per_key or 1)
 
-    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
         run = self._runs.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
-        if run.owner != owner:
-            return False
-        run.heartbeat_at = now
-        return True
+        held = run.owner == owner
+        if held:
+            run.heartbeat_at = now
+        return Heartbeat(held=held, owner=run.owner, cancel_requested=run.cancel_requested)
 
     async def release_run(self, run_id: str, owner: str) -> None:
         run = self._runs.get(run_id)
@@ -405,6 +418,12 @@ class MemoryStore(MemoryOutboxMethods):
         times = [t for t in (self._last_fire.get(key), self._sightings.get(key))
                  if t is not None]
         return max(times) if times else None
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        del batch  # one atomic step: nothing waits on the memory store meanwhile
+        return memory_prune.prune_memory(self, cutoff, final_statuses(statuses), workflow, dry_run)
 
     # ------------------------------------------------------------------ claims
     # (memory_claims.py; no await in any of them: each is one transaction)

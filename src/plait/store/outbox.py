@@ -5,8 +5,8 @@ process runs a sender: it claims due rows with a lease (one sender at a time per
 row), sends, and settles each (sent, to retry at a time, or given up).  A row's id is
 its idempotency key, stable across retries and senders.
 
-Tables: ``migrations/sqlite/0015_notification_outbox.sql``,
-``migrations/postgres/0017_notification_outbox.sql``.  The memory store's outbox is
+Tables: ``migrations/sqlite/0016_notification_outbox.sql``,
+``migrations/postgres/0018_notification_outbox.sql``.  The memory store's outbox is
 ``MemoryOutbox`` here; SQLite's and PostgreSQL's statements are ``SQLITE`` /
 ``POSTGRES``.
 """

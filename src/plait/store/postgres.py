@@ -78,16 +78,19 @@ from . import (
     postgres_cache,
     postgres_claims,
     postgres_journal,
+    postgres_prune,
     postgres_tokens,
 )
 from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Heartbeat,
     InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
+    RunDocument,
     RunFilter,
     RunRecord,
     Signal,
@@ -101,6 +104,7 @@ from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot
 from .outbox import OutboxRow
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .records import TokenUsage
 from .sql import queries
 from .sql import rows as rows
@@ -283,6 +287,24 @@ class PostgresStore:
             raise RunNotFound(run_id)
         return rows.run_record(row)
 
+    async def read_run(self, run_id: str) -> RunDocument:
+        """ONE statement (``read_run``): the run's row with one array per column of its
+        steps, attempts, events and journal, zipped back into their rows here, and its
+        workflow's row."""
+        row = await self._db.fetchone(_Q["read_run"], {"run_id": run_id}) \
+            if valid_id(run_id) else None
+        if row is None:
+            raise RunNotFound(run_id)
+        steps, attempts = _zipped(row, 20, 11), _zipped(row, 31, 8)
+        events, journal = _zipped(row, 39, 8), _zipped(row, 47, 4)
+        return RunDocument(
+            run=rows.run_record(row), steps=rows.step_records(run_id, steps),
+            attempts=rows.attempt_records(run_id, attempts),
+            events=[rows.event_record(run_id, r) for r in events],
+            journal=[JournalEntry(step=r[0], name=r[1], attempt=r[2], at=float(r[3]))
+                     for r in journal],
+            workflow=None if row[51] is None else rows.workflow_record(row[51:]))
+
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         params = {"workflow": filter.workflow, "limit": filter.limit, "since": filter.since,
                   "before": filter.before, "top_level": filter.top_level,
@@ -372,21 +394,15 @@ class PostgresStore:
             raise RunNotFound(run_id)
         return None if row[1] is None else rows.run_record(row[1:])
 
-    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        """Refresh ownership; ``now`` is treated as in ``claim_run``."""
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
+        """Refresh ownership; ``now`` is treated as in ``claim_run``.  One statement."""
         if not valid_id(run_id):
             raise RunNotFound(run_id)
-        owner = text(owner)
-
-        async def job(conn: AsyncConnection[Row]) -> Row | None:
-            params = {"run_id": run_id, "owner": owner, "now": now, "shift": shift(now)}
-            return await (await conn.execute(_Q["heartbeat"], params)).fetchone()
-
-        row = await self._db.run(job)
-        assert row is not None
-        if not row[0]:
+        params = {"run_id": run_id, "owner": text(owner), "now": now, "shift": shift(now)}
+        row = await self._db.fetchone(_Q["heartbeat"], params)
+        if row is None:
             raise RunNotFound(run_id)
-        return bool(row[1])
+        return Heartbeat(held=bool(row[0]), owner=row[1], cancel_requested=bool(row[2]))
 
     async def release_run(self, run_id: str, owner: str) -> None:
         if valid_id(run_id):
@@ -501,6 +517,19 @@ class PostgresStore:
     async def llm_tokens(self, run_id: str) -> int:
         return await postgres_tokens.tokens_get(self._db, run_id)
 
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        chosen = final_statuses(statuses)
+
+        async def one(after: Cursor) -> tuple[PruneCounts, Cursor | None]:
+            return await postgres_prune.postgres_batch(self._db, cutoff, chosen, workflow,
+                                                    after, batch, dry_run)
+
+        return await in_batches(one)
+
     # ------------------------------------------------------------------ webhook deliveries
 
     async def claim_delivery(self, hook: str, delivery_id: str, run_id: str, at: float,
@@ -586,3 +615,9 @@ class PostgresStore:
 
     async def put_breaker(self, key: str, state: JSONDict, version: int) -> bool:
         return await postgres_claims.put_breaker(self._db, key, state, version)
+
+
+def _zipped(row: Row, start: int, width: int) -> list[Row]:
+    """The rows of ``width`` columns aggregated as arrays from ``row[start]`` on (each
+    NULL when there were none)."""
+    return list(zip(*(column or () for column in row[start:start + width]), strict=True))

@@ -138,6 +138,32 @@ class JournalEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    """What ``Store.heartbeat`` found, in the one statement that refreshed the lease:
+    whether the caller still held the run (its lease refreshed only then), who holds
+    it now (None: nobody), and whether a cancel was requested."""
+
+    held: bool
+    owner: str | None
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunDocument:
+    """A run with everything stored under it that its document shows, read at once
+    (``Store.read_run``): the run, its steps (definition order), attempts (start
+    order), history (in order), journal (in the order stored) and the workflow version
+    it runs (None when that version is not stored)."""
+
+    run: RunRecord
+    steps: list[StepRecord]
+    attempts: list[AttemptRecord]
+    events: list[EventRecord]
+    journal: list[JournalEntry]
+    workflow: WorkflowRecord | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Signal:
     """An event sent to a run by name (``Store.event_put``): what waits for that name
     gets ``data``; ``at``: when it was stored (epoch seconds)."""
@@ -267,11 +293,11 @@ def reaped_error(holder: str | None, step_id: str, attempt: int) -> JSONDict:
     """The ``error`` of the ``interrupted`` outcome that ``reap_expired`` stores for an
     expired lease (every backend stores this, so a driver reads one shape)."""
     return {"type": "LeaseExpired",
-            "message": f"the worker {holder} stopped heartbeating: its lease on attempt "
-                       f"{attempt} of step {step_id!r} expired before it stored the "
-                       f"attempt's outcome (it stopped, stalled, or could not store the "
-                       f"outcome); the attempt counts as failed and retries under the "
-                       f"step's retry policy",
+            "message": f"the worker {holder} stopped heartbeating for longer than its "
+                       f"lease on attempt {attempt} of step {step_id!r}, before it stored "
+                       f"the attempt's outcome (the process was killed, paused, or a step "
+                       f"held the GIL: see executor: process); the attempt counts as "
+                       f"failed and retries under the step's retry policy",
             "retryable": True}
 
 

@@ -81,17 +81,19 @@ from queue import SimpleQueue
 from typing import Any
 
 from ..core.model import JSON, JSONDict
-from ..errors import StoreError
-from . import outbox, sqlite_cache, sqlite_claims, sqlite_journal, sqlite_tokens
+from ..errors import StoreError, WorkflowNotFound
+from . import outbox, sqlite_cache, sqlite_claims, sqlite_journal, sqlite_prune, sqlite_tokens
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
     CachedResult,
     EventRecord,
+    Heartbeat,
     InboxOutcome,
     Journaled,
     JournalEntry,
     Lease,
+    RunDocument,
     RunFilter,
     RunRecord,
     Signal,
@@ -107,6 +109,7 @@ from .observations import (
     sqlite_snapshot,
 )
 from .outbox import OutboxRow
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .records import TokenUsage
 from .sqlite_database import (
     BUSY_CODES,
@@ -345,6 +348,9 @@ class SqliteStore:
         found = self._read_here(SqliteDatabase.get_run, run_id)  # one row: read here
         return found if found is not None else await self._run(self._db.get_run, run_id)
 
+    async def read_run(self, run_id: str) -> RunDocument:
+        return await self._run(_read_run, self._db, run_id)
+
     async def list_runs(self, filter: RunFilter) -> list[RunRecord]:
         return await self._run(self._db.list_runs, filter)
 
@@ -371,7 +377,7 @@ class SqliteStore:
         return await self._write(SqliteDatabase.claim_run, run_id, owner, now, lease,
                                  dead_owner)
 
-    async def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
+    async def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
         return await self._write(SqliteDatabase.heartbeat, run_id, owner, now)
 
     async def release_run(self, run_id: str, owner: str) -> None:
@@ -462,6 +468,24 @@ class SqliteStore:
     async def llm_tokens(self, run_id: str) -> int:
         return await self._run(sqlite_tokens.tokens_get, self._db, run_id)
 
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, cutoff: float, statuses: Sequence[str] | None = None,
+                         workflow: str | None = None, *, batch: int = BATCH,
+                         dry_run: bool = False) -> PruneCounts:
+        chosen = final_statuses(statuses)
+
+        async def one(after: Cursor) -> tuple[PruneCounts, Cursor | None]:
+            args = (cutoff, chosen, workflow, after, batch, dry_run)
+            if dry_run:
+                return await self._run(sqlite_prune.sqlite_batch, self._db, *args)
+            return await self._write(sqlite_prune.sqlite_batch, *args)
+
+        counts = await in_batches(one)
+        if counts.runs and not dry_run:
+            await self._run(self._db.call_writing, sqlite_prune.reclaim, self._db)
+        return counts
+
     # ------------------------------------------------------------------ webhook deliveries
 
     async def claim_delivery(self, hook: str, delivery_id: str, run_id: str, at: float,
@@ -527,3 +551,27 @@ def _outbox_job(apply: Callable[..., T]) -> Callable[..., T]:
     def job(db: SqliteDatabase, *args: Any) -> T:
         return apply(db.conn, *args)
     return job
+
+
+def _read_run(db: SqliteDatabase, run_id: str) -> RunDocument:
+    """``Store.read_run``: six statements in one read transaction (one snapshot of
+    the file, on the store's thread: one hop)."""
+    conn = db.conn
+    conn.execute("BEGIN")
+    try:
+        run = db.get_run(run_id)
+        return RunDocument(run=run, steps=db.get_steps(run_id),
+                           attempts=db.get_attempts(run_id),
+                           events=db.get_events(run_id, 0),
+                           journal=sqlite_journal.journal(db, run_id),
+                           workflow=_workflow_of(db, run))
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def _workflow_of(db: SqliteDatabase, run: RunRecord) -> WorkflowRecord | None:
+    try:
+        return db.get_workflow(run.workflow, run.version)
+    except WorkflowNotFound:
+        return None

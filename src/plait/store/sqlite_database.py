@@ -35,6 +35,7 @@ from . import outbox, sqlite_claims
 from .base import (
     AttemptRecord,
     EventRecord,
+    Heartbeat,
     RunFilter,
     RunRecord,
     StepRecord,
@@ -237,6 +238,9 @@ class SqliteDatabase:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000):d}")
             self._check_file(conn)
+            # freed pages go back to the file system (sqlite_prune.reclaim): takes
+            # effect on a new file only; an older one needs one VACUUM (docs/retention.md)
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"database {self.where}: cannot use WAL journaling "
@@ -638,9 +642,12 @@ class SqliteDatabase:
             return None
         return rows.run_record(conn.execute(_Q["get_run"], (run_id,)).fetchone())
 
-    def heartbeat(self, run_id: str, owner: str, now: float) -> bool:
-        self.run_key(run_id)  # RunNotFound
-        return self.conn.execute(_Q["heartbeat"], (now, run_id, owner)).rowcount == 1
+    def heartbeat(self, run_id: str, owner: str, now: float) -> Heartbeat:
+        row = self.conn.execute(_Q["heartbeat"], (now, run_id, owner)).fetchone() \
+            if valid_id(run_id) else None
+        if row is None:
+            raise RunNotFound(run_id)
+        return Heartbeat(held=bool(row[0]), owner=row[1], cancel_requested=bool(row[2]))
 
     def release_run(self, run_id: str, owner: str) -> None:
         self.conn.execute(_Q["release_run"], (run_id, owner))

@@ -84,7 +84,9 @@ async def test_a_workflow_steps_child_run_tokens_roll_up_to_the_parent() -> None
         # as an llm step of the child would have noted
         await store.write(WriteBatch(run_id=kid.run_id, notes=[("k", usage(1, 3, 4))]))
         run = await store.get_run(result.run_id)
-        rolled = await roll_up(store, run, await store.get_events(run.run_id), ["w"])
+        definition = (await store.get_workflow(run.workflow, run.version)).definition
+        rolled = await roll_up(store, run, await store.get_events(run.run_id), ["w"],
+                               definition)
     assert rolled.children == {"w": Tokens(3, 4, 7)}
     assert rolled.total == Tokens(3, 4, 7) == rolled.of_step("w")
 

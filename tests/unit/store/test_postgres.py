@@ -232,7 +232,7 @@ async def test_a_host_whose_clock_is_behind_cannot_keep_a_lease_alive_longer(
     run_id = await new_run(store)
     behind = _clock_ahead(monkeypatch, -300.0)
     assert await store.claim_run(run_id, "host-a:1", behind.time(), lease=0.2) is not None
-    assert await store.heartbeat(run_id, "host-a:1", behind.time())
+    assert (await store.heartbeat(run_id, "host-a:1", behind.time())).held
     monkeypatch.undo()
     await asyncio.sleep(0.3)
     assert await store.claim_run(run_id, "host-b:1", time.time(), lease=0.2) is not None

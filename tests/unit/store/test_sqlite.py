@@ -417,8 +417,8 @@ async def test_claims_are_atomic_between_two_stores(tmp_path: Path) -> None:
         assert len(winners) == 1
         owner = winners.pop()
         assert (await two.get_run("run-1")).owner == owner
-        assert await one.heartbeat("run-1", owner, 110.0) is True
-        assert await two.heartbeat("run-1", "someone-else", 110.0) is False
+        assert (await one.heartbeat("run-1", owner, 110.0)).held is True
+        assert (await two.heartbeat("run-1", "someone-else", 110.0)).held is False
         assert await two.claim_run("run-1", "late", 139.0, 30.0) is None  # lease alive
         taken = await two.claim_run("run-1", "late", 141.0, 30.0)  # lease ran out
         assert taken is not None and taken.owner == "late"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -242,23 +241,26 @@ async def get_run(run_id: str, rt: Runtime,
     """The run's document, or one page of it (see the description)."""
     after = parse_steps_after(steps_after)
     store = rt.store
-    run = await rt.read(get_run_or_404(rt, run_id))
-    # the run first (its status is then never newer than its steps'), then the other
-    # three reads together: one wake-up of the SQLite store's thread instead of three
-    # round trips, pooled connections at once on PostgreSQL.  The Store protocol reads
-    # a run's steps, attempts and events whole: a page is cut from them here.
-    steps, attempts, events = await asyncio.gather(
-        rt.read(store.get_steps(run_id)), rt.read(store.get_attempts(run_id)),
-        rt.read(store.get_events(run_id)))
-    value = run_page(run, steps, attempts, LogRecord.from_events(events), after)
+    # the run, its steps, attempts, history and journal in one read (one statement on
+    # PostgreSQL, one read transaction on SQLite): one snapshot, so the run's status is
+    # never newer than its steps'.  A page is cut from them here.
+    try:
+        document = await rt.read(store.read_run(run_id))
+    except RunNotFound as exc:
+        raise not_found("run", run_id) from exc
+    run, steps, events = document.run, document.steps, document.events
+    workflow = document.workflow
+    definition = None if workflow is None else workflow.definition
+    value = run_page(run, steps, document.attempts, LogRecord.from_events(events), after)
     # a decision recorded that nobody could apply: why, and what continues the run
     value["continuation"] = continuation.stuck(run, steps, events, now=time.time())
     # as plait show --json: a workflow/loop step's entry names its child run(s)
-    add_child_runs(value, await rt.read(child_runs(store, run)))
+    add_child_runs(value, await rt.read(child_runs(store, run, definition)))
     add_waiting(value, events)  # what a waiting step asks (prompt, show)
-    add_journal(value, await rt.read(store.journal(run_id)))  # its ctx.run calls
+    add_journal(value, document.journal)  # its ctx.run calls
     # the messages each model call sent, and the tokens rolled up with the child runs'
-    rolled = await rt.read(roll_up(store, run, events, [s.step_id for s in steps]))
+    rolled = await rt.read(roll_up(store, run, events, [s.step_id for s in steps],
+                                   definition))
     add_llm(value, events, rolled)
     # encoded once, as plain JSON: no response model to validate it against again
     return JSONResponse(value)

@@ -197,6 +197,53 @@ WHERE workflow = %(workflow)s
 ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 
+-- read_run --
+-- A run and everything its document shows, in one statement: the run's columns as
+-- get_run gives them, then its steps (definition order), attempts (start order),
+-- history (in order) and journal (stored order), each as one array per column of
+-- get_steps, get_attempts, get_events and journal_list (NULL: none), then its
+-- workflow's columns as get_workflow gives them (NULLs: that version is not stored).
+-- No row: no such run.  (run_id)
+SELECT r.run_id, r.workflow, r.version, r.fingerprint, r.status, r.input, r.output,
+       r.error, r.created_at, r.started_at, r.finished_at, r.retry_of, r.parent_run_id,
+       r.sla, r.cancel_requested, r.owner, r.heartbeat_at, r.concurrency_key,
+       r.max_runs_per_key, r.wake_at, s.*, a.*, e.*, j.*,
+       w.name, w.version, w.fingerprint, w.definition, w.created_at
+FROM runs AS r
+LEFT JOIN workflows AS w ON w.name = r.workflow AND w.version = r.version
+CROSS JOIN LATERAL (
+    SELECT array_agg(step_id ORDER BY position), array_agg(status ORDER BY position),
+           array_agg(attempts ORDER BY position),
+           array_agg(output::text ORDER BY position),
+           array_agg(error ORDER BY position), array_agg(started_at ORDER BY position),
+           array_agg(finished_at ORDER BY position),
+           array_agg(skip_reason ORDER BY position),
+           array_agg(fallback_used ORDER BY position),
+           array_agg(next_attempt_at ORDER BY position),
+           array_agg(worker ORDER BY position)
+    FROM steps WHERE run = r.id) AS s
+CROSS JOIN LATERAL (
+    SELECT array_agg(step_id ORDER BY started_at, start_seq),
+           array_agg(attempt ORDER BY started_at, start_seq),
+           array_agg(fallback ORDER BY started_at, start_seq),
+           array_agg(status ORDER BY started_at, start_seq),
+           array_agg(started_at ORDER BY started_at, start_seq),
+           array_agg(finished_at ORDER BY started_at, start_seq),
+           array_agg(error ORDER BY started_at, start_seq),
+           array_agg(worker ORDER BY started_at, start_seq)
+    FROM attempts WHERE run = r.id) AS a
+CROSS JOIN LATERAL (
+    SELECT array_agg(seq ORDER BY seq), array_agg(at ORDER BY seq),
+           array_agg(kind ORDER BY seq), array_agg(step_id ORDER BY seq),
+           array_agg(source ORDER BY seq), array_agg(target ORDER BY seq),
+           array_agg(attempt ORDER BY seq), array_agg(data::text ORDER BY seq)
+    FROM events WHERE run = r.id) AS e
+CROSS JOIN LATERAL (
+    SELECT array_agg(step_id ORDER BY id), array_agg(name ORDER BY id),
+           array_agg(attempt ORDER BY id), array_agg(at ORDER BY id)
+    FROM step_journal WHERE run = r.id) AS j
+WHERE r.run_id = %(run_id)s;
+
 -- get_steps --
 -- A run's steps in definition order.  No row: no such run; one row of NULLs: a run
 -- without steps.  (run_id)
@@ -284,14 +331,17 @@ SELECT EXISTS (SELECT FROM runs WHERE run_id = %(run_id)s), claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true;
 
 -- heartbeat --
--- Refresh ownership on both clocks; returns whether the run exists and whether the
--- owner still held it.  (now, shift, run_id, owner)
+-- Refresh ownership on both clocks when the owner still holds the run; returns whether
+-- it did, who holds the run and whether a cancel was requested (no row: no such run).
+-- One statement per poll of a driven run.  (now, shift, run_id, owner)
 WITH beat AS (
     UPDATE runs
     SET heartbeat_at = %(now)s, owner_seen_at = now() + make_interval(secs => %(shift)s)
     WHERE run_id = %(run_id)s AND owner = %(owner)s
-    RETURNING 1)
-SELECT EXISTS (SELECT FROM runs WHERE run_id = %(run_id)s), EXISTS (SELECT FROM beat);
+    RETURNING cancel_requested)
+SELECT EXISTS (SELECT FROM beat), r.owner,
+       coalesce((SELECT cancel_requested FROM beat), r.cancel_requested)
+FROM runs AS r WHERE r.run_id = %(run_id)s;
 
 -- release_run --
 -- Give up ownership; no effect unless the owner holds the run.  (run_id, owner)

@@ -217,8 +217,12 @@ WHERE run_id = ?3
           < coalesce(max_runs_per_key, 1));
 
 -- heartbeat --
--- Refresh ownership; 0 rows changed means the owner lost the run.  (now, run_id, owner)
-UPDATE runs SET heartbeat_at = ? WHERE run_id = ? AND owner = ?;
+-- Refresh ownership when the owner still holds the run, and say whether it did, who
+-- holds it and whether a cancel was requested; no row: no such run.  One statement
+-- per poll of a driven run.  (now, run_id, owner)
+UPDATE runs SET heartbeat_at = CASE WHEN owner = ?3 THEN ?1 ELSE heartbeat_at END
+WHERE run_id = ?2
+RETURNING owner IS ?3, owner, cancel_requested;
 
 -- release_run --
 -- Give up ownership; no effect unless the owner holds the run.  (run_id, owner)

@@ -264,7 +264,17 @@ CREATE INDEX runs_children ON public.runs USING btree (parent_run_id, status) WH
 
 CREATE INDEX runs_unfinished ON public.runs USING btree (created_at, id) WHERE ((status = ANY (ARRAY['pending'::text, 'running'::text])) OR ((status = 'waiting'::text) AND (wake_at IS NOT NULL)));
 
+CREATE INDEX runs_by_finish ON public.runs USING btree (finished_at, id) WHERE ((parent_run_id IS NULL) AND (finished_at IS NOT NULL));
+
+CREATE INDEX runs_retries ON public.runs USING btree (retry_of) WHERE (retry_of IS NOT NULL);
+
+CREATE INDEX schedule_fires_by_run ON public.schedule_fires USING btree (run_id);
+
+CREATE INDEX step_cache_by_run ON public.step_cache USING btree (run_id);
+
 CREATE INDEX notification_outbox_due ON public.notification_outbox USING btree (state, next_at);
+
+CREATE INDEX notification_outbox_by_run ON public.notification_outbox USING btree (run_id) WHERE (run_id IS NOT NULL);
 
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
@@ -849,4 +859,5 @@ INSERT INTO plait_migrations (version, name) VALUES (13, '0013_run_events.sql');
 INSERT INTO plait_migrations (version, name) VALUES (14, '0014_child_waits.sql');
 INSERT INTO plait_migrations (version, name) VALUES (15, '0015_run_wake_at.sql');
 INSERT INTO plait_migrations (version, name) VALUES (16, '0016_run_tokens.sql');
-INSERT INTO plait_migrations (version, name) VALUES (17, '0017_notification_outbox.sql');
+INSERT INTO plait_migrations (version, name) VALUES (17, '0017_prune_indexes.sql');
+INSERT INTO plait_migrations (version, name) VALUES (18, '0018_notification_outbox.sql');

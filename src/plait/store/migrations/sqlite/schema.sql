@@ -229,6 +229,17 @@ CREATE INDEX runs_unfinished ON runs (created_at)
     WHERE status = 'pending' OR status = 'running'
           OR (status = 'waiting' AND wake_at IS NOT NULL);
 
+CREATE INDEX runs_by_finish ON runs (finished_at)
+    WHERE parent_run_id IS NULL AND finished_at IS NOT NULL;
+
+CREATE INDEX runs_retries ON runs (retry_of) WHERE retry_of IS NOT NULL;
+
+CREATE INDEX schedule_fires_by_run ON schedule_fires (run);
+
+CREATE INDEX step_cache_by_run ON step_cache (run_id);
+
 CREATE INDEX notification_outbox_due ON notification_outbox (state, next_at);
 
-PRAGMA user_version = 15;
+CREATE INDEX notification_outbox_by_run ON notification_outbox (run_id) WHERE run_id IS NOT NULL;
+
+PRAGMA user_version = 16;

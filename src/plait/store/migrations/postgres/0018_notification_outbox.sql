@@ -1,4 +1,4 @@
--- 0017_notification_outbox: each notification (docs/notifications.md) a row, written
+-- 0018_notification_outbox: each notification (docs/notifications.md) a row, written
 -- with the event that causes it (in the batch's transaction), then claimed with a lease
 -- by one sender at a time (FOR UPDATE SKIP LOCKED), sent, and settled: 'sent',
 -- 'pending' again with a later next_at (a retry), or 'given_up' after the last attempt
@@ -21,6 +21,8 @@ CREATE TABLE notification_outbox (
     claimed_until double precision
 );
 CREATE INDEX notification_outbox_due ON notification_outbox (state, next_at);
+-- a run's rows, found when the run is pruned (docs/retention.md)
+CREATE INDEX notification_outbox_by_run ON notification_outbox (run_id) WHERE run_id IS NOT NULL;
 
 -- The once-only claims of 0007_notifications are replaced by the outbox's ids.
 DROP TABLE notifications;
