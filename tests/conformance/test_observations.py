@@ -1,20 +1,17 @@
 """What observability asks of every store: ``metrics_snapshot`` (the aggregates a
-Prometheus scrape reads) and ``claim_notification`` (each notification delivered once).
+Prometheus scrape reads).  (Notifications: test_notification_outbox.py.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import Callable
 
 from plait.core.runstate import AttemptChange
 from plait.core.states import RunStatus, StepStatus
 from plait.store.base import RunChange, Store, WriteBatch
-from plait.store.observations import NotificationKey
 
-from .test_claims import LEASE, Driver, _sharing, sweep
+from .test_claims import LEASE, Driver, sweep
 from .test_store import change, run_record
 
 S = StepStatus
@@ -92,36 +89,6 @@ async def test_a_snapshot_counts_queued_and_claimed_tickets(store: Store, uid: U
         assert snap.tickets_claimed - before.tickets_claimed == 1
     finally:
         await driver.tidy()
-
-
-async def test_a_notification_is_claimed_once(store: Store, uid: UID) -> None:
-    key = NotificationKey(run_id=uid("run"), event="run_failed", step="",
-                          target="https://hooks.example/x")
-    assert await store.claim_notification(key, time.time()) is True
-    assert await store.claim_notification(key, time.time()) is False
-    other_target = NotificationKey(run_id=key.run_id, event="run_failed", step="",
-                                   target="https://hooks.example/y")
-    other_step = NotificationKey(run_id=key.run_id, event="run_failed", step="s",
-                                 target=key.target)
-    assert await store.claim_notification(other_target, time.time()) is True
-    assert await store.claim_notification(other_step, time.time()) is True
-
-
-async def test_concurrent_claims_of_one_notification_deliver_once(store: Store,
-                                                                  uid: UID) -> None:
-    """Several processes (separate connections where the backend has them) race."""
-    run_id = uuid.uuid4().hex
-    await store.create_run(run_record(run_id, uid("wf")), ["gate"])
-    key = NotificationKey(run_id=run_id, event="approval_waiting", step="gate",
-                          target="pkg.mod:func")
-    stores = [store, *await _sharing(store, 3, run_id)]
-    try:
-        won = await asyncio.gather(*(s.claim_notification(key, time.time())
-                                     for s in stores for _ in range(3)))
-    finally:
-        for extra in stores[1:]:
-            await extra.close()
-    assert sum(won) == 1
 
 
 async def test_map_items_are_aggregated_under_their_map_step(store: Store, uid: UID) -> None:

@@ -13,7 +13,7 @@ import pytest
 from plait.core.states import RunStatus
 from plait.errors import RunNotFound, StoreError
 from plait.store.base import RunChange, RunRecord, Store, TokenUsage, WriteBatch
-from plait.store.observations import NotificationKey
+from plait.store.outbox import OutboxRow
 
 from .test_store import new_run_id, run_record
 
@@ -67,8 +67,11 @@ async def test_finished_runs_go_with_their_rows_and_the_rest_stays(store: Store,
     await store.journal_put(done, "a", "call", {"v": 1}, 1, 1.0)
     await store.add_llm_tokens(done, "a", TokenUsage(1, 2, 3))
     await store.put_cached(wf, "a", "key", {"v": 1}, done, 1.0)
-    note = NotificationKey(run_id=done, event="run.completed", step="", target="t")
-    await store.claim_notification(note, 1.0)
+    note = OutboxRow(id=uid("note"), event="run_failed", target={"url": "http://t/"},
+                     shown="http://t", body={}, run_id=done, created_at=1.0)
+    kept_note = OutboxRow(id=uid("kept"), event="run_failed", target={"url": "http://t/"},
+                          shown="http://t", body={}, run_id=running, created_at=1.0)
+    assert await store.enqueue_notifications([note, kept_note]) == 2
 
     dry = await store.prune_runs(CUTOFF, workflow=wf, dry_run=True)
     assert dry.runs == 2 and dry.total_rows > 0
@@ -83,7 +86,8 @@ async def test_finished_runs_go_with_their_rows_and_the_rest_stays(store: Store,
     assert counts.rows["steps"] == 4
     assert await store.event_get(done, "paid") is None
     assert await store.get_cached(wf, "a", "key", 0.0) is None
-    assert await store.claim_notification(note, 5.0)  # its claim went with it
+    # its outbox row went with it; a kept run's stays
+    assert [n.id for n in await store.list_notifications()] == [kept_note.id]
     for kept in (running, pending, elsewhere):
         assert await _exists(store, kept)
     assert (await store.prune_runs(CUTOFF, workflow=wf)).runs == 0

@@ -5,6 +5,7 @@ on failure, refused by the network policy, recorded in the run's history."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import pytest
 
 from plait import Retry, Workflow
 from plait.errors import DefinitionError
-from plait.observe import notify
+from plait.observe import notify, notify_outbox
 from plait.observe.alerts import evaluate, parse_rules
 from plait.observe.metrics import collect
 from plait.runtime.engine import Engine
@@ -39,6 +40,7 @@ class Receiver:
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.keys: list[str | None] = []  # each request's Idempotency-Key header
         self.statuses: list[int] = []
         owner = self
 
@@ -46,6 +48,7 @@ class Receiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 owner.bodies.append(json.loads(self.rfile.read(length)))
+                owner.keys.append(self.headers.get("Idempotency-Key"))
                 status = owner.statuses.pop(0) if owner.statuses else 200
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
@@ -76,7 +79,7 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(notify, "RETRY_DELAY_S", 0.05)
+    monkeypatch.setattr(notify_outbox, "RETRY_DELAY_S", 0.05)
     monkeypatch.delenv(notify.ENV, raising=False)
     CALLS.clear()
 
@@ -118,9 +121,11 @@ async def test_a_failed_run_posts_one_payload(receiver: Receiver) -> None:
     assert "step load: " in body["text"] and "warehouse is on fire" in body["text"]
     assert "\n" not in body["text"]
     assert body["at"].endswith("Z")
+    assert body["id"].startswith("ntf-") and receiver.keys == [body["id"]]
     (note,) = await _notes(store, result.run_id)
     assert note == {"event": "run_failed", "target": "http://127.0.0.1/...", "attempt": 1,
-                    "ok": True, "status_code": 200}  # the URL's secret path is not shown
+                    "ok": True, "status_code": 200,  # the URL's secret path is not shown
+                    "id": body["id"]}
 
 
 async def test_a_completed_run_notifies_nobody(receiver: Receiver) -> None:
@@ -137,20 +142,29 @@ async def test_a_failing_receiver_is_retried_until_it_answers(receiver: Receiver
     result = await run_with(Engine(store), _failing(
         "retried", [{"on": ["run_failed"], "url": receiver.url}]))
     assert [b["event"] for b in receiver.bodies] == ["run_failed", "run_failed"]
+    assert receiver.keys[0] == receiver.keys[1] == receiver.bodies[0]["id"]  # one key
     notes = await _notes(store, result.run_id)
     assert [(n["attempt"], n["ok"], n["status_code"]) for n in notes] == [
         (1, False, 500), (2, True, 200)]
 
 
-async def test_a_receiver_that_keeps_failing_is_given_up_on(receiver: Receiver) -> None:
+async def test_a_receiver_that_keeps_failing_is_given_up_on(
+        receiver: Receiver, caplog: pytest.LogCaptureFixture) -> None:
     receiver.statuses = [503] * 10
     store = MemoryStore()
-    result = await run_with(Engine(store), _failing(
-        "given-up", [{"on": ["run_failed"], "url": receiver.url}]))
+    with caplog.at_level("WARNING", logger="plait.notify"):
+        result = await run_with(Engine(store), _failing(
+            "given-up", [{"on": ["run_failed"], "url": receiver.url}]))
     assert len(receiver.bodies) == notify.ATTEMPTS
     notes = await _notes(store, result.run_id)
     assert [n["ok"] for n in notes] == [False] * notify.ATTEMPTS
     assert notes[-1]["error"] == "HTTP 503"
+    # kept, and said: the outbox lists it given up, the log names it
+    (row,) = await store.list_notifications("given_up")
+    assert (row.run_id, row.attempts, row.error) == (result.run_id, notify.ATTEMPTS,
+                                                      "HTTP 503")
+    (record,) = [r for r in caplog.records if "given up" in r.getMessage()]
+    assert getattr(record, "notification", None) == row.id
 
 
 async def test_a_denied_address_is_recorded_and_never_connected() -> None:
@@ -389,3 +403,87 @@ async def test_a_run_failing_on_a_cluster_of_workers_notifies_once(
     (body,) = receiver.bodies
     assert body["run_id"] == run.run_id and body["step"] == "boom"
     assert [n["ok"] for n in notes] == [True]
+
+
+# ---------------------------------------------------------------- the outbox
+
+
+async def test_a_notification_is_stored_with_the_failure_and_sent_by_a_later_sender(
+        receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process that stored the failure dies before sending (its sender never
+    runs): the notification is in the outbox, and any later sender sends it."""
+    async def dies(self: notify_outbox.OutboxSender, ids: object) -> None:
+        return None
+
+    store = MemoryStore()
+    with monkeypatch.context() as patched:
+        patched.setattr(notify_outbox.OutboxSender, "send_until_settled", dies)
+        result = await run_with(Engine(store), _failing(
+            "crashed", [{"on": ["run_failed"], "url": receiver.url}]))
+    assert receiver.bodies == []
+    (row,) = await store.list_notifications("pending")
+    assert (row.run_id, row.event, row.attempts) == (result.run_id, "run_failed", 0)
+    assert await notify_outbox.OutboxSender(store).pump() == 1
+    (body,) = receiver.bodies
+    assert body["id"] == row.id and receiver.keys == [row.id]
+    assert [r.state for r in await store.list_notifications()] == ["sent"]
+
+
+def test_plait_notifications_lists_what_was_given_up(receiver: Receiver,
+                                                     tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from plait.cli.main import cli
+
+    receiver.statuses = [503] * notify.ATTEMPTS
+    url = f"sqlite:///{tmp_path / 'plait.db'}"
+    run = _failing("unheard", [{"on": ["run_failed"], "url": receiver.url}]).run(db=url)
+    assert len(receiver.bodies) == notify.ATTEMPTS
+    listed = CliRunner().invoke(cli, ["notifications", "--db", url, "--state", "given_up",
+                                      "--json", "--check"])
+    assert listed.exit_code == 1, listed.output
+    (row,) = json.loads(listed.output)["notifications"]
+    assert (row["run_id"], row["event"], row["state"], row["attempts"], row["error"]) == (
+        run.run_id, "run_failed", "given_up", notify.ATTEMPTS, "HTTP 503")
+    assert row["target"] == "http://127.0.0.1/..."  # the URL's secret path is not shown
+    text = CliRunner().invoke(cli, ["notifications", "--db", url])
+    assert text.exit_code == 0 and "given_up" in text.output and row["id"] in text.output
+
+
+async def test_a_run_sends_its_notification_behind_older_due_ones(
+        receiver: Receiver) -> None:
+    """More rows than a sender claims at once are due before the run's: the process
+    that drove the run still sends its notification (and the older ones) before it
+    stops driving it."""
+    from plait.store.base import OutboxRow
+
+    store = MemoryStore()
+    older = [OutboxRow(id=f"older-{i}", event="alert", target={"call": f"{__name__}:record_call"},
+                       shown="call", body={"event": "alert", "id": f"older-{i}"},
+                       next_at=float(i), created_at=float(i))
+             for i in range(2 * notify_outbox.BATCH + 5)]
+    assert await store.enqueue_notifications(older) == len(older)
+    result = await run_with(Engine(store), _failing(
+        "behind", [{"on": ["run_failed"], "url": receiver.url}]))
+    assert [b["run_id"] for b in receiver.bodies] == [result.run_id]
+    assert sorted(c["id"] for c in CALLS) == sorted(r.id for r in older)
+
+
+async def test_a_servers_notification_keeps_the_untrusted_policy_whoever_sends_it(
+        receiver: Receiver) -> None:
+    """Stored by a process judging runs by the untrusted rules (``plait serve``), a
+    notification to a loopback URL is refused even by a sender whose own policy allows
+    loopback (a plain worker sharing the store)."""
+    from plait.core.trust import TrustPolicy
+
+    store = MemoryStore()
+    engine = Engine(store, trust=TrustPolicy())
+    wf = _failing("served", [{"on": ["run_failed"], "url": receiver.url}])
+    result = await run_with(engine, wf)
+    assert receiver.bodies == []
+    (note,) = await _notes(store, result.run_id)
+    assert note["error"].startswith("NetworkRefused")
+    (row,) = await store.list_notifications("given_up")
+    await store.enqueue_notifications([dataclasses.replace(row, id="again")])
+    assert await notify_outbox.OutboxSender(store).pump() == 1  # a default policy
+    assert receiver.bodies == []

@@ -1,6 +1,6 @@
-"""The commands that read history: ``plait runs``, ``show``, ``gantt``, ``metrics`` and
-``sla``.  They never create a database (a missing SQLite file reads as no runs) and
-never change a run; the numbers and charts come from ``plait.observe``."""
+"""The commands that read history: ``plait runs``, ``show``, ``gantt``, ``metrics``,
+``sla`` and ``notifications``.  They never create a database (a missing SQLite file
+reads as no runs) and never change a run; the numbers and charts come from ``plait.observe``."""
 
 from __future__ import annotations
 
@@ -317,5 +317,30 @@ async def sla_command(*, db: str, workflow: str | None, since: float | None,
         else:
             sys.stdout.write(sla.render_breaches(found))
         return ExitCode.FAILED if check and found else ExitCode.OK
+
+    return await guarded(db, body, read_only=True)
+
+
+async def notifications_command(*, db: str, state: str | None, limit: int, as_json: bool,
+                                check: bool) -> ExitCode:
+    """``plait notifications``: the outbox, newest first (docs/notifications.md); with
+    ``check``, exit 1 when one listed was given up."""
+
+    async def body(store: Store) -> ExitCode:
+        found = await store.list_notifications(state, limit)
+        if as_json:
+            output.print_json({"count": len(found), "notifications": [
+                {"id": r.id, "event": r.event, "run_id": r.run_id, "step": r.step or None,
+                 "target": r.shown, "state": r.state, "attempts": r.attempts,
+                 "next_at": r.next_at, "created_at": r.created_at, "error": r.error}
+                for r in found]}, sys.stdout)
+        else:
+            sys.stdout.write("".join(
+                f"{r.state:<9} {r.attempts} {r.event:<17} "
+                f"{(r.run_id or '-')[:12]:<12} {r.shown} {r.id}"
+                f"{': ' + r.error if r.error else ''}\n" for r in found)
+                or "no notifications\n")
+        given_up = any(r.state == "given_up" for r in found)
+        return ExitCode.FAILED if check and given_up else ExitCode.OK
 
     return await guarded(db, body, read_only=True)

@@ -511,6 +511,30 @@ def sla(workflow: str | None, since: str | None, db: str, as_json: bool,
 
 
 @cli.command()
+@click.option("--state", type=click.Choice(["pending", "sent", "given_up"]),
+              help="Only notifications in this state.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="At most this many, newest first.")
+@db_option
+@json_option('Print one JSON object: {"count", "notifications": [{"id", "event", '
+             '"run_id", "step", "target", "state", "attempts", "next_at", "created_at", '
+             '"error"}]}.')
+@click.option("--check", is_flag=True, help="Exit 1 when any notification was given up.")
+def notifications(state: str | None, limit: int, db: str, as_json: bool,
+                  check: bool) -> None:
+    """List notifications of the outbox, newest first: pending (to send or retry),
+    sent, or given up after the last attempt.
+
+    The id is the idempotency key receivers got (header Idempotency-Key). Exit status:
+    0 (with --check: 1 when one listed was given up), 2 on bad usage.
+    """
+    from .inspection import notifications_command
+
+    finish(notifications_command(db=db, state=state, limit=limit, as_json=as_json,
+                                 check=check))
+
+
+@cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True,
               help="Print the plan as one JSON object (steps, edges, depth, critical_path, "

@@ -20,31 +20,30 @@ Payload (JSON)::
      "status": str,          # the run's status when the event happened ("firing": alert)
      "error": str,           # run_failed
      "text": str,            # a one-line summary (Slack's incoming webhooks show it)
-     "at": ISO-8601 UTC}
+     "at": ISO-8601 UTC,
+     "id": str}              # the idempotency key (also the header Idempotency-Key)
 
-Once: before sending, the deliverer claims the delivery's key (run, event, step,
-target) in the store (``Store.claim_notification``, an insert-if-absent); only the
-claimer sends, so a notification is sent once however many processes or workers see
-the event.  The key holds a hash of the target, never the URL (webhook URLs are
-secrets).  A failed delivery (connection error, timeout, HTTP status >= 300, an
-exception from the function) is retried ``ATTEMPTS`` times in all with a doubling delay
-from ``RETRY_DELAY_S``; a refusal of the network policy is final and never connects.
-Every attempt is recorded in the run's history as a note
-``{"notification": {"event", "target", "attempt", "ok", "status_code"?, "error"?}}``
-(``target``: a URL cut to its scheme and host, or the ``module:function``).
-
-Delivery is best effort after the claim: a process that dies between claiming and
-sending loses that notification (at most once, never twice).
+At least once (``observe.notify_outbox``): each notification is a row of the store's
+outbox (``store.outbox``), stored with the batch whose events cause it
+(``_RunNotices.prepare``: a committed event has its notification committed) or, for an
+SLA timer and an alert, by itself; its id, stable for (run, event, step, target),
+makes it once however many processes see the event (an id stored already is not
+stored again).  Any sender (every worker; a process driving the run when it stops
+driving it) claims due rows with a lease, sends, and settles them, retrying with a
+doubling delay across restarts; a drain hands unsent rows to the next sender.  Every
+attempt is recorded in the run's history as a note ``{"notification": {"event",
+"target", "attempt", "ok", "id", "status_code"?, "error"?}}`` (``target``: a URL cut
+to its scheme and host, or the ``module:function``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
+import dataclasses
+import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from ..core.durations import format_duration
@@ -53,11 +52,11 @@ from ..core.states import FINAL_RUN_STATES, RunStatus, StepStatus
 from ..core.timestamps import iso
 from ..core.trust import TrustPolicy, call_problem
 from ..core.validate import CheckedWorkflow
-from ..errors import NetworkRefused, StoreError
+from ..errors import StoreError
 from ..steps.binding import import_untrusted_call
 from ..steps.netpolicy import NetworkPolicy
-from ..store.base import RunRecord, Store, WriteBatch
-from ..store.observations import NotificationKey
+from ..store.base import OutboxRow, RunRecord, Store, WriteBatch
+from .notify_outbox import ATTEMPTS, RETRY_DELAY_S, OutboxSender
 from .notify_targets import (
     ENV,
     EVENTS,
@@ -67,15 +66,10 @@ from .notify_targets import (
     targets_from_environment,
 )
 
-__all__ = ["ENV", "EVENTS", "Notifier", "Target", "check_targets", "parse_targets",
-           "targets_from_environment"]
+__all__ = ["ATTEMPTS", "ENV", "EVENTS", "RETRY_DELAY_S", "Notifier", "Target",
+           "check_targets", "notification_id", "parse_targets", "targets_from_environment"]
 
-ATTEMPTS = 3
-RETRY_DELAY_S = 0.5  # then 1 s: a delivery gives up within about 1.5 s plus its requests
-TIMEOUT_S, CONNECT_TIMEOUT_S = 10.0, 5.0  # per request
 _log = logging.getLogger("plait.notify")
-
-Sender = Callable[["Target", JSONDict], Awaitable[tuple[bool, JSONDict]]]
 
 
 # ------------------------------------------------------------------------ payloads
@@ -145,6 +139,7 @@ class Notifier:
         self.targets = list(targets)  # process-wide (PLAIT_NOTIFY)
         self.clock = clock
         self._definitions: dict[str, list[Target]] = {}  # by fingerprint
+        self.sender = OutboxSender(store, policy=self.policy, clock=clock)
 
     def targets_of(self, checked: CheckedWorkflow) -> list[Target]:
         """The definition's targets and the process-wide ones."""
@@ -175,103 +170,73 @@ class Notifier:
             return None
         return _RunNotices(self, run, targets)
 
+    def rows(self, event: str, run: RunRecord, targets: Sequence[Target], *,
+             step: str | None = None, step_error: str | None = None,
+             waiting: JSONDict | None = None) -> list[OutboxRow]:
+        """The outbox rows of ``event`` of ``run``: one per target that asks for it."""
+        wanted = [t for t in targets if event in t.events]
+        if not wanted:
+            return []
+        now = self.clock()
+        body = payload(event, run, at=now, step=step, step_error=step_error,
+                       waiting=waiting)
+        keyed = None if event == "run_failed" else step  # a run fails once
+        return [outbox_row(target, body, run.run_id, event, keyed or "", now,
+                           untrusted=self.trust is not None)
+                for target in wanted]
+
     async def notify(self, event: str, run: RunRecord, targets: Sequence[Target], *,
                      step: str | None = None, step_error: str | None = None,
                      waiting: JSONDict | None = None) -> None:
-        """Deliver ``event`` of ``run`` to each of ``targets`` that asks for it, once
-        (see the module docstring).  Never raises."""
-        wanted = [t for t in targets if event in t.events]
-        if not wanted:
-            return
-        body = payload(event, run, at=self.clock(), step=step, step_error=step_error,
-                       waiting=waiting)
-        keyed = None if event == "run_failed" else step  # a run fails once
-        await asyncio.gather(*(self._deliver(t, NotificationKey(
-            run_id=run.run_id, event=event, step=keyed or "", target=t.key), body,
-            run.run_id) for t in wanted))
+        """Store ``event`` of ``run`` in the outbox for each of ``targets`` that asks for
+        it, once (see the module docstring), and send what is due.  Never raises."""
+        await self.send(self.rows(event, run, targets, step=step, step_error=step_error,
+                                  waiting=waiting))
 
-    async def _deliver(self, target: Target, key: NotificationKey, body: JSONDict,
-                       run_id: str | None) -> None:
+    async def send(self, rows: Sequence[OutboxRow]) -> None:
+        """Store ``rows`` (those not stored already) and send them until each is sent,
+        given up, or held by another sender.  Never raises."""
+        if not rows:
+            return
         try:
-            if not await self.store.claim_notification(key, self.clock()):
-                return  # another process delivers it (or did)
+            await self.store.enqueue_notifications(rows)
         except StoreError as exc:
-            _log.warning("notification %s of run %s to %s: could not claim it (%s); "
-                         "not sent", key.event, key.run_id, target.shown, exc,
-                         extra={"run_id": run_id, "event": key.event,
-                                "step_id": key.step or None, "target": target.shown})
+            _log.warning("notification %s of run %s: could not store it (%s); not sent",
+                         rows[0].event, rows[0].run_id, exc,
+                         extra={"run_id": rows[0].run_id, "event": rows[0].event})
             return
-        delay = RETRY_DELAY_S
-        for attempt in range(1, ATTEMPTS + 1):
-            ok, detail = await self._send(target, body)
-            note: JSONDict = {"event": key.event, "target": target.shown,
-                              "attempt": attempt, "ok": ok, **detail}
-            if key.step:
-                note["step"] = key.step
-            await self._record(run_id, key.step or None, note)
-            if ok:
-                return
-            if detail.get("final"):
-                break
-            if attempt < ATTEMPTS:
-                await asyncio.sleep(delay)
-                delay *= 2
-        _log.warning("notification %s of run %s to %s failed: %s", key.event,
-                     key.run_id, target.shown, detail.get("error"),
-                     extra={"run_id": run_id, "event": key.event,
-                            "step_id": key.step or None, "target": target.shown})
+        await self.flush([r.id for r in rows])
 
-    async def _send(self, target: Target, body: JSONDict) -> tuple[bool, JSONDict]:
+    async def flush(self, ids: Sequence[str]) -> None:
+        """Send stored rows until each of ``ids`` is sent, given up, or held by another
+        sender.  Never raises (a failure leaves them in the outbox)."""
         try:
-            if target.url is not None:
-                return await self._post(target.url, body)
-            return await self._call(str(target.call), body)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a failed delivery is data, not a crash
-            return False, {"error": f"{type(exc).__name__}: {exc}"}
-
-    async def _post(self, url: str, body: JSONDict) -> tuple[bool, JSONDict]:
-        import httpx  # only when a URL is notified (docs/startup.md)
-
-        from ..steps.netclient import guarded_client
-
-        timeout = httpx.Timeout(TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-        try:
-            async with guarded_client(self.policy, timeout=timeout) as client:
-                response = await client.post(url, json=body)
-        except NetworkRefused as exc:
-            return False, {"error": f"NetworkRefused: {exc}", "final": True}
-        except httpx.HTTPError as exc:
-            return False, {"error": f"{type(exc).__name__}: {exc}"}
-        ok = response.status_code < 300
-        out: JSONDict = {"status_code": response.status_code}
-        if not ok:
-            out["error"] = f"HTTP {response.status_code}"
-        return ok, out
-
-    async def _call(self, call: str, body: JSONDict) -> tuple[bool, JSONDict]:
-        module_name, _, attr = call.partition(":")
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-        if inspect.iscoroutinefunction(target):
-            await target(dict(body))
-        else:
-            result = await asyncio.to_thread(target, dict(body))
-            if inspect.isawaitable(result):
-                await result
-        return True, {}
-
-    async def _record(self, run_id: str | None, step: str | None, note: JSONDict) -> None:
-        if run_id is None:
-            return
-        note = {k: v for k, v in note.items() if k != "final"}
-        try:
-            await self.store.write(WriteBatch(run_id, notes=[(step, {"notification": note})]))
+            await self.sender.send_until_settled(ids)
         except StoreError as exc:
-            _log.warning("run %s: could not record a notification in its history (%s)",
-                         run_id, exc)
+            _log.warning("notifications: could not send (%s); they stay in the outbox "
+                         "for the next sender", exc)
+
+
+def notification_id(run_id: str, event: str, step: str, target: Target) -> str:
+    """The idempotency key of a notification: stable for (run, event, step, target)."""
+    text = "\x1f".join((run_id, event, step, target.key))
+    return "ntf-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def outbox_row(target: Target, body: JSONDict, run_id: str, event: str, step: str,
+               now: float, *, has_run: bool = True, untrusted: bool = False) -> OutboxRow:
+    """A notification of ``body`` to ``target``.  ``untrusted``: stored by a process
+    judging runs by the untrusted rules (``plait serve``): a URL is sent under the
+    untrusted network policy, whichever process sends it."""
+    key = notification_id(run_id, event, step, target)
+    sent_to: JSONDict = {"url": target.url} if target.url is not None \
+        else {"call": str(target.call)}
+    if untrusted and target.url is not None:
+        sent_to["policy"] = "untrusted"
+    return OutboxRow(id=key, run_id=run_id if has_run else None, event=event, step=step,
+                     target=sent_to,
+                     shown=target.shown, body={**body, "id": key}, next_at=now,
+                     created_at=now)
 
 
 def _callable(call: str, trust: TrustPolicy) -> bool:
@@ -296,14 +261,16 @@ def _asked(batch: WriteBatch, step: str) -> JSONDict | None:
 
 
 class _RunNotices:
-    """One run's watch: its events, and the deliveries they started (awaited when the
-    engine stops driving the run)."""
+    """One run's watch: the notifications its batches cause, stored with them
+    (``prepare``), sent once stored (``batch``), and sent until settled when the engine
+    stops driving the run (``close``)."""
 
     def __init__(self, notifier: Notifier, run: RunRecord, targets: list[Target]) -> None:
         self._notifier = notifier
         self._run = run
         self._targets = targets
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ids: list[str] = []  # this run's rows, sent by ``close`` at the latest
         self._sla_sent = False
         self._failed: tuple[str, str | None] | None = None  # the first step that failed
         self._sla_timer: asyncio.TimerHandle | None = None
@@ -312,11 +279,8 @@ class _RunNotices:
             due = max(0.0, start + run.sla - notifier.clock())
             self._sla_timer = asyncio.get_running_loop().call_later(due, self._sla_due)
 
-    def _spawn(self, event: str, step: str | None = None,
-               step_error: str | None = None, waiting: JSONDict | None = None) -> None:
-        task = asyncio.get_running_loop().create_task(self._notifier.notify(
-            event, self._run, self._targets, step=step, step_error=step_error,
-            waiting=waiting))
+    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(job)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -324,20 +288,36 @@ class _RunNotices:
         self._sla_timer = None
         if self._run.status not in FINAL_RUN_STATES and not self._sla_sent:
             self._sla_sent = True
-            self._spawn("sla_breached")
+            self._spawn(self._notifier.notify("sla_breached", self._run, self._targets))
 
-    def batch(self, batch: WriteBatch) -> None:
+    def prepare(self, batch: WriteBatch) -> None:
+        """Add the notifications of ``batch``'s events to it (``WriteBatch.outbox``):
+        stored in its transaction, or not at all."""
+        rows: list[OutboxRow] = []
+        notifier, run = self._notifier, self._run
         for change in batch.steps:
             if change.target is StepStatus.WAITING and change.source is not StepStatus.WAITING:
                 asked = _asked(batch, change.step)
                 if asked is None or asked.get("kind") in (None, "approval"):
-                    self._spawn("approval_waiting", change.step, waiting=asked)
+                    rows += notifier.rows("approval_waiting", run, self._targets,
+                                          step=change.step, waiting=asked)
             elif change.target is StepStatus.FAILED and self._failed is None:
                 self._failed = (change.step, change.row.error)
         run_change = batch.run
         if run_change is not None and run_change.target is RunStatus.FAILED:
             step, error = self._failed or (None, None)
-            self._spawn("run_failed", step, error)
+            failed = dataclasses.replace(run, status=RunStatus.FAILED, error=run_change.error,
+                                         finished_at=run_change.at)
+            rows += notifier.rows("run_failed", failed, self._targets, step=step,
+                                  step_error=error)
+        if rows:
+            batch.outbox = [*batch.outbox, *rows]
+
+    def batch(self, batch: WriteBatch) -> None:
+        ids = [row.id for row in batch.outbox if row.run_id == self._run.run_id]
+        if ids:
+            self._ids += ids
+            self._spawn(self._notifier.flush(ids))
 
     async def close(self, run: RunRecord) -> None:
         if self._sla_timer is not None:
@@ -348,9 +328,11 @@ class _RunNotices:
 
             if breach_of(run, now=self._notifier.clock()) is not None:
                 self._sla_sent = True
-                self._spawn("sla_breached")
+                self._spawn(self._notifier.notify("sla_breached", run, self._targets))
         while self._tasks:
             await asyncio.gather(*list(self._tasks))
+        if self._ids:  # any of them still due (a retry): sent, or left to the next sender
+            await self._notifier.flush(self._ids)
 
 
 async def notify_sla_breaches(notifier: Notifier, *, now: float | None = None,
@@ -393,7 +375,7 @@ async def notify_alerts(notifier: Notifier, firings: Sequence[Any],
     history."""
     now = notifier.clock() if now is None else now
     bucket = int(now // window)
-    jobs = []
+    rows: list[OutboxRow] = []
     for firing in firings:
         wanted = [t for t in targets_of(firing.workflow) if "alert" in t.events]
         body: JSONDict = {"event": "alert", "run_id": None, "workflow": firing.workflow,
@@ -403,11 +385,10 @@ async def notify_alerts(notifier: Notifier, firings: Sequence[Any],
                           "observed": firing.observed, "threshold": firing.threshold}
         if firing.step is not None:
             body["step"] = firing.step
-        for target in wanted:
-            key = NotificationKey(run_id=f"alert:{firing.workflow}", event="alert",
-                                  step=f"{firing.rule.text}@{bucket}", target=target.key)
-            jobs.append(notifier._deliver(target, key, body, None))
-    await asyncio.gather(*jobs)
+        rows += [outbox_row(target, body, f"alert:{firing.workflow}", "alert",
+                            f"{firing.rule.text}@{bucket}", notifier.clock(), has_run=False)
+                 for target in wanted]
+    await notifier.send(rows)
 
 
 async def stored_targets(store: Store, workflows: Iterable[str]) -> dict[str, list[Target]]:

@@ -154,9 +154,12 @@ class Engine:
         # Called after every committed batch (live progress, metrics).  A listener must
         # be quick and must not raise; it sees only what is already stored.
         self.listeners: list[Callable[[WriteBatch], None]] = []
+        # Called with every batch before it is written: may add to what it stores
+        # (the notifications its events cause: ``WriteBatch.outbox``).
+        self.preparers: list[Callable[[WriteBatch], None]] = []
         # Tracing, live metrics, notifications (runtime.observers): each watches the
         # runs it wants; none of them costs a run it does not watch.
-        self.observers = Observers(self.listeners)
+        self.observers = Observers(self.listeners, self.preparers)
         default_observers(self)
 
     def close(self) -> None:

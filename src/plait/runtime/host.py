@@ -33,3 +33,6 @@ class RunHost(Protocol):
 
     @property
     def listeners(self) -> Sequence[Listener]: ...  # told of every committed batch
+
+    @property
+    def preparers(self) -> Sequence[Listener]: ...  # given every batch before its write

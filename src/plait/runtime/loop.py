@@ -136,7 +136,8 @@ class RunLoop:
         step_log = StepLog(secrets.redact_text, lambda: secrets.redacting)
         self.view = RunView(checked, state, run.run_id, host.services, step_log,
                             derived.declared, derived.parent_index)  # what attempts read
-        self.writer = RunWriter(host.store, run, state, step_log, host.listeners, host.worker)
+        self.writer = RunWriter(host.store, run, state, step_log, host.listeners, host.worker,
+                                host.preparers)
         self.tasks: dict[int, object] = {}  # attempts out: step -> the source's handle
         self.outcomes: list[Reported] = []  # reported, not processed yet
         # how a turn is committed and its attempts handed over: chosen once, from what

@@ -31,6 +31,9 @@ _log = logging.getLogger("plait.engine")
 class RunWatch(Protocol):
     def batch(self, batch: WriteBatch) -> None: ...
 
+    # optional: ``prepare(batch)``, given each batch before it is written, may add to
+    # what the batch stores (the notifications its events cause: ``WriteBatch.outbox``)
+
     async def close(self, run: RunRecord) -> None: ...
 
 
@@ -41,8 +44,10 @@ class RunObserver(Protocol):
 class Observers:
     """The engine's observers (see the module docstring)."""
 
-    def __init__(self, listeners: list[Callable[[WriteBatch], None]]) -> None:
+    def __init__(self, listeners: list[Callable[[WriteBatch], None]],
+                 preparers: list[Callable[[WriteBatch], None]] | None = None) -> None:
         self._listeners = listeners
+        self._preparers = preparers if preparers is not None else []
         self._observers: list[RunObserver] = []
         self._watches: dict[str, list[RunWatch]] = {}
 
@@ -70,6 +75,7 @@ class Observers:
             return False
         if not self._watches:
             self._listeners.append(self._dispatch)
+            self._preparers.append(self._prepare)
         self._watches[run.run_id] = watches
         return True
 
@@ -77,12 +83,24 @@ class Observers:
         watches = self._watches.pop(run.run_id, None)
         if not self._watches and self._dispatch in self._listeners:
             self._listeners.remove(self._dispatch)
+            self._preparers.remove(self._prepare)
         for watch in watches or ():
             try:
                 await watch.close(run)
             except Exception:  # noqa: BLE001 - an observer must never break a run
                 _log.exception("run observer %r failed closing run %s", watch, run.run_id,
                                extra={"run_id": run.run_id})
+
+    def _prepare(self, batch: WriteBatch) -> None:
+        for watch in self._watches.get(batch.run_id, ()):
+            prepare = getattr(watch, "prepare", None)
+            if prepare is None:
+                continue
+            try:
+                prepare(batch)
+            except Exception:  # noqa: BLE001 - an observer must never break a run
+                _log.exception("run observer %r failed preparing a batch of run %s",
+                               watch, batch.run_id, extra={"run_id": batch.run_id})
 
     def _dispatch(self, batch: WriteBatch) -> None:
         for watch in self._watches.get(batch.run_id, ()):

@@ -212,6 +212,7 @@ class Worker:
             self._notifications.on_work = self.executor.wake
             self._notifications.on_run = self.driver.wake
             found.append(("listen", self._notifications.run))
+        found.append(("notify", functools.partial(send_notifications, self.engine)))
         if self._schedules:
             found.append(("schedule", Scheduler(self.store, clock=self.clock).run))
             found.append(("SLA sweep", functools.partial(sla_sweep, self.engine)))
@@ -251,14 +252,24 @@ class Worker:
         self.stop()
 
 
+async def send_notifications(engine: Engine) -> None:
+    """Send the store's due notifications (``observe.notify_outbox``) until cancelled,
+    then hand what it holds to the next sender: every worker does, and so does
+    ``plait serve``."""
+    from ..observe.notify_outbox import OutboxSender
+
+    await OutboxSender(engine.store, policy=engine.services.http_policy,
+                       clock=engine.clock).run()
+
+
 SLA_SWEEP_S = 30.0  # how often runs past their SLA are looked for (sla_breached)
 
 
 async def sla_sweep(engine: Engine, every: float = SLA_SWEEP_S) -> None:
     """Deliver ``sla_breached`` for runs past their SLA that no process drives (one
     waiting for a person) until cancelled: a worker that runs the scheduler does it,
-    and so does ``plait serve``.  Each breach is delivered once across the cluster
-    (``Store.claim_notification``)."""
+    and so does ``plait serve``.  Each breach is stored once across the cluster (the
+    outbox row's id: ``observe.notify``)."""
     from ..observe.notify import Notifier, notify_sla_breaches, targets_from_environment
 
     notifier = Notifier(engine.store, policy=engine.services.http_policy,

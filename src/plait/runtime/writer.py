@@ -5,7 +5,9 @@ Whatever the core changed since the last commit (steps, attempts, log records of
 one transaction, on stores that have them.  A batch the store refuses for a value it
 cannot hold (UnstorableValue) is written again with its values cleaned
 (``runtime.unstorable``), never retried as it was.  Listeners (live progress, metrics) see each
-batch once it is stored, never before.
+batch once it is stored, never before; preparers (notifications) see it before it is
+written and may add the notifications its events cause (``WriteBatch.outbox``), stored in
+its transaction.
 """
 
 from __future__ import annotations
@@ -33,17 +35,21 @@ _log = logging.getLogger("plait.engine")
 class RunWriter:
     """Commits one run's changes (see the module docstring)."""
 
-    __slots__ = ("_driver", "_listeners", "_owner", "_run_id", "_state", "_step_log",
-                 "_store", "claims", "committed", "run", "write_now")
+    __slots__ = ("_driver", "_listeners", "_owner", "_preparers", "_run_id", "_state",
+                 "_step_log", "_store", "claims", "committed", "run", "write_now")
 
     def __init__(self, store: Store, run: RunRecord, state: RunState, step_log: StepLog,
-                 listeners: Sequence[Listener], owner: str | None = None) -> None:
+                 listeners: Sequence[Listener], owner: str | None = None,
+                 preparers: Sequence[Listener] = ()) -> None:
         self._store = store
         self.run = run  # the run as stored, kept up to date by apply_run_change
         self._run_id = run.run_id
         self._state = state
         self._step_log = step_log
         self._listeners = listeners  # the engine's list: one added later sees what follows
+        # the engine's list, given each batch before it is written (``Observers``: the
+        # notifications its events cause ride in it)
+        self._preparers = preparers
         # an in-process store's writes complete at once: the loop calls them without
         # awaiting
         self.write_now = cast(WritesNow, store).write_now \
@@ -94,6 +100,8 @@ class RunWriter:
         else:
             batch = WriteBatch(self._run_id, steps, attempts, run_change, notes)
         batch.owner = self._owner if self.claims is None else self._driver
+        for prepare in self._preparers:
+            prepare(batch)
         return batch
 
     def commit_now(self, change: RunChange | None = None) -> None:

@@ -109,10 +109,13 @@ class ServerRuntime:
             self._tg = tg
             if self._with_worker:
                 worker_task = tg.create_task(self._run_worker())
-            from ..runtime.worker import sla_sweep
+            from ..runtime.worker import send_notifications, sla_sweep
 
-            # runs past their SLA (sla_breached): the worker sweeps when there is one
+            # runs past their SLA (sla_breached) and the notification outbox: the
+            # worker sweeps and sends when there is one
             sweep = None if self._with_worker else tg.create_task(sla_sweep(self.engine))
+            sender = None if self._with_worker else tg.create_task(
+                send_notifications(self.engine))
             prune = None if self._with_worker else self._retention(tg)
             try:
                 yield self
@@ -123,6 +126,8 @@ class ServerRuntime:
                 if prune is not None:
                     prune.cancel()
                 await self._drain()
+                if sender is not None:  # after the drain: it hands its rows over
+                    sender.cancel()
                 if self._worker is not None:
                     self._worker.stop()
                 if worker_task is not None:

@@ -63,7 +63,8 @@ from typing import Protocol
 
 from ..core.model import JSON, JSONDict
 from .capabilities import StoreCapabilities
-from .observations import MetricsSnapshot, NotificationKey
+from .observations import MetricsSnapshot
+from .outbox import OutboxRow
 from .prune import BATCH, PruneCounts
 
 # the records are part of this contract: importable from here as from records
@@ -97,9 +98,9 @@ from .records import (
 
 __all__ = [
     "AttemptKey", "AttemptRecord", "CachedResult", "EventRecord", "Heartbeat",
-    "InboxOutcome", "JournalEntry", "Journaled", "Lease", "OutcomeKind", "RunChange",
-    "RunDocument", "RunFilter", "RunRecord", "Signal", "StepRecord", "Store", "Ticket",
-    "TicketRecord", "TokenUsage", "WorkflowRecord",
+    "InboxOutcome", "JournalEntry", "Journaled", "Lease", "OutboxRow", "OutcomeKind",
+    "RunChange", "RunDocument", "RunFilter", "RunRecord", "Signal", "StepRecord", "Store",
+    "Ticket", "TicketRecord", "TokenUsage", "WorkflowRecord",
     "WriteBatch", "cache_key_hash", "late_result_note", "owner_refusal", "reaped_error",
 ]
 
@@ -461,10 +462,39 @@ class Store(Protocol):
         database (aggregates only cross the wire), one read."""
         ...
 
-    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
-        """Record that ``key`` is being delivered, once: True when this call stored it
-        (the caller delivers), False when any process, at any time, did already.  Of
-        concurrent calls for one key exactly one returns True."""
+    # ------------------------------------------------------------------ notification outbox
+    # (``store.outbox``; docs/notifications.md)
+
+    async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
+        """Store each of ``rows`` pending unless a row of its id is stored (in any
+        state); how many were stored.  (``WriteBatch.outbox`` does the same inside a
+        run's batch.)"""
+        ...
+
+    async def claim_notifications(self, sender: str, now: float, lease: float,
+                                  limit: int = 20) -> list[OutboxRow]:
+        """Up to ``limit`` pending rows due at ``now`` (``next_at <= now``) that nobody
+        holds (no claim, or one whose lease ran out), oldest due first, each now held by
+        ``sender`` until ``now + lease``.  Of concurrent calls each row goes to one."""
+        ...
+
+    async def settle_notification(self, row_id: str, sender: str, *, state: str,
+                                  attempts: int, next_at: float,
+                                  error: str | None = None) -> bool:
+        """Record an attempt of a row ``sender`` holds: its ``state`` (``sent``,
+        ``pending`` to try again at ``next_at``, ``given_up``), attempt count and last
+        error, and release it.  False (nothing changed) when ``sender`` no longer holds
+        it (its lease ran out and another sender took it) or it is settled already."""
+        ...
+
+    async def release_notifications(self, sender: str) -> int:
+        """Release every row ``sender`` holds, unchanged (a draining sender hands them
+        to the next); how many."""
+        ...
+
+    async def list_notifications(self, state: str | None = None,
+                                 limit: int = 100) -> list[OutboxRow]:
+        """The newest ``limit`` rows (of ``state`` when given), newest first."""
         ...
 
     # ------------------------------------------------------------------ retention

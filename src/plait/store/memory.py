@@ -57,9 +57,9 @@ from .observations import (
     LEASE_EXPIRED,
     DurationBuckets,
     MetricsSnapshot,
-    NotificationKey,
     fold_step,
 )
+from .outbox import MemoryOutbox, MemoryOutboxMethods
 from .prune import BATCH, PruneCounts, final_statuses
 from .records import TokenUsage
 
@@ -69,7 +69,7 @@ _GATED = frozenset({RunStatus.PENDING, RunStatus.WAITING})  # held back by a ful
 _UNFINISHED = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 
 
-class MemoryStore:
+class MemoryStore(MemoryOutboxMethods):
     # this process's own: nobody else sees it or takes a run over; no I/O
     capabilities = StoreCapabilities(shared=False, in_process=True, notify=False)
 
@@ -92,7 +92,7 @@ class MemoryStore:
         # (workflow, step_id, key hash): the newest cached result
         self._cache: dict[tuple[str, str, str], CachedResult] = {}
         self._keyed: dict[str, list[RunRecord]] = {}  # concurrency key -> unfinished runs
-        self._notifications: dict[NotificationKey, float] = {}  # claimed: when
+        self._outbox = MemoryOutbox()  # notifications to send (store.outbox)
         self._deliveries: dict[tuple[str, str], tuple[str, float]] = {}  # run id, at
         self._journal = MemoryJournal()  # ctx.run results
         self._tokens = MemoryTokens()  # what model calls spent
@@ -228,6 +228,8 @@ class MemoryStore:
                                     error=rc.error))  # history keeps no output
         for step_id, data in batch.notes:
             events.append(_Note(step_id, copy_json(data), time.time()))
+        if batch.outbox:
+            self._outbox.enqueue(batch.outbox)
         if plan is not None:
             self._claims.apply(plan)
 
@@ -497,12 +499,6 @@ class MemoryStore:
         if claims is not None:
             out.tickets_queued, out.tickets_claimed = claims.ticket_counts()
         return out
-
-    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
-        if key in self._notifications:
-            return False
-        self._notifications[key] = at
-        return True
 
     # ------------------------------------------------------------------ breakers
     # (no await: each call is one transaction)

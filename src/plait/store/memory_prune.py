@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from .memory_claims import MemoryClaims
 from .memory_journal import MemoryJournal
 from .memory_tokens import MemoryTokens
-from .observations import NotificationKey
+from .outbox import MemoryOutbox
 from .prune import FINAL, PruneCounts, prunable
 from .records import CachedResult, RunRecord
 
@@ -24,7 +24,7 @@ class MemoryState(Protocol):
     _fires: dict[tuple[str, str], dict[float, str]]
     _claims_made: MemoryClaims | None
     _cache: dict[tuple[str, str, str], CachedResult]
-    _notifications: dict[NotificationKey, float]
+    _outbox: MemoryOutbox
     _journal: MemoryJournal
     _tokens: MemoryTokens
     _signals: dict[tuple[str, str], Any]
@@ -70,7 +70,8 @@ def _count(store: MemoryState, doomed: list[str]) -> dict[str, int]:
         "run_events": sum(1 for run_id, _ in store._signals if run_id in gone),
         "run_tokens": sum(1 for r in doomed if r in store._tokens._runs),
         "step_tokens": sum(1 for run_id, _ in store._tokens._steps if run_id in gone),
-        "notifications": sum(1 for k in store._notifications if k.run_id in gone),
+        "notification_outbox": sum(1 for row in store._outbox._rows.values()
+                                   if row.run_id in gone),
         "step_cache": sum(1 for c in store._cache.values() if c.run_id in gone),
         "schedule_fires": sum(1 for fires in store._fires.values()
                               for run_id in fires.values() if run_id in gone),
@@ -90,8 +91,8 @@ def _forget(store: MemoryState, run_id: str) -> None:
         del store._signals[key]
     for key in [k for k in store._tokens._steps if k[0] == run_id]:
         del store._tokens._steps[key]
-    for note in [k for k in store._notifications if k.run_id == run_id]:
-        del store._notifications[note]
+    for note in [k for k, row in store._outbox._rows.items() if row.run_id == run_id]:
+        del store._outbox._rows[note]
     for cached in [k for k, c in store._cache.items() if c.run_id == run_id]:
         del store._cache[cached]
     for fires in store._fires.values():

@@ -1,6 +1,5 @@
 """What the observability features ask of a store, for every backend: the aggregates a
-Prometheus scrape reads (``Store.metrics_snapshot``) and the once-only claim of a
-notification (``Store.claim_notification``).
+Prometheus scrape reads (``Store.metrics_snapshot``).  (Notifications: ``store.outbox``.)
 
 A scrape must stay cheap however long the history: the SQL backends answer it with a
 handful of ``GROUP BY`` aggregates computed by the database (one pass over the
@@ -51,17 +50,6 @@ def item_pattern(name: str) -> str:
     """The same rule for ``plait metrics``, which marks the folding: ``fetch[3]`` ->
     ``fetch[*]`` (one row for every item of the map ``fetch``)."""
     return _ITEM_INDEX.sub("[*]", name) if "[" in name else name
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NotificationKey:
-    """One delivery: an event of a run (of a step, or ``""``) to one target (its URL
-    or ``module:function``).  An alert has no run: ``run_id`` then names the rule."""
-
-    run_id: str
-    event: str
-    step: str
-    target: str
 
 
 @dataclass(slots=True, kw_only=True)
@@ -174,8 +162,6 @@ _SQLITE = {
               " AND json_type(s.output, '$.usage.' || ?) IN ('integer', 'real')"
               f" AND {_NO_CALLS} GROUP BY r.workflow, {_STEP}",
     "step_tokens": _STEP_TOKENS,
-    "claim_notification": "INSERT INTO notifications (run_id, event, step, target,"
-                          " claimed_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
 }
 
 
@@ -209,13 +195,6 @@ def _fold_step_tokens(out: MetricsSnapshot, rows: Iterable[Sequence[Any]]) -> No
             out.tokens[key] = out.tokens.get(key, 0) + int(n or 0)
 
 
-def sqlite_claim_notification(conn: sqlite3.Connection, key: NotificationKey,
-                              at: float) -> bool:
-    """A write job: the insert-if-absent of ``Store.claim_notification``."""
-    return conn.execute(_SQLITE["claim_notification"],
-                        (key.run_id, key.event, key.step, key.target, at)).rowcount == 1
-
-
 def _durations(row: Sequence[Any]) -> DurationBuckets:
     return DurationBuckets(workflow=row[0], step=row[1], count=int(row[2]),
                            total=float(row[3] or 0.0),
@@ -245,9 +224,6 @@ POSTGRES = {
               " AND json_typeof(s.output -> 'usage' -> k.kind) = 'number'"
               f" AND {_NO_CALLS} GROUP BY r.workflow, {_STEP}, k.kind",
     "step_tokens": _STEP_TOKENS,
-    "claim_notification": "INSERT INTO notifications (run_id, event, step, target,"
-                          " claimed_at) VALUES (%(run_id)s, %(event)s, %(step)s,"
-                          " %(target)s, %(at)s) ON CONFLICT DO NOTHING RETURNING 1",
 }
 
 

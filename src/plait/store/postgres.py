@@ -74,6 +74,7 @@ from ..errors import (
 )
 from . import (
     observations,
+    outbox,
     postgres_cache,
     postgres_claims,
     postgres_journal,
@@ -100,7 +101,8 @@ from .base import (
     owner_refusal,
 )
 from .capabilities import StoreCapabilities
-from .observations import MetricsSnapshot, NotificationKey
+from .observations import MetricsSnapshot
+from .outbox import OutboxRow
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
 from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .records import TokenUsage
@@ -235,7 +237,7 @@ class PostgresStore:
         except rows.Refused:
             raise await self._refusal(batch) from None
         try:
-            if batch.new_steps:
+            if batch.new_steps or batch.outbox:
                 await self._write_with_new_steps(batch, params)
             else:
                 await self._db.execute(_Q["write_batch"], params, idempotent=False)
@@ -253,14 +255,19 @@ class PostgresStore:
             raise await self._refusal(batch) from None
 
     async def _write_with_new_steps(self, batch: WriteBatch, params: dict[str, Any]) -> None:
-        """The batch's new steps (a map's items) and the batch, in one transaction."""
+        """The batch's new steps (a map's items), the batch and its notifications
+        (``store.outbox``), in one transaction."""
         added = {"run_id": batch.run_id, "step_ids": [s for s, _ in batch.new_steps],
                  "positions": [p for _, p in batch.new_steps]}
 
         async def job(conn: AsyncConnection[Any]) -> None:
             async with conn.transaction():
-                await conn.execute(_Q["insert_new_steps"], added)
+                if batch.new_steps:
+                    await conn.execute(_Q["insert_new_steps"], added)
                 await conn.execute(_Q["write_batch"], params)
+                if batch.outbox:
+                    await conn.execute(outbox.POSTGRES["enqueue"],
+                                       {"rows": outbox.document(batch.outbox)})
 
         await self._db.run(job, idempotent=False)
 
@@ -568,12 +575,38 @@ class PostgresStore:
 
         return await self._db.run(job)
 
-    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
-        row = await self._db.fetchone(
-            observations.POSTGRES["claim_notification"],
-            {"run_id": key.run_id, "event": key.event, "step": key.step,
-             "target": key.target, "at": at}, idempotent=False)
+    async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
+        if not rows:
+            return 0
+        return await self._db.execute(outbox.POSTGRES["enqueue"],
+                                      {"rows": outbox.document(rows)}, idempotent=True)
+
+    async def claim_notifications(self, sender: str, now: float, lease: float,
+                                  limit: int = 20) -> list[OutboxRow]:
+        found = await self._db.fetchall(outbox.POSTGRES["claim"], {
+            "sender": sender, "now": now, "until": now + lease, "limit": limit},
+            idempotent=False)
+        return sorted((outbox.decode(r) for r in found), key=lambda r: (r.next_at, r.id))
+
+    async def settle_notification(self, row_id: str, sender: str, *, state: str,
+                                  attempts: int, next_at: float,
+                                  error: str | None = None) -> bool:
+        outbox.check_state(state)
+        row = await self._db.fetchone(outbox.POSTGRES["settle"], {
+            "id": row_id, "sender": sender, "state": state, "attempts": attempts,
+            "next_at": next_at, "error": error}, idempotent=False)
         return row is not None
+
+    async def release_notifications(self, sender: str) -> int:
+        return await self._db.execute(outbox.POSTGRES["release"], {"sender": sender})
+
+    async def list_notifications(self, state: str | None = None,
+                                 limit: int = 100) -> list[OutboxRow]:
+        if state is not None:
+            outbox.check_state(state)
+        found = await self._db.fetchall(outbox.POSTGRES["list"],
+                                        {"state": state, "limit": limit})
+        return [outbox.decode(r) for r in found]
 
     # ------------------------------------------------------------------ breakers
 

@@ -2,7 +2,7 @@
 counts and which runs may go.
 
 A run goes with everything that belongs to it: its steps, attempts, history, tickets
-and inbox outcomes, journal, events sent to it, token counts, notification claims,
+and inbox outcomes, journal, events sent to it, token counts, notifications (the outbox),
 the step-cache entries it created and its schedule fire, and with its child runs (a
 child goes with its parent, never alone).  A tree of runs goes whole, in one
 transaction, or not at all; it stays while any run in it is unfinished, or while a
@@ -27,7 +27,7 @@ BATCH = 500  # root runs looked at per transaction
 RUN_TABLES: tuple[tuple[str, str], ...] = (
     ("steps", "run"), ("attempts", "run"), ("events", "run"), ("tickets", "run"),
     ("outcomes", "run"), ("step_journal", "run"), ("run_events", "run"),
-    ("run_tokens", "run"), ("step_tokens", "run"), ("notifications", "run_id"),
+    ("run_tokens", "run"), ("step_tokens", "run"), ("notification_outbox", "run_id"),
     ("step_cache", "run_id"),
 )
 

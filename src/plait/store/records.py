@@ -16,6 +16,7 @@ from ..core.model import JSON, JSONDict
 from ..core.runstate import AttemptChange, StepChange, StepRuntime
 from ..core.states import RunStatus
 from ..errors import StaleWriteError, StoreError
+from .outbox import OutboxRow
 
 
 @dataclass(slots=True, kw_only=True)
@@ -355,10 +356,14 @@ class WriteBatch:
     # driver paused past its lease can never apply an outcome after another took the
     # run over.  None: no such check (a fork's first batch, a note).
     owner: str | None = None
+    # Notifications this batch's events cause (``store.outbox``), stored in its
+    # transaction, each unless a row of its id is stored already: a committed event
+    # has its notifications committed with it.
+    outbox: Sequence[OutboxRow] = ()
 
     def __bool__(self) -> bool:
         return bool(self.steps or self.attempts or self.run or self.notes or self.dispatch
-                    or self.consumed or self.withdrawn or self.new_steps)
+                    or self.consumed or self.withdrawn or self.new_steps or self.outbox)
 
     @property
     def claims(self) -> bool:

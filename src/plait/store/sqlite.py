@@ -82,7 +82,7 @@ from typing import Any
 
 from ..core.model import JSON, JSONDict
 from ..errors import StoreError, WorkflowNotFound
-from . import sqlite_cache, sqlite_claims, sqlite_journal, sqlite_prune, sqlite_tokens
+from . import outbox, sqlite_cache, sqlite_claims, sqlite_journal, sqlite_prune, sqlite_tokens
 from . import sqlite_schedules as schedules
 from .base import (
     AttemptRecord,
@@ -106,10 +106,9 @@ from .capabilities import StoreCapabilities
 from .group_commit import GroupCommit, WriteJob
 from .observations import (
     MetricsSnapshot,
-    NotificationKey,
-    sqlite_claim_notification,
     sqlite_snapshot,
 )
+from .outbox import OutboxRow
 from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
 from .records import TokenUsage
 from .sqlite_database import (
@@ -514,8 +513,25 @@ class SqliteStore:
     async def metrics_snapshot(self, bounds: Sequence[float]) -> MetricsSnapshot:
         return await self._run(_snapshot, self._db, list(bounds))
 
-    async def claim_notification(self, key: NotificationKey, at: float) -> bool:
-        return await self._write(_claim_notification, key, at)
+    async def enqueue_notifications(self, rows: Sequence[OutboxRow]) -> int:
+        return await self._write(_outbox_job(outbox.sqlite_enqueue), list(rows))
+
+    async def claim_notifications(self, sender: str, now: float, lease: float,
+                                  limit: int = 20) -> list[OutboxRow]:
+        return await self._write(_outbox_job(outbox.sqlite_claim), sender, now, lease, limit)
+
+    async def settle_notification(self, row_id: str, sender: str, *, state: str,
+                                  attempts: int, next_at: float,
+                                  error: str | None = None) -> bool:
+        return await self._write(_outbox_job(outbox.sqlite_settle), row_id, sender, state,
+                                 attempts, next_at, error)
+
+    async def release_notifications(self, sender: str) -> int:
+        return await self._write(_outbox_job(outbox.sqlite_release), sender)
+
+    async def list_notifications(self, state: str | None = None,
+                                 limit: int = 100) -> list[OutboxRow]:
+        return await self._run(_outbox_job(outbox.sqlite_list), self._db, state, limit)
 
     # ------------------------------------------------------------------ breakers
 
@@ -530,8 +546,11 @@ def _snapshot(db: SqliteDatabase, bounds: list[float]) -> MetricsSnapshot:
     return sqlite_snapshot(db.conn, bounds)
 
 
-def _claim_notification(db: SqliteDatabase, key: NotificationKey, at: float) -> bool:
-    return sqlite_claim_notification(db.conn, key, at)
+def _outbox_job(apply: Callable[..., T]) -> Callable[..., T]:
+    """An outbox statement (``store.outbox``) as a job on the database."""
+    def job(db: SqliteDatabase, *args: Any) -> T:
+        return apply(db.conn, *args)
+    return job
 
 
 def _read_run(db: SqliteDatabase, run_id: str) -> RunDocument:

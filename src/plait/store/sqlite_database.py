@@ -31,7 +31,7 @@ from ..errors import (
     VersionConflict,
     WorkflowNotFound,
 )
-from . import sqlite_claims
+from . import outbox, sqlite_claims
 from .base import (
     AttemptRecord,
     EventRecord,
@@ -535,6 +535,8 @@ class SqliteDatabase:
             if attempts:
                 conn.executemany(_Q["upsert_attempt"], attempts)
             conn.executemany(_Q["insert_event"], events)
+            if batch.outbox:
+                outbox.sqlite_enqueue(conn, batch.outbox)
         except UnicodeEncodeError as exc:  # a lone surrogate in a JSON value's text
             raise UnstorableValue(f"run {batch.run_id!r}: a value to store is not valid "
                              f"Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!a}"

@@ -165,15 +165,6 @@ CREATE TABLE breakers (
     CONSTRAINT breakers_pkey PRIMARY KEY (key)
 );
 
-CREATE TABLE notifications (
-    run_id text NOT NULL,
-    event text NOT NULL,
-    step text NOT NULL,
-    target text NOT NULL,
-    claimed_at double precision NOT NULL,
-    CONSTRAINT notifications_pkey PRIMARY KEY (run_id, event, step, target)
-);
-
 CREATE TABLE step_cache (
     workflow text NOT NULL,
     step_id text NOT NULL,
@@ -231,6 +222,24 @@ CREATE TABLE step_tokens (
     CONSTRAINT step_tokens_run_fkey FOREIGN KEY (run) REFERENCES runs(id) ON DELETE CASCADE
 );
 
+CREATE TABLE notification_outbox (
+    id text NOT NULL,
+    run_id text,
+    event text NOT NULL,
+    step text NOT NULL,
+    target text NOT NULL,
+    shown text NOT NULL,
+    body text NOT NULL,
+    state text NOT NULL,
+    attempts integer NOT NULL,
+    next_at double precision NOT NULL,
+    created_at double precision NOT NULL,
+    error text,
+    claimed_by text,
+    claimed_until double precision,
+    CONSTRAINT notification_outbox_pkey PRIMARY KEY (id)
+);
+
 CREATE INDEX runs_by_created ON public.runs USING btree (created_at DESC, id);
 
 CREATE INDEX runs_by_workflow ON public.runs USING btree (workflow, created_at DESC, id);
@@ -262,6 +271,10 @@ CREATE INDEX runs_retries ON public.runs USING btree (retry_of) WHERE (retry_of 
 CREATE INDEX schedule_fires_by_run ON public.schedule_fires USING btree (run_id);
 
 CREATE INDEX step_cache_by_run ON public.step_cache USING btree (run_id);
+
+CREATE INDEX notification_outbox_due ON public.notification_outbox USING btree (state, next_at);
+
+CREATE INDEX notification_outbox_by_run ON public.notification_outbox USING btree (run_id) WHERE (run_id IS NOT NULL);
 
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
@@ -847,3 +860,4 @@ INSERT INTO plait_migrations (version, name) VALUES (14, '0014_child_waits.sql')
 INSERT INTO plait_migrations (version, name) VALUES (15, '0015_run_wake_at.sql');
 INSERT INTO plait_migrations (version, name) VALUES (16, '0016_run_tokens.sql');
 INSERT INTO plait_migrations (version, name) VALUES (17, '0017_prune_indexes.sql');
+INSERT INTO plait_migrations (version, name) VALUES (18, '0018_notification_outbox.sql');

@@ -134,15 +134,6 @@ CREATE TABLE breakers (
     version INTEGER NOT NULL
 ) WITHOUT ROWID;
 
-CREATE TABLE notifications (
-    run_id     TEXT NOT NULL,
-    event      TEXT NOT NULL,
-    step       TEXT NOT NULL,
-    target     TEXT NOT NULL,
-    claimed_at REAL NOT NULL,
-    PRIMARY KEY (run_id, event, step, target)
-) WITHOUT ROWID;
-
 CREATE TABLE step_cache (
     workflow   TEXT NOT NULL,
     step_id    TEXT NOT NULL,
@@ -193,6 +184,23 @@ CREATE TABLE step_tokens (
     PRIMARY KEY (run, step_id)
 );
 
+CREATE TABLE notification_outbox (
+    id            TEXT    NOT NULL PRIMARY KEY,
+    run_id        TEXT,
+    event         TEXT    NOT NULL,
+    step          TEXT    NOT NULL,
+    target        TEXT    NOT NULL,
+    shown         TEXT    NOT NULL,
+    body          TEXT    NOT NULL,
+    state         TEXT    NOT NULL,
+    attempts      INTEGER NOT NULL,
+    next_at       REAL    NOT NULL,
+    created_at    REAL    NOT NULL,
+    error         TEXT,
+    claimed_by    TEXT,
+    claimed_until REAL
+) WITHOUT ROWID;
+
 CREATE INDEX runs_by_created ON runs (created_at DESC);
 
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at DESC);
@@ -230,4 +238,8 @@ CREATE INDEX schedule_fires_by_run ON schedule_fires (run);
 
 CREATE INDEX step_cache_by_run ON step_cache (run_id);
 
-PRAGMA user_version = 15;
+CREATE INDEX notification_outbox_due ON notification_outbox (state, next_at);
+
+CREATE INDEX notification_outbox_by_run ON notification_outbox (run_id) WHERE run_id IS NOT NULL;
+
+PRAGMA user_version = 16;
