@@ -14,10 +14,12 @@ Tables: ``migrations/sqlite/0016_notification_outbox.sql``,
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (the records import this module: `plait validate` loads no sqlite3)
+    import sqlite3
 
 from ..core.model import JSONDict
 from ..errors import StoreError
