@@ -67,7 +67,7 @@ def prune(before: str, status_text: str | None, workflow: str | None, dry_run: b
     """Delete finished runs older than --before, with everything of theirs.
 
     A run goes with its steps, attempts, history, journal, events, token counts,
-    notification claims, the step-cache entries it created and its child runs (a child
+    outbox notifications, the step-cache entries it created and its child runs (a child
     goes with its parent, never alone). A run that is not finished, a parent with an
     unfinished child and a run with an unfinished retry stay. Runs go in batches of
     500, each batch in one transaction, so workers and the server wait for one batch
