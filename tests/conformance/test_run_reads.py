@@ -96,3 +96,38 @@ async def test_read_run_gives_the_workflow_version_the_run_runs(store: Store,
     assert workflow == await store.get_workflow(name, stored.version)
     unstored = await new_run(store, uid, version=7)
     assert (await store.read_run(unstored)).workflow is None
+
+
+async def test_get_steps_by_id_gives_the_named_rows_as_get_steps_does(
+        store: Store, uid: UID) -> None:
+    """What a worker reads of a run that its ticket left out: only the named steps, in
+    definition order, each row as ``get_steps`` has it; unknown ids are left out."""
+    run_id = await new_run(store, uid, steps=("c", "a", "b"))
+    await store.claim_run(run_id, "host:1", now=1.0, lease=30.0)
+    big = {"text": "x" * 100_000, "n": [1, 2.5, None]}
+    await store.write(WriteBatch(
+        run_id=run_id, owner="host:1",
+        run=RunChange(source=R.PENDING, target=R.RUNNING, at=2.0),
+        steps=[change("a", S.PENDING, S.QUEUED, at=2.0),
+               change("a", S.QUEUED, S.RUNNING, at=3.0, attempts=1, worker="host:1"),
+               change("c", S.PENDING, S.SKIPPED, at=3.0)],
+        attempts=[AttemptChange("a", 1, 3.0, False, "running", worker="host:1")]))
+    await store.write(WriteBatch(
+        run_id=run_id, owner="host:1",
+        steps=[change("a", S.RUNNING, S.COMPLETED, at=4.0, attempts=1, output=big,
+                      worker="host:1")],
+        attempts=[AttemptChange("a", 1, 4.0, False, "completed", worker="host:1")]))
+    every = await store.get_steps(run_id)
+    found = await store.get_steps_by_id(run_id, ["a", "nope", "c"])
+    assert found == [every[0], every[1]]
+    assert [(s.step_id, s.status, s.output) for s in found] == [
+        ("c", S.SKIPPED, None), ("a", S.COMPLETED, big)]
+    assert await store.get_steps_by_id(run_id, ["b"]) == [every[2]]
+    assert await store.get_steps_by_id(run_id, []) == []
+    assert await store.get_steps_by_id(run_id, ["nope", "x'); DROP TABLE steps; --"]) == []
+    assert await store.get_steps(run_id) == every
+
+
+async def test_get_steps_by_id_of_an_absent_run_is_run_not_found(store: Store) -> None:
+    with pytest.raises(RunNotFound):
+        await store.get_steps_by_id(new_run_id(), ["a"])

@@ -43,6 +43,9 @@ class Compiled:
     # a lone template that is one bare name (``{{ item }}``): its value is the context's
     # entry, looked up without building a Jinja context (see ``render``)
     name: str | None = None
+    # ``steps`` read some other way than ``steps.X`` / ``steps['X']`` (a computed key, a
+    # loop over it, passed whole): which steps it reads cannot be known before it renders
+    steps_dynamic: bool = False
 
 
 @lru_cache(maxsize=8192)
@@ -64,12 +67,13 @@ def _compile(source: str) -> Compiled:
         expr = output.nodes[0] if isinstance(output, nodes.Output) \
             and len(output.nodes) == 1 else None
         name = expr.name if isinstance(expr, nodes.Name) else None
-        return Compiled(source, True, _compile_expression(inner), _steps_read(ast),
-                        _cheap(ast), name)
+        steps, dynamic = _steps_read(ast)
+        return Compiled(source, True, _compile_expression(inner), steps,
+                        _cheap(ast), name, dynamic)
     ast = parse(source)
-    steps, cheap = _steps_read(ast), _cheap(ast)
+    (steps, dynamic), cheap = _steps_read(ast), _cheap(ast)
     template = _from_tree(sandbox.bound_loops(ast))
-    return Compiled(source, False, template.generate, steps, cheap)
+    return Compiled(source, False, template.generate, steps, cheap, steps_dynamic=dynamic)
 
 
 def parse(source: str, state: str | None = None) -> nodes.Template:
@@ -140,18 +144,24 @@ def _small_number(node: nodes.Node) -> bool:
         and abs(node.value) <= 1000
 
 
-def _steps_read(ast: nodes.Template) -> frozenset[str]:
-    """Step ids read as ``steps.X`` or ``steps['X']`` anywhere in the template."""
+def _steps_read(ast: nodes.Template) -> tuple[frozenset[str], bool]:
+    """Step ids read as ``steps.X`` or ``steps['X']`` anywhere in the template, and
+    whether ``steps`` is also read any other way (dynamic: any step may be read)."""
     found: set[str] = set()
+    named = 0  # reads of ``steps`` that name their step
     for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
         if isinstance(node, nodes.Getattr):
             if _is_steps(node.node):
                 found.add(node.attr)
+                named += 1
         elif isinstance(node, nodes.Getitem) and _is_steps(node.node):
             arg = node.arg
             if isinstance(arg, nodes.Const) and isinstance(arg.value, str):
                 found.add(arg.value)
-    return frozenset(found)
+                named += 1
+    uses = sum(1 for node in ast.find_all(nodes.Name)
+               if node.name == "steps" and node.ctx == "load")
+    return frozenset(found), uses > named
 
 
 def names_read(source: str) -> frozenset[str]:

@@ -369,7 +369,7 @@ def _parents(spec: WorkflowSpec, index: dict[str, int], add: _Add) -> list[list[
     return parents
 
 
-def _templates(step: StepSpec) -> list[tuple[str, str]]:
+def step_templates(step: StepSpec) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     if step.when is not None and expressions.is_template(step.when):
         found.append(("when", step.when))
@@ -419,7 +419,7 @@ def _check_templates(spec: WorkflowSpec, types: _Types, order: _Order,
     known: set[str] | None = None  # the names suggested from (built once, if needed)
     for i in _steps_with_templates(spec, types):
         step = spec.steps[i]
-        for field, text in _templates(step):
+        for field, text in step_templates(step):
             where = f"steps[{i}].{field}"
             reads = _template_reads(text, where, add)
             for name in sorted(reads):
@@ -452,7 +452,7 @@ def _check_maps(spec: WorkflowSpec, order: _Order, index: dict[str, int],
         if traits_of(item.type).expands:
             continue  # reported by the map type's check
         _check_step_fields(item, where, spec, add)
-        for field, text in _templates(item):
+        for field, text in step_templates(item):
             at = f"{where}.{field}"
             for name in sorted(_template_reads(text, at, add)):
                 if name not in index:

@@ -63,6 +63,7 @@ from ..steps.binding import import_step_call
 from ..steps.context import StepLog
 from ..steps.registry import StepCall, StepFunction
 from ..store.base import AttemptKey, InboxOutcome, Store, Ticket
+from .reads import is_small
 from .runner import AttemptRunner, attempt_functions, item_function
 from .worksource import Claims, OutcomeKind, Report, Reported, Spawn
 
@@ -82,28 +83,6 @@ def to_reported(index: int, outcome: InboxOutcome) -> Reported:
             outcome.fallback)
 
 
-def _ancestors(checked: CheckedWorkflow) -> list[tuple[int, ...] | None]:
-    return checked.derive("ancestors", lambda: [None] * checked.graph.size)
-
-
-def ancestors_of(checked: CheckedWorkflow, i: int) -> tuple[int, ...]:
-    """The steps whose outputs step ``i`` may read: its ancestors (templates may read
-    only those; validation refuses others), kept per checked workflow."""
-    cache = _ancestors(checked)
-    found = cache[i]
-    if found is None:
-        parents = checked.graph.parents
-        seen: set[int] = set()
-        todo = list(parents[i])
-        while todo:
-            p = todo.pop()
-            if p not in seen:
-                seen.add(p)
-                todo.extend(parents[p])
-        found = cache[i] = tuple(sorted(seen))
-    return found
-
-
 _LOG_FIELDS = frozenset(("level", "message", "attempt", "at"))
 
 
@@ -116,24 +95,30 @@ def history_notes(entries: tuple[JSONDict, ...]) -> list[JSONDict]:
 
 
 def payload_of(state: RunState, call: StepCall, fallback: bool) -> JSONDict:
-    """What a worker needs to run the attempt: the run's input, the status and output
-    of every step it may read, the shared state, its own last error (a fallback's
-    ``error``) and when the step first started."""
+    """What a worker needs to run the attempt: the shared state, its own last error
+    (a fallback's ``error``), when the step first started, and what is small of what it
+    reads: the run's input and its parents' rows (``runtime.reads``; the worker reads
+    the rest from the store).  ``by_ref`` tells the worker that ``steps`` holds only
+    some of the rows the step may read (a ticket without it holds them all)."""
     rows, ids = state.rows, state.graph.ids
     steps: JSONDict = {}
     at = state.graph_index(call.index)  # a map's item reads what its map may
-    for p in ancestors_of(state.checked, at):
+    for p in state.graph.parents[at]:
         row = rows[p]
-        steps[ids[p]] = {"status": str(row.status),
-                         "output": row.output if row.status is StepStatus.COMPLETED
-                         else None}
+        if row.status is StepStatus.COMPLETED:
+            if is_small(row.output):
+                steps[ids[p]] = {"status": "completed", "output": row.output}
+        else:
+            steps[ids[p]] = {"status": str(row.status), "output": None}
     own = rows[call.index]
     # dispatched_at: the driver's clock when it stored the ticket (the dispatch
     # latency a claiming worker reports: observe.prometheus)
-    payload: JSONDict = {"input": state.input, "state": dict(state.state), "steps": steps,
+    payload: JSONDict = {"state": dict(state.state), "steps": steps, "by_ref": True,
                          "started_at": call.started_at,
                          "error": own.error if fallback else None,
                          "dispatched_at": time.time()}
+    if is_small(state.input):
+        payload["input"] = state.input
     if at != call.index:  # a map's item: its item and index (templates, parameters)
         payload["item"], payload["index"] = state.item_value(call.index)
     decision = call.run.step_log.decisions.get(call.step.id)

@@ -36,7 +36,7 @@ from ..core.jsoncheck import clean_text
 from ..core.mapping import item_step, split_item_id
 from ..core.model import JSON, JSONDict
 from ..core.runstate import RunState, StepRuntime
-from ..core.states import StepStatus
+from ..core.states import FINAL_STEP_STATES, StepStatus
 from ..core.validate import CheckedWorkflow
 from ..errors import StoreError
 from ..steps.binding import declared_keys, import_step_call
@@ -47,6 +47,7 @@ from ..store.capabilities import Notifies
 from .completions import Completions
 from .engine import Engine, run_secrets
 from .notify import OUTCOME
+from .reads import ancestors_of, step_reads
 from .runner import AttemptRunner, error_info
 from .runview import RunView
 from .untrusted import refusal
@@ -251,7 +252,8 @@ class Executor:
         self._emits = asyncio.Event()  # an attempt running here emitted (emit_loop)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workflows: dict[tuple[str, int], CheckedWorkflow] = {}
-        self._views: OrderedDict[tuple[str, int], tuple[RunView, RunState]] = OrderedDict()
+        self._views: OrderedDict[tuple[str, int],
+                                 tuple[RunView, RunState, set[int]]] = OrderedDict()
         self._functions: dict[tuple[str, int, int, bool], StepFunction] = {}
         self._work = asyncio.Event()  # something to claim, or a slot freed
         self._backlog = False  # tickets may be left unclaimed (claim_loop)
@@ -466,7 +468,7 @@ class Executor:
                 "type": "StepLoadError", "message": clean_text(str(exc)),
                 "names": ["StepLoadError"],
                 "retryable": True})
-        call = self._call(checked, lease, index)
+        call = await self._call(checked, lease, index)
         journal = call.run.step_log
         if isinstance(journal, AttemptLogs):
             self._journals[lease.token] = journal
@@ -484,9 +486,9 @@ class Executor:
         await runner.run(call, lease.fallback)
         return self._outcome(lease, reported[-1])
 
-    def _call(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepCall:
+    async def _call(self, checked: CheckedWorkflow, lease: Lease, index: int) -> StepCall:
         payload = lease.payload
-        view, state = self._view(checked, lease)
+        view, state, known = await self._view(checked, lease)
         shared = payload.get("state")
         if isinstance(shared, dict):
             state.state.update(shared)
@@ -494,9 +496,14 @@ class Executor:
         graph = checked.graph.index
         if isinstance(steps, dict):
             for sid, row in steps.items():
-                if sid in graph and isinstance(row, dict):
-                    state.rows[graph[sid]] = StepRuntime(
-                        status=StepStatus(str(row.get("status"))), output=row.get("output"))
+                at = graph.get(sid)
+                if at is not None and isinstance(row, dict):
+                    status = StepStatus(str(row.get("status")))
+                    state.rows[at] = StepRuntime(status=status, output=row.get("output"))
+                    if status in FINAL_STEP_STATES:
+                        known.add(at)
+        if payload.get("by_ref") is True:  # what the ticket left out: from the store
+            await self._read_rows(checked, lease, index, state, known)
         error = payload.get("error")
         state.rows[index].error = error if isinstance(error, str) else None
         started = payload.get("started_at")
@@ -504,29 +511,59 @@ class Executor:
                         float(started) if isinstance(started, int | float) else self.clock(),
                         view)
 
-    def _view(self, checked: CheckedWorkflow, lease: Lease) -> tuple[RunView, RunState]:
-        """What an attempt reads of its run, filled from its ticket's payload.  A run's
-        view is kept for its later attempts on this worker (building one costs a row
-        per step of the workflow: per attempt, a 10,000-step fan-out paid 10,000 rows
-        per step), unless the workflow keeps shared state: then two attempts of the run
-        could be given different states, and each gets a view of its own."""
+    async def _read_rows(self, checked: CheckedWorkflow, lease: Lease, index: int,
+                         state: RunState, known: set[int]) -> None:
+        """The rows step ``index`` reads that its run's view lacks, read from the store
+        (``runtime.reads``); a final row is kept for the run's later attempts here."""
+        try:
+            reads = step_reads(checked, index)
+        except Exception:  # noqa: BLE001 - a function not importable: every ancestor
+            reads = ancestors_of(checked, index)
+        ids = checked.graph.ids
+        wanted = [ids[p] for p in reads if p not in known]
+        if not wanted:
+            return
+        graph = checked.graph.index
+        for record in await self.store.get_steps_by_id(lease.run_id, wanted):
+            at = graph[record.step_id]
+            status = StepStatus(record.status)
+            state.rows[at] = StepRuntime(
+                status=status, output=record.output if status is StepStatus.COMPLETED
+                else None)
+            if status in FINAL_STEP_STATES:
+                known.add(at)
+
+    async def _view(self, checked: CheckedWorkflow,
+                    lease: Lease) -> tuple[RunView, RunState, set[int]]:
+        """What an attempt reads of its run, filled from its ticket's payload and, for
+        what the ticket leaves out, from the store.  A run's view is kept for its later
+        attempts on this worker with the steps whose final rows it holds (building one
+        costs a row per step of the workflow: per attempt, a 10,000-step fan-out paid
+        10,000 rows per step), unless the workflow keeps shared state: then two
+        attempts of the run could be given different states, and each gets a view of
+        its own."""
         cacheable = not declared_keys(checked)
         key = (lease.run_id, lease.version)
         if cacheable and (found := self._views.get(key)) is not None:
             self._views.move_to_end(key)
             return found
+        payload = lease.payload
+        if "input" in payload or payload.get("by_ref") is not True:
+            run_input = payload.get("input")
+        else:  # too large to travel with each ticket: read once per run
+            run_input = (await self.store.get_run(lease.run_id)).input
         secrets = run_secrets(self.engine.services.trust)
-        state = RunState(checked, run_id=lease.run_id, input=lease.payload.get("input"),
-                         secrets=secrets)
+        state = RunState(checked, run_id=lease.run_id, input=run_input, secrets=secrets)
         view = RunView(checked, state, lease.run_id, self.engine.services,
                        AttemptLogs(secrets.redact_text, lambda: secrets.redacting),
                        declared_keys(checked),
                        [None] * checked.graph.size)
+        made = (view, state, set[int]())
         if cacheable:
-            self._views[key] = (view, state)
+            self._views[key] = made
             if len(self._views) > VIEWS_KEPT:
                 self._views.popitem(last=False)
-        return view, state
+        return made
 
     async def workflow(self, name: str, version: int) -> CheckedWorkflow:
         """A stored workflow version, checked once per worker (the attempts and the

@@ -163,6 +163,14 @@ class Store(Protocol):
         a ``StepRecord`` is), with its run and step."""
         ...
 
+    async def get_steps_by_id(self, run_id: str,
+                              step_ids: Sequence[str]) -> list[StepRecord]:
+        """The rows of the named steps, as ``get_steps`` gives them, in definition order;
+        an id the run has no step of is left out.  One indexed read however many are
+        named (what a worker reads of a run that its ticket left out).  RunNotFound
+        when the run is absent."""
+        ...
+
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
         """Ordered by start time."""
         ...

@@ -270,6 +270,11 @@ class MemoryStore(MemoryOutboxMethods):
             out.append(rec)
         return out
 
+    async def get_steps_by_id(self, run_id: str,
+                              step_ids: Sequence[str]) -> list[StepRecord]:
+        wanted = set(step_ids)
+        return [rec for rec in await self.get_steps(run_id) if rec.step_id in wanted]
+
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
         events = self._events.get(run_id)
         if events is None:

@@ -324,6 +324,11 @@ class PostgresStore:
     async def get_steps(self, run_id: str) -> list[StepRecord]:
         return rows.step_records(run_id, await self._of_run(_Q["get_steps"], run_id))
 
+    async def get_steps_by_id(self, run_id: str,
+                              step_ids: Sequence[str]) -> list[StepRecord]:
+        return rows.step_records(run_id, await self._of_run(
+            _Q["get_steps_by_id"], run_id, step_ids=list(step_ids)))
+
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
         return rows.attempt_records(run_id, await self._of_run(_Q["get_attempts"], run_id))
 

@@ -357,6 +357,10 @@ class SqliteStore:
     async def get_steps(self, run_id: str) -> list[StepRecord]:
         return await self._run(self._db.get_steps, run_id)
 
+    async def get_steps_by_id(self, run_id: str,
+                              step_ids: Sequence[str]) -> list[StepRecord]:
+        return await self._run(self._db.get_steps_by_id, run_id, list(step_ids))
+
     async def get_attempts(self, run_id: str) -> list[AttemptRecord]:
         return await self._run(self._db.get_attempts, run_id)
 

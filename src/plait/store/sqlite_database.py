@@ -594,6 +594,10 @@ class SqliteDatabase:
         return rows.step_records(run_id, self.conn.execute(_Q["get_steps"],
                                                            (self.run_key(run_id),)))
 
+    def get_steps_by_id(self, run_id: str, step_ids: list[str]) -> list[StepRecord]:
+        return rows.step_records(run_id, self.conn.execute(
+            _Q["get_steps_by_id"], (self.run_key(run_id), json.dumps(step_ids))))
+
     def get_attempts(self, run_id: str) -> list[AttemptRecord]:
         return rows.attempt_records(run_id, self.conn.execute(_Q["get_attempts"],
                                                               (self.run_key(run_id),)))

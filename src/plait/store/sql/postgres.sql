@@ -253,6 +253,15 @@ FROM runs AS r LEFT JOIN steps AS s ON s.run = r.id
 WHERE r.run_id = %(run_id)s
 ORDER BY s.position;
 
+-- get_steps_by_id --
+-- The named steps of a run in definition order.  No row: no such run; one row of
+-- NULLs: none of them is a step of the run.  (run_id, step_ids)
+SELECT s.step_id, s.status, s.attempts, s.output, s.error, s.started_at, s.finished_at,
+       s.skip_reason, s.fallback_used, s.next_attempt_at, s.worker
+FROM runs AS r LEFT JOIN steps AS s ON s.run = r.id AND s.step_id = ANY(%(step_ids)s)
+WHERE r.run_id = %(run_id)s
+ORDER BY s.position;
+
 -- get_attempts --
 -- A run's attempts by start time; ties keep the order they were stored in.  No row:
 -- no such run; one row of NULLs: a run without attempts.  (run_id)

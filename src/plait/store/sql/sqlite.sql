@@ -154,6 +154,13 @@ SELECT step_id, status, attempts, output, error, started_at, finished_at, skip_r
        fallback_used, next_attempt_at, worker
 FROM steps WHERE run = ? ORDER BY position;
 
+-- get_steps_by_id --
+-- The named steps of a run (a JSON array of ids) in definition order.  (run, ids)
+SELECT step_id, status, attempts, output, error, started_at, finished_at, skip_reason,
+       fallback_used, next_attempt_at, worker
+FROM steps WHERE run = ? AND step_id IN (SELECT value FROM json_each(?))
+ORDER BY position;
+
 -- get_attempts --
 -- A run's attempts by start time; ties keep the order they were stored in.  (run)
 SELECT step_id, attempt, fallback, status, started_at, finished_at, error, worker
