@@ -77,7 +77,8 @@ def takes_alerts(statuses: Sequence[str]) -> bool:
     return set(statuses) == set(FINAL)
 
 
-# The alert rows that go (an alert has no run; see the module docstring), per dialect.
+# The alert rows that go (an alert has no run; see the module docstring), per dialect;
+# found by the index notification_outbox_alerts (0017 on SQLite, 0019 on PostgreSQL).
 ALERTS = {
     "sqlite": "FROM notification_outbox WHERE run_id IS NULL AND state <> 'pending'"
               " AND created_at < ? AND (? IS NULL OR json_extract(body, '$.workflow') = ?)",
