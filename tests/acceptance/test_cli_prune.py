@@ -4,7 +4,9 @@ unfinished runs, runs with an unfinished retry and later runs stay."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import time
 from pathlib import Path
 
 import plaitproc
@@ -113,7 +115,10 @@ def test_a_worker_prunes_with_plait_retention(plait, write, tmp_path: Path):
     finally:
         worker.terminate()
         _, err = worker.communicate(timeout=30)
-    assert "retention: pruned 3 run(s)" in err
+    # one line for the turn that deleted the runs; the turns after it deleted nothing
+    assert re.search(r"worker \S+: retention: pruned 3 run\(s\) \(\d+ rows\) that finished "
+                     r"more than 1ms ago, in \d+\.\d\ds", err), err
+    assert err.count("retention: pruned") == 1, err
 
 
 def test_the_server_prunes_with_plait_retention(plait, write, spawn, tmp_path: Path):
@@ -129,8 +134,14 @@ def test_the_server_prunes_with_plait_retention(plait, write, spawn, tmp_path: P
         return listed.returncode == 0 and json.loads(listed.stdout)["runs"] == []
 
     wait_for(pruned, timeout=20)
+    time.sleep(0.5)  # a few turns more, that delete nothing
     server.terminate()
-    assert server.wait(timeout=30) == 0
+    _, err = server.communicate(timeout=30)
+    assert server.returncode == 0, err
+    # serve's log says what it pruned, as a worker's does: once, for the turn that did
+    assert re.search(r"plait serve: retention: pruned 1 run\(s\) \(\d+ rows\) that "
+                     r"finished more than 1ms ago, in \d+\.\d\ds", err), err
+    assert err.count("retention: pruned") == 1, err
 
 
 def test_a_bad_retention_setting_stops_the_worker(plait, tmp_path: Path):

@@ -372,6 +372,26 @@ def test_memory_store_is_refused(project: Path) -> None:
     assert "other processes share" in proc.stderr
 
 
+@pytest.mark.parametrize("lease, shown", [("500ms", "'500ms'"), ("0.9", "'0.9' (900ms)"),
+                                          ("999ms", "'999ms'")])
+def test_a_lease_under_a_second_is_refused(project: Path, lease: str, shown: str) -> None:
+    """A driven run's lease is renewed every half second: a shorter lease than 1s runs
+    out between renewals, so the worker refuses it before it starts (bad usage)."""
+    proc = plait(project, f"sqlite:///{project / 'w.db'}", "worker", "--lease", lease)
+    assert proc.returncode == 2, proc.stderr
+    assert "--lease" in proc.stderr and shown in proc.stderr
+    assert "the minimum of 1s" in proc.stderr
+    assert not (project / "w.db").exists()  # refused before opening the store
+
+
+def test_a_lease_of_one_second_is_taken(project: Path, pg_database: str,
+                                        workers: Workers) -> None:
+    proc = workers("--lease", "1s", "--poll", "200ms")
+    assert "lease 1s" in _peek(proc)
+    run_id = detach(project, pg_database, "chain.yaml", {"n": 1})
+    assert settled(project, pg_database, run_id)["status"] == "completed"
+
+
 def test_polling_workers_complete_runs(project: Path, pg_database: str,
                                        workers: Workers) -> None:
     """--no-listen: every notification is lost; polling alone moves the run

@@ -161,3 +161,43 @@ async def test_a_pruned_fire_does_not_move_its_schedule_back(store: Store,
     assert await store.last_fire(wf, "daily") == 20.0
     assert (await store.prune_runs(CUTOFF, workflow=wf)).runs == 2
     assert await store.last_fire(wf, "daily") == 20.0
+
+
+def _alert(key: str, workflow: str, at: float) -> OutboxRow:
+    """An alert's notification: it has no run (``notify_alerts``)."""
+    return OutboxRow(id=key, event="alert", target={"url": "http://t/"}, shown="http://t",
+                     body={"event": "alert", "run_id": None, "workflow": workflow},
+                     run_id=None, created_at=at, next_at=at)
+
+
+async def test_settled_alerts_before_the_cutoff_go_and_the_rest_stay(store: Store,
+                                                                      uid: UID) -> None:
+    wf, other = uid("wf"), uid("other")
+    sent, given_up, pending = (_alert(uid(n), wf, 1.0) for n in ("sent", "gave", "due"))
+    later, elsewhere = _alert(uid("later"), wf, 2 * CUTOFF), _alert(uid("else"), other, 1.0)
+    mine = {r.id for r in (sent, given_up, pending, later, elsewhere)}
+    assert await store.enqueue_notifications([sent, given_up, pending, later, elsewhere]) == 5
+    claimed = await store.claim_notifications("sender", 3 * CUTOFF, 60.0, limit=100)
+    assert mine <= {r.id for r in claimed}
+    for row, state in ((sent, "sent"), (given_up, "given_up"), (later, "sent"),
+                       (elsewhere, "sent")):
+        assert await store.settle_notification(row.id, "sender", state=state, attempts=1,
+                                               next_at=3 * CUTOFF)
+    await store.release_notifications("sender")  # `pending` stays to be sent
+
+    async def left() -> set[str]:
+        return {r.id for r in await store.list_notifications(limit=1000)} & mine
+
+    # a prune narrowed by status is about runs: no alert goes
+    narrowed = await store.prune_runs(CUTOFF, ["failed"], workflow=wf)
+    assert "notification_outbox" not in narrowed.rows and await left() == mine
+
+    dry = await store.prune_runs(CUTOFF, workflow=wf, dry_run=True)
+    assert (dry.runs, dry.rows) == (0, {"notification_outbox": 2})
+    assert await left() == mine
+    assert await store.prune_runs(CUTOFF, workflow=wf) == dry
+    assert await left() == {pending.id, later.id, elsewhere.id}
+
+    # without --workflow, every workflow's old settled alerts go
+    assert (await store.prune_runs(CUTOFF)).rows.get("notification_outbox", 0) >= 1
+    assert await left() == {pending.id, later.id}

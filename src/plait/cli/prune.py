@@ -68,11 +68,12 @@ def prune(before: str, status_text: str | None, workflow: str | None, dry_run: b
 
     A run goes with its steps, attempts, history, journal, events, token counts,
     outbox notifications, the step-cache entries it created and its child runs (a child
-    goes with its parent, never alone). A run that is not finished, a parent with an
-    unfinished child and a run with an unfinished retry stay. Runs go in batches of
-    500, each batch in one transaction, so workers and the server wait for one batch
-    at most; a run is never half deleted. On SQLite the freed space goes back to the
-    file system (docs/retention.md).
+    goes with its parent, never alone). Alert notifications (they have no run) sent or
+    given up before --before go too, unless --status narrows the prune. A run that is
+    not finished, a parent with an unfinished child and a run with an unfinished retry
+    stay. Runs go in batches of 500, each batch in one transaction, so workers and the
+    server wait for one batch at most; a run is never half deleted. On SQLite the freed
+    space goes back to the file system (docs/retention.md).
 
     \b
     Exit status:

@@ -88,6 +88,7 @@ async def serve_command(*, db: str, host: str, port: int, worker: bool, grace: f
         return ExitCode.USAGE
     import uvicorn
 
+    from ..observe.logs import configure
     from ..server import create_app
     from ..server.protocol import header_timeout_protocol
     from .loading import add_import_paths
@@ -101,7 +102,8 @@ async def serve_command(*, db: str, host: str, port: int, worker: bool, grace: f
                             http=header_timeout_protocol(settings.header_timeout),
                             proxy_headers=False, server_header=False)
     server = _server(config, app)
-    logging.getLogger("plait").setLevel(logging.INFO)
+    # plait's log lines on stderr, as a worker's (the retention's, a drain's, ...)
+    configure(level=logging.INFO)
     print(f"plait serve: {shown_url(db)} on http://{host}:{port} "
           f"(auth {'on' if settings.token else 'off'})", file=sys.stderr, flush=True)
     try:

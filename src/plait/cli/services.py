@@ -25,6 +25,25 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
     return seconds
 
 
+def _lease(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """``--lease``: a duration of at least ``MIN_LEASE_S`` (a driven run's lease is
+    renewed every half second: a shorter one runs out between renewals)."""
+    from ..core.durations import format_duration
+    from ..runtime.waiting import CANCEL_POLL_S, MIN_LEASE_S
+
+    seconds = _duration(ctx, param, value)
+    if seconds < MIN_LEASE_S:
+        shown = format_duration(seconds)
+        given = repr(value) if shown == value.strip() else f"{value!r} ({shown})"
+        raise click.BadParameter(
+            f"{given} is shorter than the minimum of "
+            f"{format_duration(MIN_LEASE_S)}: a worker renews the lease of a run it drives "
+            f"every {format_duration(CANCEL_POLL_S)}, and a shorter lease runs out between "
+            f"two renewals (other workers would take its runs over); use --lease 1s or "
+            f"more")
+    return seconds
+
+
 @click.command()
 @db_option
 @click.option("--concurrency", type=COUNT, default=4, show_default=True,
@@ -34,8 +53,9 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
               "this worker runs. A module that cannot be imported stops the command "
               "(exit 2).")
 @click.option("--lease", default="30s", show_default=True, metavar="DURATION",
-              callback=_duration, help="How long a claimed attempt (or a driven run) "
-              "stays this worker's without a heartbeat; heartbeats come every third of it.")
+              callback=_lease, help="How long a claimed attempt (or a driven run) "
+              "stays this worker's without a heartbeat; heartbeats come every third of it. "
+              "At least 1s.")
 @click.option("--poll", default="1s", show_default=True, metavar="DURATION",
               callback=_duration, help="How often to look for work when no notification "
               "comes (the only wake-up on SQLite or with --no-listen).")
@@ -78,8 +98,8 @@ def worker(db: str, concurrency: int, imports: tuple[str, ...], lease: float,
       0  drained after SIGTERM/SIGINT
       1  stopped at once by a second signal, or the worker failed: one of its loops
          kept failing (each failure logged with its traceback)
-      2  bad usage: a memory:// store, a module that cannot be imported, a store that
-         cannot be used
+      2  bad usage: a memory:// store, a --lease under 1s, a module that cannot be
+         imported, a store that cannot be used
       4  the store's server stopped answering once started (at start a worker waits
          for it, retrying, until it answers or a signal comes)
     """

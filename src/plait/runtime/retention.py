@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..core.durations import parse_duration
+from ..core.durations import format_duration, parse_duration
 from ..errors import StoreError
 from ..store.base import Store
 from ..store.prune import PruneCounts
@@ -92,16 +92,22 @@ async def retention_loop(store: Store, retention: Retention, *,
                          clock: Callable[[], float] = time.time,
                          name: str = "plait") -> None:
     """Prune at each turn of the cluster until cancelled; a store error is logged and
-    tried again at the next turn."""
+    tried again at the next turn.  A turn that deleted something logs one line: what
+    it deleted and how long the prune took (``name``: the worker's or ``plait serve``)."""
     while True:
         now = clock()
+        started = time.monotonic()
         try:
             counts, next_at = await prune_turn(store, retention, now)
         except StoreError as exc:
             _log.warning("%s: retention: pruning failed (%s); trying again in %gs",
                          name, exc, retention.every)
             counts, next_at = None, now + retention.every
-        if counts is not None:
-            _log.info("%s: retention: pruned %d run(s) (%d rows) that finished before "
-                      "%gs ago", name, counts.runs, counts.total_rows, retention.keep)
+        if counts is not None and (counts.runs or counts.total_rows):
+            took = time.monotonic() - started
+            _log.info("%s: retention: pruned %d run(s) (%d rows) that finished more "
+                      "than %s ago, in %.2fs", name, counts.runs, counts.total_rows,
+                      format_duration(retention.keep), took, extra={"pruned_runs": counts.runs,
+                                                   "pruned_rows": counts.total_rows,
+                                                   "seconds": round(took, 3)})
         await asyncio.sleep(max(next_at - clock(), 0.0) + 0.01)

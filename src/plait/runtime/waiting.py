@@ -20,6 +20,10 @@ from ..errors import RunTakenOver
 from ..store.base import Store
 
 CANCEL_POLL_S = 0.5
+# the shortest lease ``plait worker --lease`` takes: a driven run's lease is renewed
+# every CANCEL_POLL_S, so a shorter lease expires between two renewals at the first
+# slow store call and another worker takes the run over (docs/workers.md)
+MIN_LEASE_S = 2 * CANCEL_POLL_S
 
 
 class Wake:

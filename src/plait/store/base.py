@@ -519,5 +519,7 @@ class Store(Protocol):
         ``batch`` root runs per transaction, so writers wait for one batch at most,
         never for the whole prune.  ``dry_run``: delete nothing, count what would go.
         The counts: runs deleted and rows per table.  StoreError, deleting nothing,
-        for a status that is not final."""
+        for a status that is not final.  Alert notifications have no run: a prune of
+        every final status also deletes those sent or given up before ``cutoff`` (of
+        ``workflow`` when given; ``store.prune``)."""
         ...

@@ -10,7 +10,7 @@ from .memory_claims import MemoryClaims
 from .memory_journal import MemoryJournal
 from .memory_tokens import MemoryTokens
 from .outbox import MemoryOutbox
-from .prune import FINAL, PruneCounts, prunable
+from .prune import FINAL, PruneCounts, prunable, takes_alerts
 from .records import CachedResult, RunRecord
 
 
@@ -58,7 +58,20 @@ def prune_memory(store: MemoryState, cutoff: float, statuses: Sequence[str],
     if not dry_run:
         for run_id in doomed:
             _forget(store, run_id)
+    if takes_alerts(statuses):
+        alerts = _alerts(store._outbox, cutoff, workflow)
+        rows["notification_outbox"] += len(alerts)
+        if not dry_run:
+            for note in alerts:
+                del store._outbox._rows[note]
     return PruneCounts(len(doomed), {t: n for t, n in rows.items() if n})
+
+
+def _alerts(outbox: MemoryOutbox, cutoff: float, workflow: str | None) -> list[str]:
+    """The alert rows that go (``prune.ALERTS``): no run, settled, before the cutoff."""
+    return [key for key, row in outbox._rows.items()
+            if row.run_id is None and row.state != "pending" and row.created_at < cutoff
+            and (workflow is None or row.body.get("workflow") == workflow)]
 
 
 def _count(store: MemoryState, doomed: list[str]) -> dict[str, int]:

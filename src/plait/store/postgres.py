@@ -104,7 +104,7 @@ from .capabilities import StoreCapabilities
 from .observations import MetricsSnapshot
 from .outbox import OutboxRow
 from .postgres_database import UNIQUE_VIOLATION, PostgresDatabase, Row, ServerRefusal
-from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches, takes_alerts
 from .records import TokenUsage
 from .sql import queries
 from .sql import rows as rows
@@ -533,7 +533,11 @@ class PostgresStore:
             return await postgres_prune.postgres_batch(self._db, cutoff, chosen, workflow,
                                                     after, batch, dry_run)
 
-        return await in_batches(one)
+        counts = await in_batches(one)
+        if takes_alerts(chosen):
+            counts = counts.plus(await postgres_prune.postgres_alerts(
+                self._db, cutoff, workflow, dry_run))
+        return counts
 
     # ------------------------------------------------------------------ webhook deliveries
 

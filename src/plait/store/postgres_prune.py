@@ -12,7 +12,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from .postgres_database import PostgresDatabase, Row
-from .prune import FINAL, RUN_TABLES, Cursor, PruneCounts, prunable
+from .prune import ALERTS, FINAL, RUN_TABLES, Cursor, PruneCounts, prunable
 
 _ROOTS = """
 SELECT id, finished_at FROM runs
@@ -87,3 +87,19 @@ async def _delete(conn: AsyncConnection[Row], ids: list[int], names: list[str],
             rows[table] = (await conn.execute(f"DELETE {where}", {"v": by[column]})).rowcount
     runs = rows.pop("runs")
     return PruneCounts(runs, {t: n for t, n in rows.items() if n})
+
+
+async def postgres_alerts(db: PostgresDatabase, cutoff: float, workflow: str | None,
+                          dry_run: bool) -> PruneCounts:
+    """One statement: delete the alert rows that go (``prune.ALERTS``)."""
+    params = {"cutoff": cutoff, "workflow": workflow}
+
+    async def job(conn: AsyncConnection[Row]) -> int:
+        if dry_run:
+            row = await (await conn.execute(f"SELECT count(*) {ALERTS['postgres']}",
+                                            params)).fetchone()
+            return int(row[0]) if row else 0
+        return (await conn.execute(f"DELETE {ALERTS['postgres']}", params)).rowcount
+
+    found = await db.run(job)
+    return PruneCounts(0, {"notification_outbox": found} if found else {})

@@ -4,16 +4,21 @@ counts and which runs may go.
 A run goes with everything that belongs to it: its steps, attempts, history, tickets
 and inbox outcomes, journal, events sent to it, token counts, notifications (the outbox),
 the step-cache entries it created and its schedule fire, and with its child runs (a
-child goes with its parent, never alone).  A tree of runs goes whole, in one
-transaction, or not at all; it stays while any run in it is unfinished, or while a
-retry of any run in it (``retry_of``) is unfinished.  Deleting a schedule's fire moves
-the schedule's first sighting up to that fire's time, so where the schedule stands
-(``last_fire``) never moves back and nothing is fired again.
+child goes with its parent, never alone).  Alert notifications have no run (an outbox
+row whose ``run_id`` is NULL): a prune that takes every final status deletes those
+settled (sent or given up) before the cutoff, of ``workflow`` when given
+(``ALERTS``); one still pending stays until it is sent or given up.
+
+A tree of runs goes whole, in one transaction, or not at all; it stays while any run
+in it is unfinished, or while a retry of any run in it (``retry_of``) is unfinished.
+Deleting a schedule's fire moves the schedule's first sighting up to that fire's
+time, so where the schedule stands (``last_fire``) never moves back and nothing is
+fired again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.states import FINAL_RUN_STATES
@@ -66,14 +71,29 @@ def final_statuses(statuses: Iterable[str] | None) -> tuple[str, ...]:
     return chosen
 
 
+def takes_alerts(statuses: Sequence[str]) -> bool:
+    """Whether a prune of runs with ``statuses`` (checked) deletes old alert rows: only
+    one of every final status (``--status`` narrows the prune to runs)."""
+    return set(statuses) == set(FINAL)
+
+
+# The alert rows that go (an alert has no run; see the module docstring), per dialect;
+# found by the index notification_outbox_alerts (0017 on SQLite, 0019 on PostgreSQL).
+ALERTS = {
+    "sqlite": "FROM notification_outbox WHERE run_id IS NULL AND state <> 'pending'"
+              " AND created_at < ? AND (? IS NULL OR json_extract(body, '$.workflow') = ?)",
+    "postgres": "FROM notification_outbox WHERE run_id IS NULL AND state <> 'pending'"
+                " AND created_at < %(cutoff)s AND (%(workflow)s::text IS NULL"
+                " OR body::jsonb ->> 'workflow' = %(workflow)s::text)",
+}
+
+
 def prunable(tree: list[tuple[int, int, str, str]], retried: set[str]) -> list[int]:
     """The roots that may go, given their trees (rows of ``(root, row id, run id,
     status)``) and the run ids that have an unfinished retry."""
     blocked = {root for root, _, run_id, status in tree
                if status not in FINAL or run_id in retried}
     return sorted({root for root, *_ in tree} - blocked)
-
-
 
 
 Cursor = tuple[float, int]  # (finished_at, row id) of the last root looked at

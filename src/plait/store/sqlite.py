@@ -109,7 +109,7 @@ from .observations import (
     sqlite_snapshot,
 )
 from .outbox import OutboxRow
-from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches
+from .prune import BATCH, Cursor, PruneCounts, final_statuses, in_batches, takes_alerts
 from .records import TokenUsage
 from .sqlite_database import (
     BUSY_CODES,
@@ -486,7 +486,12 @@ class SqliteStore:
             return await self._write(sqlite_prune.sqlite_batch, *args)
 
         counts = await in_batches(one)
-        if counts.runs and not dry_run:
+        if takes_alerts(chosen):
+            alerts = (cutoff, workflow, dry_run)
+            counts = counts.plus(
+                await self._run(sqlite_prune.sqlite_alerts, self._db, *alerts) if dry_run
+                else await self._write(sqlite_prune.sqlite_alerts, *alerts))
+        if (counts.runs or counts.rows) and not dry_run:
             await self._run(self._db.call_writing, sqlite_prune.reclaim, self._db)
         return counts
 

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from .prune import FINAL, RUN_TABLES, Cursor, PruneCounts, prunable
+from .prune import ALERTS, FINAL, RUN_TABLES, Cursor, PruneCounts, prunable
 from .sqlite_database import SqliteDatabase
 
 _ROOTS = """
@@ -79,6 +79,19 @@ def _delete(conn: sqlite3.Connection, ids: list[int], names: list[str],
             rows[table] = int(execute(_DELETE[table], (by[column],)).rowcount)
     runs = rows.pop("runs")
     return PruneCounts(runs, {t: n for t, n in rows.items() if n})
+
+
+def sqlite_alerts(db: SqliteDatabase, cutoff: float, workflow: str | None,
+                  dry_run: bool) -> PruneCounts:
+    """A write job (a read when ``dry_run``): delete the alert rows that go
+    (``prune.ALERTS``)."""
+    args = (cutoff, workflow, workflow)
+    if dry_run:
+        found = int(db.conn.execute(f"SELECT count(*) {ALERTS['sqlite']}",
+                                    args).fetchone()[0])
+    else:
+        found = int(db.conn.execute(f"DELETE {ALERTS['sqlite']}", args).rowcount)
+    return PruneCounts(0, {"notification_outbox": found} if found else {})
 
 
 def reclaim(db: SqliteDatabase) -> None:

@@ -108,3 +108,32 @@ async def test_the_loop_prunes_at_each_turn() -> None:
         with pytest.raises(asyncio.CancelledError):
             await loop
         await store.close()
+
+
+async def test_a_turn_logs_one_line_when_it_deleted_something(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="plait.retention")
+    store = open_store("memory://")
+    await store.open()
+    loop = asyncio.create_task(retention_loop(store, Retention(keep=50.0, every=0.05),
+                                              name="plait serve"))
+    try:
+        await asyncio.sleep(0.2)  # turns with nothing to delete: no line
+        assert [r for r in caplog.records if r.name == "plait.retention"] == []
+        old = await finished_run(store, at=time.time() - 100.0)
+        deadline = time.monotonic() + 10.0
+        while await exists(store, old):
+            assert time.monotonic() < deadline, "the loop never pruned"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # more turns, nothing more deleted
+        lines = [r for r in caplog.records if r.name == "plait.retention"]
+        assert len(lines) == 1, [r.getMessage() for r in lines]
+        assert lines[0].getMessage().startswith(
+            "plait serve: retention: pruned 1 run(s) (")
+        assert "that finished more than 50s ago, in " in lines[0].getMessage()
+        assert lines[0].pruned_runs == 1  # type: ignore[attr-defined]
+    finally:
+        loop.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await loop
+        await store.close()

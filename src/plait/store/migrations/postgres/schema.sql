@@ -276,6 +276,8 @@ CREATE INDEX notification_outbox_due ON public.notification_outbox USING btree (
 
 CREATE INDEX notification_outbox_by_run ON public.notification_outbox USING btree (run_id) WHERE (run_id IS NOT NULL);
 
+CREATE INDEX notification_outbox_alerts ON public.notification_outbox USING btree (created_at) WHERE (run_id IS NULL);
+
 CREATE OR REPLACE FUNCTION public.plait_record_decision(p_run_id text, p_step_id text, p_at double precision, p_data json, OUT outcome text, OUT detail text)
  RETURNS record
  LANGUAGE plpgsql
@@ -861,3 +863,4 @@ INSERT INTO plait_migrations (version, name) VALUES (15, '0015_run_wake_at.sql')
 INSERT INTO plait_migrations (version, name) VALUES (16, '0016_run_tokens.sql');
 INSERT INTO plait_migrations (version, name) VALUES (17, '0017_prune_indexes.sql');
 INSERT INTO plait_migrations (version, name) VALUES (18, '0018_notification_outbox.sql');
+INSERT INTO plait_migrations (version, name) VALUES (19, '0019_alert_prune_index.sql');

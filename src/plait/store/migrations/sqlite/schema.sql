@@ -242,4 +242,7 @@ CREATE INDEX notification_outbox_due ON notification_outbox (state, next_at);
 
 CREATE INDEX notification_outbox_by_run ON notification_outbox (run_id) WHERE run_id IS NOT NULL;
 
-PRAGMA user_version = 16;
+CREATE INDEX notification_outbox_alerts ON notification_outbox (created_at)
+    WHERE run_id IS NULL;
+
+PRAGMA user_version = 17;
