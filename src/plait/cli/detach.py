@@ -42,7 +42,7 @@ def detachable(url: str) -> bool:
 
 
 def database_file(url: str) -> Path:
-    from ..store.sqlite_database import parse_url
+    from ..store.sqlite_url import parse_url
 
     path, _ = parse_url(url)
     return path.absolute()

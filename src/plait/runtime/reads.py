@@ -14,12 +14,10 @@ computed key, a loop) may read any ancestor: then all of them are read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ..core.model import JSON, StepSpec
 from ..core.templates import TemplateSyntaxError, compile_template
 from ..core.validate import CheckedWorkflow, step_templates
-from ..steps.binding import import_call, signature_of
+from ..steps.binding import signature_of, step_function
 
 # a parent's output (or the run's input) up to this many bytes of JSON travels in the
 # ticket; a larger one is read from the store by the worker, once per run
@@ -87,13 +85,6 @@ def _names(step: StepSpec) -> tuple[set[str], bool]:
     return names, dynamic
 
 
-def _function(step: StepSpec) -> Callable[..., object] | None:
-    if step.func is not None:
-        return step.func
-    call = step.config.get("call") if step.type == "python" else None
-    return import_call(call) if isinstance(call, str) else None
-
-
 def _parameter_names(step: StepSpec) -> set[str] | None:
     """The parameter names of the function a Python step calls, as the attempt imports
     it; None when a fallback names a function by ``module:function``: that one is
@@ -103,7 +94,7 @@ def _parameter_names(step: StepSpec) -> set[str] | None:
     if fallback is not None and fallback.func is None and fallback.call is not None:
         return None
     found: set[str] = set()
-    for fn in (_function(step), fallback.func if fallback is not None else None):
+    for fn in (step_function(step), fallback.func if fallback is not None else None):
         if fn is not None:
             found.update(name for name, _default in signature_of(fn).params)
     return found

@@ -96,6 +96,17 @@ def import_step_call(step: StepSpec) -> None:
         import_call(call)
 
 
+def step_function(step: StepSpec) -> Callable[..., object] | None:
+    """The function a python step calls (given, or imported from ``call``: ImportError
+    as ``import_call``); None for a step of another type."""
+    if step.type != "python":
+        return None
+    if step.func is not None:
+        return step.func
+    call = step.config.get("call")
+    return import_call(call) if isinstance(call, str) else None
+
+
 def signature_of(fn: Callable[..., object]) -> Signature:
     cached = getattr(fn, "__plait_signature__", None)
     if isinstance(cached, Signature):

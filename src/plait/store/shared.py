@@ -80,7 +80,7 @@ def _sqlite_key(url: str, cwd: str) -> str:
     """The file (absolute: a relative path is relative to ``cwd``) and mode of a URL."""
     key = _SQLITE_KEYS.get((url, cwd))
     if key is None:
-        from .sqlite_database import parse_url
+        from .sqlite_url import parse_url
 
         path, synchronous = parse_url(url)
         key = f"sqlite:///{Path(cwd, path)}?synchronous={synchronous}"

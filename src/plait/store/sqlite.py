@@ -116,10 +116,10 @@ from .sqlite_database import (
     CHECKPOINT_AFTER_JOBS,
     SqliteDatabase,
     T,
-    parse_url,
     primary_code,
     translate,
 )
+from .sqlite_url import parse_url
 
 _log = logging.getLogger("plait.store.sqlite")
 

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl
 
 from ..core.model import JSONDict
 from ..core.states import (
@@ -62,34 +61,9 @@ GATE_TIMEOUT_S = 120.0  # how long a job waits for the other writers of this pro
 BUSY_RETRIES = 3  # jobs that met SQLITE_BUSY without waiting that long run again
 CHECKPOINT_AFTER_JOBS = 256  # write jobs committed on the loop's thread between checkpoints
 INLINE_AUTOCHECKPOINT = 4000  # pages: the loop's connection checkpoints only past this
-SYNCHRONOUS_MODES = ("NORMAL", "FULL")
 _Q = queries("sqlite")
 BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _log = logging.getLogger("plait.store.sqlite")
-
-
-# --------------------------------------------------------------------------- the URL
-
-
-def parse_url(url: str) -> tuple[Path, str]:
-    """``sqlite:///path.db?synchronous=FULL`` -> (path, synchronous)."""
-    if not url.startswith("sqlite:///"):
-        raise StoreError(f"bad SQLite URL {url!r}: write sqlite:///relative/path.db or "
-                         f"sqlite:////absolute/path.db (three slashes, then the path)")
-    location, _, query = url[len("sqlite:///"):].partition("?")
-    if location in ("", ":memory:"):
-        raise StoreError(f"bad SQLite URL {url!r}: it names no database file "
-                         f"(use memory:// for a store that is not kept)")
-    synchronous = "NORMAL"
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key != "synchronous":
-            raise StoreError(f"SQLite URL {url!r}: unknown option {key!r} "
-                             f"(known: synchronous)")
-        if value.upper() not in SYNCHRONOUS_MODES:
-            raise StoreError(f"SQLite URL {url!r}: synchronous must be NORMAL or FULL, "
-                             f"not {value!r}")
-        synchronous = value.upper()
-    return Path(location), synchronous
 
 
 # ----------------------------------------------------------------- driver errors

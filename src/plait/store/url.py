@@ -47,7 +47,7 @@ def missing_database(url: str) -> Path | None:
     it holds no run, and opening it would create it)."""
     if not url.startswith("sqlite:"):
         return None
-    from .sqlite_database import parse_url
+    from .sqlite_url import parse_url
 
     try:
         path, _ = parse_url(url)

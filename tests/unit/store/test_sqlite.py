@@ -23,7 +23,8 @@ from plait.store import open_store
 from plait.store import sqlite_database as sqlite_module
 from plait.store.base import RunChange, RunRecord, WriteBatch
 from plait.store.sqlite import SqliteStore
-from plait.store.sqlite_database import parse_url, valid_id
+from plait.store.sqlite_database import valid_id
+from plait.store.sqlite_url import parse_url
 
 S, R = StepStatus, RunStatus
 
