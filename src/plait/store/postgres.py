@@ -300,7 +300,7 @@ class PostgresStore:
         return RunDocument(
             run=rows.run_record(row), steps=rows.step_records(run_id, steps),
             attempts=rows.attempt_records(run_id, attempts),
-            events=[rows.event_record(run_id, r) for r in events],
+            events=rows.event_records(run_id, events),
             journal=[JournalEntry(step=r[0], name=r[1], attempt=r[2], at=float(r[3]))
                      for r in journal],
             workflow=None if row[51] is None else rows.workflow_record(row[51:]))
@@ -334,7 +334,7 @@ class PostgresStore:
 
     async def get_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
         found = await self._of_run(_Q["get_events"], run_id, after=after)
-        return [rows.event_record(run_id, r) for r in found]
+        return rows.event_records(run_id, found, after)
 
     async def parents_to_wake(self, limit: int) -> list[str]:
         found = await self._db.fetchall(_Q["parents_to_wake"], {"limit": max(limit, 0)})

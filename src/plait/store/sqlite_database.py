@@ -579,7 +579,7 @@ class SqliteDatabase:
     def get_events(self, run_id: str, after: int) -> list[EventRecord]:
         found = self.conn.execute(_Q["get_events"], (self.run_key(run_id),
                                                     max(-INT64_MAX, min(after, INT64_MAX))))
-        return [rows.event_record(run_id, row) for row in found]
+        return rows.event_records(run_id, found, after)
 
     def parents_to_wake(self, limit: int) -> list[str]:
         return [row[0] for row in self.conn.execute(_Q["parents_to_wake"],

@@ -18,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from ...core.jsoncheck import clean_text
-from ...core.runstate import AttemptChange
+from ...core.runstate import AttemptChange, StepChange
 from ...core.states import RunStatus
 from ...errors import StoreError, UnstorableValue
 from ..base import (
@@ -30,7 +30,16 @@ from ..base import (
     reaped_error,
 )
 from ..records import OUTCOME_KINDS
-from .rows import FINAL_RUN, TEXT, collapse, encode, json_or_null, json_text
+from .rows import (
+    FINAL_RUN,
+    TEXT,
+    collapse,
+    encode,
+    fold_steps,
+    folded_data,
+    json_or_null,
+    json_text,
+)
 
 Params = dict[str, Any]
 
@@ -80,6 +89,8 @@ def write_params(batch: WriteBatch) -> Params:
             "error": optional_text(change.error) if final else None,
             "wake_at": change.wake_at if change.target is RunStatus.WAITING else None}
     document["events"] = _event_rows(batch, notes)
+    document["count"] = len(batch.steps) + len(batch.attempts) + (change is not None) \
+        + len(notes)
     if batch.claims:
         document.update(_claims_rows(batch))
     try:
@@ -129,12 +140,38 @@ def _attempt_rows(attempts: list[AttemptChange], first_event: int) -> list[dict[
 
 def _event_rows(batch: WriteBatch, notes: list[str]) -> list[dict[str, Any]]:
     """The batch's history in the memory store's order: steps, attempts, the run's
-    change, notes (only the keys an event of its kind has: absent ones are NULL)."""
-    rows: list[dict[str, Any]] = [
-        {"at": ch.at, "kind": "step", "step": ch.step, "source": TEXT[ch.source],
-         "target": TEXT[ch.target]} for ch in batch.steps]
-    rows += [{"at": a.at, "kind": "attempt", "step": a.step, "target": a.status,
-              "attempt": a.attempt} for a in batch.attempts]
+    change, notes (only the keys an event of its kind has: absent ones are NULL), a
+    step's changes folded into the row of its first attempt change
+    (``rows.fold_steps``).  Then each row carries ``seq``, its last event's position
+    among the batch's events (from 1), and ``write_params`` the number of events."""
+    fold = fold_steps(batch)
+    if not fold:
+        rows: list[dict[str, Any]] = [
+            {"at": ch.at, "kind": "step", "step": ch.step, "source": TEXT[ch.source],
+             "target": TEXT[ch.target]} for ch in batch.steps]
+        rows += [{"at": a.at, "kind": "attempt", "step": a.step, "target": a.status,
+                  "attempt": a.attempt} for a in batch.attempts]
+    else:
+        rows = []
+        parts: dict[str, list[tuple[int, StepChange]]] = {}
+        seq = 0
+        for ch in batch.steps:
+            seq += 1
+            if ch.step in fold:
+                parts.setdefault(ch.step, []).append((seq, ch))
+            else:
+                rows.append({"at": ch.at, "kind": "step", "step": ch.step,
+                             "source": TEXT[ch.source], "target": TEXT[ch.target],
+                             "seq": seq})
+        for a in batch.attempts:
+            seq += 1
+            row = {"at": a.at, "kind": "attempt", "step": a.step, "target": a.status,
+                   "attempt": a.attempt, "seq": seq}
+            held = parts.pop(a.step, None) if parts else None
+            if held is not None:
+                row["source"] = TEXT[held[0][1].source]
+                row["data"] = folded_data(held, seq, a.at)
+            rows.append(row)
     change = batch.run
     if change is not None:
         rows.append({"at": change.at, "kind": "run", "source": TEXT[change.source],
@@ -142,6 +179,12 @@ def _event_rows(batch: WriteBatch, notes: list[str]) -> list[dict[str, Any]]:
     noted = time.time()
     rows += [{"at": noted, "kind": "note", "step": step_id, "data": data}
              for (step_id, _), data in zip(batch.notes, notes, strict=True)]
+    if fold:
+        seq = len(batch.steps) + len(batch.attempts)
+        for row in rows:
+            if "seq" not in row:
+                seq += 1
+                row["seq"] = seq
     return rows
 
 

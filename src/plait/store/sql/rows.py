@@ -193,13 +193,70 @@ def attempt_records(run_id: str, rows: Iterable[Row]) -> list[AttemptRecord]:
             for r in rows]
 
 
-def event_record(run_id: str, r: Row) -> EventRecord:
-    seq, at, kind, step_id, source, target, attempt, data = r
-    if kind == "attempt":
-        body: JSONDict = {"attempt": attempt, "status": target}
-    elif kind == "note":
-        body = decode(data)
-    else:
-        body = {"from": source, "to": target}
-    return EventRecord(run_id=run_id, seq=seq, at=at, kind=kind, step_id=step_id,
-                       data=body)
+# ------------------------------------------------------------------- history rows
+#
+# A step's changes in a batch and its attempt's first change in the same batch are
+# ONE row of ``events`` (the step moving queued -> running with its attempt starting;
+# the attempt ending with the step completing): a row of kind ``attempt`` whose
+# ``source`` is not NULL (a plain attempt row's is) carries the step's changes in
+# ``data`` as ``[[back, target], ...]`` (``[back, target, at]`` when ``at`` is not the
+# attempt's; ``back``: how far the change's seq is before the row's), the first change
+# moving from ``source``.  The row takes the attempt's
+# seq, which is the largest of its parts (a batch numbers its step changes before its
+# attempts), so ``seq > after`` still finds every row holding an event after ``after``
+# and the run's largest seq is still its latest event's.  Readers get every event back
+# with its own seq (``event_records``): nothing else changes.  Rows written before
+# (one per event) read as they did.
+
+
+def fold_steps(batch: WriteBatch) -> dict[str, int]:
+    """The steps whose changes in ``batch`` go in the row of one of its attempt
+    changes: step -> the index of that step's first attempt change."""
+    found: dict[str, int] = {}
+    if batch.steps:
+        for n, a in enumerate(batch.attempts):
+            if a.step not in found:
+                found[a.step] = n
+    return found
+
+
+def folded_data(parts: list[tuple[int, StepChange]], seq: int, at: float) -> str:
+    """The ``data`` of the row (``seq``, ``at``) of folded step changes (each with its
+    seq): each ``[back, target]`` or, when its time is not the row's,
+    ``[back, target, at]``; ``back``: how far its seq is before ``seq``."""
+    return encode([[seq - n, TEXT[ch.target]] if ch.at == at
+                   else [seq - n, TEXT[ch.target], ch.at] for n, ch in parts])
+
+
+def event_records(run_id: str, found: Iterable[Row], after: int = 0) -> list[EventRecord]:
+    """The events of rows read in seq order (``seq > after``), folded rows given back
+    as the events they hold (those after ``after``), all in seq order."""
+    out: list[EventRecord] = []
+    add = out.append
+    folded = False
+    for r in found:
+        seq, at, kind, step_id, source, target, attempt, data = r
+        if kind == "attempt":
+            if source is not None:
+                folded = True
+                for part in decode(data):
+                    if seq - part[0] > after:
+                        add(EventRecord(run_id=run_id, seq=seq - part[0],
+                                        at=part[2] if len(part) > 2 else at, kind="step",
+                                        step_id=step_id,
+                                        data={"from": source, "to": part[1]}))
+                    source = part[1]
+            body: JSONDict = {"attempt": attempt, "status": target}
+        elif kind == "note":
+            body = decode(data)
+        else:
+            body = {"from": source, "to": target}
+        add(EventRecord(run_id=run_id, seq=seq, at=at, kind=kind, step_id=step_id,
+                        data=body))
+    if folded:
+        out.sort(key=_seq)
+    return out
+
+
+def _seq(event: EventRecord) -> int:
+    return event.seq

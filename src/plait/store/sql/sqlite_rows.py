@@ -11,9 +11,19 @@ from __future__ import annotations
 
 import time
 
+from ...core.runstate import StepChange
 from ...errors import UnstorableValue
 from ..base import RunRecord, WriteBatch
-from .rows import TEXT, Row, collapse, encode, json_or_null, optional_text
+from .rows import (
+    TEXT,
+    Row,
+    collapse,
+    encode,
+    fold_steps,
+    folded_data,
+    json_or_null,
+    optional_text,
+)
 
 Note = tuple[float, str]  # when it was written, its JSON text
 
@@ -43,18 +53,29 @@ def step_updates(key: int, batch: WriteBatch) -> tuple[list[Row], list[Note]]:
 def history(key: int, seq: int, batch: WriteBatch,
             notes: list[Note]) -> tuple[list[Row], list[Row]]:
     """The ``insert_event`` parameters of a batch, numbered after ``seq`` in the memory
-    store's order (steps, attempts, run, notes), and the ``upsert_attempt`` ones."""
+    store's order (steps, attempts, run, notes), a step's changes folded into the row
+    of its first attempt change (``rows.fold_steps``), and the ``upsert_attempt`` ones."""
     text = TEXT
     events: list[Row] = []
     add = events.append
+    fold = fold_steps(batch)
+    parts: dict[str, list[tuple[int, StepChange]]] = {}
     for ch in batch.steps:
         seq += 1
-        add((key, seq, ch.at, "step", ch.step, text[ch.source], text[ch.target], None,
-             None))
+        if ch.step in fold:
+            parts.setdefault(ch.step, []).append((seq, ch))
+        else:
+            add((key, seq, ch.at, "step", ch.step, text[ch.source], text[ch.target], None,
+                 None))
     attempts: list[Row] = []
     for a in batch.attempts:
         seq += 1
-        add((key, seq, a.at, "attempt", a.step, None, a.status, a.attempt, None))
+        held = parts.pop(a.step, None) if parts else None
+        if held is None:
+            add((key, seq, a.at, "attempt", a.step, None, a.status, a.attempt, None))
+        else:
+            add((key, seq, a.at, "attempt", a.step, text[held[0][1].source], a.status,
+                 a.attempt, folded_data(held, seq, a.at)))
         attempts.append((key, a.step, a.attempt, a.fallback, a.status, a.at,
                          a.at if a.ended else None, optional_text(a.error), a.worker, seq))
     change = batch.run

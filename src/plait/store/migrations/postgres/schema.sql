@@ -647,7 +647,7 @@ DECLARE
 BEGIN
     SELECT * INTO b FROM jsonb_to_record(p_batch)
         AS x(run_id text, owner text, run jsonb, steps jsonb, attempts jsonb, events jsonb,
-             consumed jsonb, withdrawn jsonb, dispatch jsonb);
+             consumed jsonb, withdrawn jsonb, dispatch jsonb, count integer);
     SELECT * INTO r FROM jsonb_to_record(coalesce(b.run, '{}'))
         AS x(source text, target text, at double precision, final boolean, output text,
              error text, wake_at double precision);
@@ -741,13 +741,14 @@ BEGIN
     END IF;
     IF b.events IS NOT NULL THEN
         INSERT INTO events (run, seq, at, kind, step_id, source, target, attempt, data)
-        SELECT v_run, v_seq + e.n, e.at, e.kind, e.step, e.source, e.target,
-               e.attempt, e.data::json
+        SELECT v_run, v_seq + coalesce(e.seq, e.n), e.at, e.kind, e.step, e.source,
+               e.target, e.attempt, e.data::json
         FROM ROWS FROM (jsonb_to_recordset(b.events)
                         AS (at double precision, kind text, step text, source text,
-                            target text, attempt integer, data text))
-             WITH ORDINALITY AS e(at, kind, step, source, target, attempt, data, n);
+                            target text, attempt integer, data text, seq integer))
+             WITH ORDINALITY AS e(at, kind, step, source, target, attempt, data, seq, n);
         GET DIAGNOSTICS v_events = ROW_COUNT;
+        v_events := coalesce(b.count, v_events);
     END IF;
     IF v_events > 0 OR r.target IS NOT NULL THEN
         UPDATE runs
@@ -864,3 +865,4 @@ INSERT INTO plait_migrations (version, name) VALUES (16, '0016_run_tokens.sql');
 INSERT INTO plait_migrations (version, name) VALUES (17, '0017_prune_indexes.sql');
 INSERT INTO plait_migrations (version, name) VALUES (18, '0018_notification_outbox.sql');
 INSERT INTO plait_migrations (version, name) VALUES (19, '0019_alert_prune_index.sql');
+INSERT INTO plait_migrations (version, name) VALUES (20, '0020_folded_history.sql');
