@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents bench-plans clean
+.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents bench-plans bench-cost clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -106,6 +106,15 @@ bench-plans: setup
 		--md benchmarks/STREAM.md --db sqlite \
 		$(if $(PLAIT_TEST_DATABASE_URL),--db postgresql,)
 	$(BIN)/python benchmarks/quote_readme.py
+
+# what a completed step costs the database (benchmarks/STEPCOST.md): statements, rows,
+# bytes, WAL and CPU on PostgreSQL (PLAIT_TEST_DATABASE_URL's server; statements are
+# counted in its log, which this user must be able to read) and on SQLite
+COST_RUNS ?= 50
+COST_SINGLE_RUNS ?= 300
+bench-cost: setup
+	$(BIN)/python benchmarks/step_cost.py --runs $(COST_RUNS) --single-runs $(COST_SINGLE_RUNS) \
+		--out benchmarks/stepcost.json --md benchmarks/STEPCOST.md
 
 # the run page with a 10,000-step run in chromium (benchmarks/UI.md)
 ui-bench: setup
