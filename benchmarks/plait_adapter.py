@@ -1,4 +1,4 @@
-"""Drive plait through its public Python API (SPEC section 1.2) on a Workload.
+"""Drive plait through its public Python API (plait.run and friends) on a Workload.
 
 Every step is added programmatically with `Workflow.add_step`, its parents as
 `depends_on`, and a body that computes ``workloads.step_value`` from its parents'
@@ -32,7 +32,7 @@ from plait import RunResult, StepContext, Workflow
 StepFn = Callable[..., Any]
 STYLES = ("ctx", "params", "sync", "noop")
 
-# SPEC section 2 default limits; a definition past them must raise them explicitly.
+# the default limits (docs/definitions.md); a definition past them must raise them explicitly.
 DEFAULT_MAX_STEPS = 100_000
 DEFAULT_MAX_DEPTH = 1_000
 
@@ -105,7 +105,7 @@ def build_workflow(workload: Workload, style: str = "ctx") -> Workflow:
     kwargs: dict[str, Any] = {"concurrency": max(16, workload.size)}
     depth = _depth(workload)
     if workload.size > DEFAULT_MAX_STEPS or depth > DEFAULT_MAX_DEPTH:
-        # A deep chain must raise the limits, as SPEC section 2 allows.  `Limits` is not
+        # A deep chain must raise the limits, as the definition format allows.  `Limits` is not
         # in plait's __all__ yet, hence the import from the model module.
         from plait.core.model import Limits
         kwargs["limits"] = Limits(max_steps=max(DEFAULT_MAX_STEPS, workload.size),

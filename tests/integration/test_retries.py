@@ -1,4 +1,4 @@
-"""Failures (SPEC 5): retries and their timing, what is never retried, per-attempt
+"""Failures: retries and their timing, what is never retried, per-attempt
 timeouts, fallbacks, circuit breakers, non-JSON outputs and template errors."""
 
 from __future__ import annotations

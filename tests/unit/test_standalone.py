@@ -13,14 +13,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 WORD = re.compile(r"\bSPEC\b")
-SKIPPED_DIRS = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+SKIPPED_DIRS = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".venv",
+                "node_modules"}
 
 def _checked_files() -> list[Path]:
     files = [ROOT / "README.md"]
-    for top in ("src", "docs"):
+    for top in ("src", "docs", "benchmarks", "tests", "examples"):
         for path in sorted((ROOT / top).rglob("*")):
             parts = set(path.relative_to(ROOT).parts)
-            if (path.is_file() and not parts & SKIPPED_DIRS
+            if (path.is_file() and not parts & SKIPPED_DIRS and path != Path(__file__).resolve()
                     and not any(p.endswith(".egg-info") for p in parts)):
                 files.append(path)
     return files
