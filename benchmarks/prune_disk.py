@@ -1,7 +1,7 @@
 """Disk bytes per completed step, and what a prune gives back, on SQLite and PostgreSQL.
 
     python benchmarks/prune_disk.py [--runs 200] [--steps 10] [--only sqlite|postgres]
-        [--pg postgresql://postgres@127.0.0.1:5432/test] [--out FILE]
+        [--pg postgresql://postgres@127.0.0.1:5432/test] [--out FILE] [--md FILE]
 
 A workflow of ``--steps`` independent python steps, each returning a string of 100
 bytes, is run ``--runs`` times (20 at a time) on a fresh store through
@@ -16,7 +16,8 @@ bytes, is run ``--runs`` times (20 at a time) on a fresh store through
   round of runs reuses the space.
 
 ``bytes_per_step``: (size after the runs - size empty) / steps run.  Prints (or
-writes to FILE) one JSON object per store.
+writes to FILE) one JSON object per store; ``--md`` writes the report the README
+quotes (benchmarks/DISK.md, ``make bench-months``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ from typing import Any
 
 import plait
 from plait import Workflow
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from harness import machine_header, met, table  # noqa: E402
 
 PAYLOAD = "x" * 100  # what each step returns: 100 bytes
 
@@ -157,6 +164,7 @@ async def main() -> None:
     parser.add_argument("--only", choices=["sqlite", "postgres"])
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--out")
+    parser.add_argument("--md", help="write the Markdown report here")
     args = parser.parse_args()
     # the steps are defined here, in __main__: nothing resumes them elsewhere
     warnings.filterwarnings("ignore", message="workflow 'hundred_bytes' calls functions")
@@ -168,7 +176,35 @@ async def main() -> None:
     text = json.dumps(results, indent=2) + "\n"
     if args.out:
         Path(args.out).write_text(text)
+    if args.md:
+        Path(args.md).write_text(report(results, args.runs, args.steps))
     sys.stdout.write(text)
+
+
+TARGET_BYTES = 1536  # bytes per completed step, indexes included
+
+
+def report(results: list[dict[str, Any]], runs: int, steps: int) -> str:
+    command = f"python benchmarks/prune_disk.py --runs {runs} --steps {steps} --md ..."
+    lines = machine_header("Disk per completed step, and what a prune gives back", [
+        f"produced by: `{command}`",
+        f"{runs} runs of {steps} python steps each returning 100 bytes, on a fresh store; "
+        f"then `plait prune` of everything that finished (PostgreSQL: a `VACUUM` after it, "
+        f"as autovacuum would), then the same runs again"])
+    rows = []
+    for r in results:
+        per = r["bytes_per_step"]
+        rows.append([r["store"], f"{per:,} B", f"< {TARGET_BYTES:,} B", met(per < TARGET_BYTES),
+                     f"{r['bytes_empty']:,}", f"{r['bytes_after_runs']:,}",
+                     f"{r['pruned']['runs']:,} runs, {r['pruned']['rows']:,} rows",
+                     f"{r['bytes_after_prune']:,}", f"{r['bytes_after_runs_again']:,}"])
+    lines += table(["store", "bytes per completed step (tables + indexes)", "target", "met?",
+                    "bytes empty", "after the runs", "pruned", "after the prune",
+                    "after the same runs again"], rows)
+    lines += ["SQLite gives the space back to the file system (incremental vacuum at the end "
+              "of a prune). PostgreSQL keeps the pages and reuses them: the second round of "
+              "runs grows the tables by less than the first (docs/retention.md).", ""]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
