@@ -721,6 +721,28 @@ async def test_a_duplicate_dispatch_is_refused(store: Store, driver: Driver) -> 
     assert len(await store.outcomes(run_id)) == 1
 
 
+async def test_a_key_listed_twice_in_a_large_batch_is_refused(store: Store,
+                                                              driver: Driver) -> None:
+    """A batch that dispatches thousands of tickets (a wide fan-out) is checked for a
+    key listed twice as a small one is, and an outcome consumed twice is refused."""
+    many = [f"s{i}" for i in range(3000)]
+    run_id = await driver.run(many)
+    tickets = [Ticket(run_id=run_id, step_id=s, attempt=1) for s in many]
+    with pytest.raises(StaleWriteError):
+        await store.write(WriteBatch(run_id, dispatch=[*tickets, tickets[1234]]))
+    assert await store.tickets(run_id) == []
+    await store.write(WriteBatch(run_id, dispatch=tickets))
+    assert len(await store.tickets(run_id)) == 3000
+    leases = await store.claim_attempts("w1", 2, LEASE)
+    await store.complete_attempts("w1", [(lease.token, ok(lease, 1)) for lease in leases])
+    first, second = (key_of(lease) for lease in leases)
+    with pytest.raises(StaleWriteError):
+        await store.write(WriteBatch(run_id, consumed=[first, second, first]))
+    assert len(await store.outcomes(run_id)) == 2
+    await store.write(WriteBatch(run_id, consumed=[first, second]))
+    assert await store.outcomes(run_id) == []
+
+
 async def test_a_ticket_must_name_the_batchs_run_and_one_of_its_steps(
         store: Store, driver: Driver) -> None:
     run_id, other = await driver.run(), await driver.run()

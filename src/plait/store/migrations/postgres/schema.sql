@@ -765,17 +765,15 @@ BEGIN
     -- consumed: each outcome must wait in the inbox, and be listed once
     IF cardinality(v_c_step) > 0 THEN
         SELECT json_build_array(c.step_id, c.attempt, c.fallback)::text INTO v_key
-        FROM unnest(v_c_step, v_c_attempt, v_c_fallback) WITH ORDINALITY
-             AS c(step_id, attempt, fallback, n)
-        WHERE NOT EXISTS (
+        FROM (SELECT u.*, row_number() OVER (PARTITION BY u.step_id, u.attempt, u.fallback
+                                             ORDER BY u.n) AS k
+              FROM unnest(v_c_step, v_c_attempt, v_c_fallback) WITH ORDINALITY
+                   AS u(step_id, attempt, fallback, n)) AS c
+        WHERE c.k > 1
+           OR NOT EXISTS (
                   SELECT FROM outcomes AS o
                   WHERE o.run = v_run AND o.step_id = c.step_id
                     AND o.attempt = c.attempt AND o.fallback = c.fallback)
-           OR EXISTS (
-                  SELECT FROM unnest(v_c_step, v_c_attempt, v_c_fallback) WITH ORDINALITY
-                       AS d(step_id, attempt, fallback, n)
-                  WHERE d.n < c.n AND d.step_id = c.step_id AND d.attempt = c.attempt
-                    AND d.fallback = c.fallback)
         ORDER BY c.n LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'run %: an outcome consumed is not in the inbox', b.run_id
@@ -813,18 +811,17 @@ BEGIN
                 USING ERRCODE = 'PL005', DETAIL = v_key;
         END IF;
         SELECT json_build_array(t.step_id, t.attempt, t.fallback)::text INTO v_key
-        FROM unnest(v_t_step, v_t_attempt, v_t_fallback) WITH ORDINALITY
-             AS t(step_id, attempt, fallback, n)
-        WHERE EXISTS (SELECT FROM tickets AS k
+        FROM (SELECT u.*, row_number() OVER (PARTITION BY u.step_id, u.attempt, u.fallback
+                                             ORDER BY u.n) AS k
+              FROM unnest(v_t_step, v_t_attempt, v_t_fallback) WITH ORDINALITY
+                   AS u(step_id, attempt, fallback, n)) AS t
+        WHERE t.k > 1
+           OR EXISTS (SELECT FROM tickets AS k
                       WHERE k.run = v_run AND k.step_id = t.step_id
                         AND k.attempt = t.attempt AND k.fallback = t.fallback)
            OR EXISTS (SELECT FROM outcomes AS o
                       WHERE o.run = v_run AND o.step_id = t.step_id
                         AND o.attempt = t.attempt AND o.fallback = t.fallback)
-           OR EXISTS (SELECT FROM unnest(v_t_step, v_t_attempt, v_t_fallback)
-                                  WITH ORDINALITY AS d(step_id, attempt, fallback, n)
-                      WHERE d.n < t.n AND d.step_id = t.step_id
-                        AND d.attempt = t.attempt AND d.fallback = t.fallback)
         ORDER BY t.n LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'run %: an attempt is dispatched already', b.run_id
@@ -866,3 +863,4 @@ INSERT INTO plait_migrations (version, name) VALUES (17, '0017_prune_indexes.sql
 INSERT INTO plait_migrations (version, name) VALUES (18, '0018_notification_outbox.sql');
 INSERT INTO plait_migrations (version, name) VALUES (19, '0019_alert_prune_index.sql');
 INSERT INTO plait_migrations (version, name) VALUES (20, '0020_folded_history.sql');
+INSERT INTO plait_migrations (version, name) VALUES (21, '0021_batch_checks_linear.sql');
