@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents bench-plans clean
+.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents bench-plans bench-months clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -106,6 +106,17 @@ bench-plans: setup
 		--md benchmarks/STREAM.md --db sqlite \
 		$(if $(PLAIT_TEST_DATABASE_URL),--db postgresql,)
 	$(BIN)/python benchmarks/quote_readme.py
+
+# after months of use, on PostgreSQL (benchmarks/MONTHS.md): a 1,000-step chain whose
+# first step returns 100 KB against 100 B (benchmarks/bigchain.json), and the
+# throughput of 4 workers with 100,000 finished runs in the database, idle and while
+# `plait prune` deletes them (MONTHS_RUNS; benchmarks/months.json)
+MONTHS_RUNS ?= 100000
+bench-months: setup
+	$(BIN)/python benchmarks/cluster.py --only bigchain --out benchmarks/bigchain.json
+	$(BIN)/python benchmarks/prune_load.py --runs $(MONTHS_RUNS) \
+		--bigchain benchmarks/bigchain.json --out benchmarks/months.json \
+		--md benchmarks/MONTHS.md
 
 # the run page with a 10,000-step run in chromium (benchmarks/UI.md)
 ui-bench: setup
