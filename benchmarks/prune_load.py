@@ -227,8 +227,8 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             "pair_ratios": [round(p["steps_per_s"] / i["steps_per_s"], 3)
                             for i, p in zip(idle, pruning, strict=True)],
             "overlapped": all(r["prune_still_running_at_batch_end"] for r in pruning),
-            "prune_under_load_s": statistics.median(r["prune"]["seconds"] for r in pruning),
-            "prune_alone_s": statistics.median(r["prune"]["seconds"] for r in idle),
+            "prune_under_load_s": round(statistics.median(r["prune"]["seconds"] for r in pruning), 2),
+            "prune_alone_s": round(statistics.median(r["prune"]["seconds"] for r in idle), 2),
             "prune_rows": pruning[0]["prune"]["rows"],
             "prune_under_load_rows_per_s": round(statistics.median(
                 r["prune"]["rows_per_s"] for r in pruning)),
