@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_INPUT := '{"ticket": "I was charged twice, please refund me"}'
 
-.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents bench-plans bench-cost clean
+.PHONY: chromium ui-bench setup demo test test-fast lint types unit soak bench bench-quick bench-peers bench-cluster bench-server bench-agents bench-plans bench-cost bench-months clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -115,6 +115,21 @@ COST_SINGLE_RUNS ?= 300
 bench-cost: setup
 	$(BIN)/python benchmarks/step_cost.py --runs $(COST_RUNS) --single-runs $(COST_SINGLE_RUNS) \
 		--out benchmarks/stepcost.json --md benchmarks/STEPCOST.md
+	$(BIN)/python benchmarks/quote_readme.py
+
+# after months of use, on PostgreSQL (benchmarks/MONTHS.md): a 1,000-step chain whose
+# first step returns 100 KB against 100 B (benchmarks/bigchain.json), and the
+# throughput of 4 workers with 100,000 finished runs in the database, idle and while
+# `plait prune` deletes them (MONTHS_RUNS; benchmarks/months.json)
+MONTHS_RUNS ?= 100000
+bench-months: setup
+	$(BIN)/python benchmarks/cluster.py --only bigchain --out benchmarks/bigchain.json
+	$(BIN)/python benchmarks/prune_load.py --runs $(MONTHS_RUNS) \
+		--bigchain benchmarks/bigchain.json --out benchmarks/months.json \
+		--md benchmarks/MONTHS.md
+	$(BIN)/python benchmarks/prune_disk.py --runs 500 --out benchmarks/prune.json \
+		--md benchmarks/DISK.md
+	$(BIN)/python benchmarks/quote_readme.py
 
 # the run page with a 10,000-step run in chromium (benchmarks/UI.md)
 ui-bench: setup

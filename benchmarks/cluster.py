@@ -35,6 +35,9 @@ reads every run with ``plait show --json`` at the end.
   worker running it is SIGKILLed one second in; from the kill to the step's next
   attempt starting on the other worker (the lease running out, then the reaper or the
   takeover of the run).
+- **bigchain** (only with ``--only bigchain``; ``cluster_bigchain.py``): a 1,000-step
+  chain whose first step returns 100 KB against the same chain whose first step
+  returns 100 bytes, interleaved, eager and ``--no-eager``: per-step time and ratio.
 """
 
 from __future__ import annotations
@@ -449,7 +452,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="throughput,latency,fanout,recovery",
-                    help="the measurements to make, comma-separated (default: all)")
+                    help="the measurements to make, comma-separated (default: all "
+                    "four; bigchain, a 1,000-step chain whose first output is 100 KB, "
+                    "only when named: cluster_bigchain.py)")
     ap.add_argument("--out", help="write the JSON here")
     ap.add_argument("--md", help="write the Markdown report here (the README quotes it)")
     args = ap.parse_args()
@@ -494,6 +499,12 @@ def main() -> None:
         save(result, args.out)
     if "recovery" in only:
         result["recovery"] = recovery(args.db, tmp, "2s")
+        save(result, args.out)
+    if "bigchain" in only:  # not in the default: bench-months runs it (MONTHS.md)
+        from cluster_bigchain import bigchain
+
+        result["bigchain"] = bigchain(args.db, args.workers, args.concurrency, tmp,
+                                      args.quick, NO_EAGER)
         save(result, args.out)
     if args.md and only >= {"throughput", "latency", "fanout", "recovery"}:
         Path(args.md).write_text(report(result, "python benchmarks/cluster.py "

@@ -43,3 +43,28 @@ def slow(ctx: Any) -> dict[str, Any]:
     value["t1"] = time.time()
     value["attempt"] = ctx.attempt
     return value
+
+
+def head(ctx: Any) -> dict[str, Any]:
+    """The first step of ``cluster.py``'s big chain: returns a JSON object of about
+    ``input.first_bytes`` bytes (a string field padded to that size), as a step that
+    fetched a document would."""
+    started = time.time()
+    size = int((ctx.input or {}).get("first_bytes", 100))
+    value = step_value(ctx.step_id, [])
+    value["doc"] = "x" * max(0, size - 60)  # the other fields take about 60 bytes
+    value["t0"] = started
+    value["t1"] = time.time()
+    return value
+
+
+def relay(ctx: Any) -> dict[str, Any]:
+    """Every later step of the big chain: reads its parent's output (the document's
+    size, its count) and returns a small object."""
+    started = time.time()
+    parents = [o for o in ctx.outputs.values() if o is not None]
+    value = step_value(ctx.step_id, parents)
+    value["seen"] = max((len(p.get("doc", "")) for p in parents), default=0)
+    value["t0"] = started
+    value["t1"] = time.time()
+    return value

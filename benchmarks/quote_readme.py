@@ -7,7 +7,9 @@ benchmarks/CLUSTER.md (``make bench-cluster``) between ``<!-- cluster:start -->`
 bench-agents``) between ``<!-- journal:start -->`` / ``<!-- journal:end -->`` and
 ``<!-- agents:start -->`` / ``<!-- agents:end -->``, and benchmarks/PLANS.md and
 benchmarks/STREAM.md (``make bench-plans``) between ``<!-- plans:... -->`` and
-``<!-- stream:... -->``.
+``<!-- stream:... -->``, and benchmarks/MONTHS.md, DISK.md and STEPCOST.md (``make
+bench-months``, ``make bench-cost``) between ``<!-- months:... -->``,
+``<!-- disk:... -->`` and ``<!-- stepcost:... -->``.
 
     python benchmarks/quote_readme.py
 """
@@ -27,6 +29,9 @@ JOURNAL_START, JOURNAL_END = "<!-- journal:start -->", "<!-- journal:end -->"
 AGENTS_START, AGENTS_END = "<!-- agents:start -->", "<!-- agents:end -->"
 PLANS_START, PLANS_END = "<!-- plans:start -->", "<!-- plans:end -->"
 STREAM_START, STREAM_END = "<!-- stream:start -->", "<!-- stream:end -->"
+# the running-for-months reports (``make bench-months``, ``make bench-cost``), each
+# between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``
+MONTHS_REPORTS = (("MONTHS.md", "months"), ("DISK.md", "disk"), ("STEPCOST.md", "stepcost"))
 PEER_SECTIONS = ("chain-1000", "fanout-1-1000-1", "random-500-in-10-layers",
                  "unbalanced-sleeps", "parallel-200-sleeps")
 
@@ -115,7 +120,9 @@ def main() -> int:
                              ("JOURNAL.md", JOURNAL_START, JOURNAL_END),
                              ("AGENTS.md", AGENTS_START, AGENTS_END),
                              ("PLANS.md", PLANS_START, PLANS_END),
-                             ("STREAM.md", STREAM_START, STREAM_END)):
+                             ("STREAM.md", STREAM_START, STREAM_END),
+                             *((name, f"<!-- {key}:start -->", f"<!-- {key}:end -->")
+                               for name, key in MONTHS_REPORTS)):
         text = quote_report(text, HERE / name, start, end)
     README.write_text(text)
     print("README.md: benchmark tables updated")
