@@ -38,7 +38,7 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
        for name in ("latest_version", "migrate", "schema_version")},
     "translate": (frozenset({"store/postgres_database.py", "store/sqlite_database.py"}),
                   "a driver error as a plait error, for each SQL backend"),
-    "parse_url": (frozenset({"store/postgres_url.py", "store/sqlite_database.py"}),
+    "parse_url": (frozenset({"store/postgres_url.py", "store/sqlite_url.py"}),
                   "a store URL split into its parts, for each SQL backend"),
     "optional_text": (frozenset({"store/sql/postgres_rows.py", "store/sql/rows.py"}),
                       "a text as each SQL backend can store it"),

@@ -108,7 +108,7 @@ def _duplicate(key: object, mark: yaml.Mark, first: yaml.Mark) -> None:
 def _key(loader: _StrictLoader, key_node: yaml.Node, deep: bool) -> object:
     key = loader.construct_object(key_node, deep=deep)
     if isinstance(key, bool) and isinstance(key_node, yaml.ScalarNode) \
-            and key_node.style is None:
+            and not key_node.style:  # plain: None (Python parser) or "" (libyaml)
         # YAML 1.1 reads a plain `on:` / `yes:` key as a boolean; plait's keys are
         # strings (a `notify:` target's `on:`, as in GitHub Actions): keep the text
         return key_node.value
