@@ -18,6 +18,8 @@ fired again.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +28,10 @@ from ..errors import StoreError
 
 FINAL: tuple[str, ...] = tuple(sorted(str(s) for s in FINAL_RUN_STATES))
 BATCH = 500  # root runs looked at per transaction
+# after each batch a prune leaves the database to the workers for this many times as
+# long as the batch took (1.0: half the time at most is the prune's), so that deleting
+# a backlog of runs slows the runs being run by little (benchmarks/MONTHS.md)
+YIELD_RATIO = 1.0
 
 # Every table holding rows of a run, with the column naming it: ``run`` holds the
 # run's row id, ``run_id`` its id.  Deleted in this order, the run's row last.
@@ -101,13 +107,17 @@ START: Cursor = (float("-inf"), 0)
 Batch = Callable[[Cursor], Awaitable[tuple[PruneCounts, "Cursor | None"]]]
 
 
-async def in_batches(batch: Batch) -> PruneCounts:
-    """Run ``batch`` (one transaction each) from the oldest root on until it says done;
-    the counts added up."""
+async def in_batches(batch: Batch, yield_ratio: float = YIELD_RATIO) -> PruneCounts:
+    """Run ``batch`` (one transaction each) from the oldest root on until it says done,
+    waiting ``yield_ratio`` times as long as each batch took before the next; the
+    counts added up."""
     total, after = PruneCounts(), START
     while True:
+        began = time.monotonic()
         counts, next_after = await batch(after)
         total = total.plus(counts)
         if next_after is None:
             return total
         after = next_after
+        if yield_ratio > 0:
+            await asyncio.sleep((time.monotonic() - began) * yield_ratio)
