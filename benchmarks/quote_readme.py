@@ -7,9 +7,9 @@ benchmarks/CLUSTER.md (``make bench-cluster``) between ``<!-- cluster:start -->`
 bench-agents``) between ``<!-- journal:start -->`` / ``<!-- journal:end -->`` and
 ``<!-- agents:start -->`` / ``<!-- agents:end -->``, and benchmarks/PLANS.md and
 benchmarks/STREAM.md (``make bench-plans``) between ``<!-- plans:... -->`` and
-``<!-- stream:... -->``, and benchmarks/MONTHS.md, DISK.md and STEPCOST.md (``make
-bench-months``, ``make bench-cost``) between ``<!-- months:... -->``,
-``<!-- disk:... -->`` and ``<!-- stepcost:... -->``.
+``<!-- stream:... -->``, and benchmarks/MONTHS.md and DISK.md (``make bench-months``) between
+``<!-- months:... -->`` and ``<!-- disk:... -->``; benchmarks/STEPCOST.md (``make
+bench-cost``) goes into docs/design/scale.md between ``<!-- stepcost:... -->``.
 
     python benchmarks/quote_readme.py
 """
@@ -31,7 +31,7 @@ PLANS_START, PLANS_END = "<!-- plans:start -->", "<!-- plans:end -->"
 STREAM_START, STREAM_END = "<!-- stream:start -->", "<!-- stream:end -->"
 # the running-for-months reports (``make bench-months``, ``make bench-cost``), each
 # between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``
-MONTHS_REPORTS = (("MONTHS.md", "months"), ("DISK.md", "disk"), ("STEPCOST.md", "stepcost"))
+MONTHS_REPORTS = (("MONTHS.md", "months"), ("DISK.md", "disk"))
 PEER_SECTIONS = ("chain-1000", "fanout-1-1000-1", "random-500-in-10-layers",
                  "unbalanced-sleeps", "parallel-200-sleeps")
 
@@ -125,6 +125,10 @@ def main() -> int:
                                for name, key in MONTHS_REPORTS)):
         text = quote_report(text, HERE / name, start, end)
     README.write_text(text)
+    design = HERE.parent / "docs" / "design" / "scale.md"  # quotes the step's cost too
+    if design.exists():
+        design.write_text(quote_report(design.read_text(), HERE / "STEPCOST.md",
+                                       "<!-- stepcost:start -->", "<!-- stepcost:end -->"))
     print("README.md: benchmark tables updated")
     return 0
 
