@@ -102,15 +102,17 @@ def write_steps_module(tmp_path: Path) -> Iterator[StepsModule]:
 
 
 async def run_on_two_workers(store: Store, checked: CheckedWorkflow,
-                             wait_s: float = 30.0) -> tuple[str, RunStatus]:
-    """Submit a run of ``checked`` and let two in-process workers (w1, w2) execute it
-    until it completes or fails; its id and final status.  ``wait_s`` bounds the wait,
-    never a claim about speed."""
+                             wait_s: float = 30.0, *, input: Any = None,
+                             eager: bool = True) -> tuple[str, RunStatus]:
+    """Submit a run of ``checked`` (with ``input``, default ``{}``) and let two
+    in-process workers (w1, w2) execute it until it completes or fails; its id and
+    final status.  ``wait_s`` bounds the wait, never a claim about speed; ``eager``:
+    False makes every attempt a ticket."""
     workers = [Worker(store, name=name, concurrency=2, lease=2.0, poll=0.05, grace=2.0,
-                      schedules=False) for name in ("w1", "w2")]
+                      schedules=False, eager=eager) for name in ("w1", "w2")]
     tasks = [asyncio.create_task(w.run()) for w in workers]
     try:
-        run = await Engine(store).submit(checked, {})
+        run = await Engine(store).submit(checked, {} if input is None else input)
         deadline = asyncio.get_running_loop().time() + wait_s
         while (status := (await store.get_run(run.run_id)).status) not in (
                 RunStatus.COMPLETED, RunStatus.FAILED):

@@ -6,7 +6,6 @@ parameter's name, by a template naming the step and by a template that names no 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -17,13 +16,11 @@ import pytest
 
 from plait.core.states import RunStatus, StepStatus
 from plait.definitions import check_definition
-from plait.runtime.engine import Engine
-from plait.runtime.worker import Worker
 from plait.store.base import Store, WriteBatch
 from plait.store.memory import MemoryStore
 from plait.store.url import open_store
 
-from .conftest import StepsModule
+from .conftest import StepsModule, run_on_two_workers
 
 pytestmark = pytest.mark.slow  # starts workers
 
@@ -92,21 +89,9 @@ async def test_large_outputs_and_input_are_read_by_reference(
                              "{{ steps[k].status }},{% endfor %}"}},
         {"id": "after", "type": "python", "call": f"{module}:after",
          "depends_on": ["chained", "named", "rendered"]}]})
-    workers = [Worker(store, name=name, concurrency=2, lease=5.0, poll=0.05, grace=2.0,
-                      schedules=False, eager=False) for name in ("w1", "w2")]
-    tasks = [asyncio.create_task(w.run()) for w in workers]
-    try:
-        run = await Engine(store).submit(checked, {"blob": "b" * 50_000})
-        deadline = asyncio.get_running_loop().time() + 30
-        while (status := (await store.get_run(run.run_id)).status) not in (
-                RunStatus.COMPLETED, RunStatus.FAILED):
-            assert asyncio.get_running_loop().time() < deadline, f"still {status}"
-            await asyncio.sleep(0.05)
-    finally:
-        for w in workers:
-            w.stop()
-        await asyncio.wait_for(asyncio.gather(*tasks), 15)
-    steps = {s.step_id: s for s in await store.get_steps(run.run_id)}
+    run_id, status = await run_on_two_workers(store, checked, input={"blob": "b" * 50_000},
+                                              eager=False)
+    steps = {s.step_id: s for s in await store.get_steps(run_id)}
     assert status is RunStatus.COMPLETED, {k: (s.status, s.error) for k, s in steps.items()}
     assert steps["after"].output == {"chained": 100_001, "named": [100_000, 50_000],
                                      "rendered": [100_000, "completed,completed,"]}
