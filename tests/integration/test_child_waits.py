@@ -133,7 +133,8 @@ async def test_a_parent_whose_child_ended_without_waking_it_is_found_by_the_swee
     assert (await store.get_run(child_id)).status is RunStatus.COMPLETED
     assert (await store.get_run(run.run_id)).status is RunStatus.WAITING
     sweeper = Engine(store, worker="sweeper")
-    assert await wake_stranded(sweeper) == 1
+    # at least this parent (the module's database may hold another test's stranded one)
+    assert await wake_stranded(sweeper) >= 1
     assert (await store.get_run(run.run_id)).status is RunStatus.RUNNING
     assert await _finish(store, None, run.run_id, timeout=30) is RunStatus.COMPLETED
     assert (await store.get_run(run.run_id)).output == {"ok": 1}
